@@ -1,0 +1,3 @@
+//! The `cwl` command.
+
+fn main() {}

@@ -1,0 +1,89 @@
+//! The session record: the line types of a cwl session file (JSONL, one
+//! [`Record`] a line).
+//!
+//! The agent writes these; the lab reads them back. Only the types live
+//! here, so both sides agree on the format without the engine doing I/O.
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{Message, ToolSpec};
+
+/// The current version of the session file format.
+pub const SESSION_FORMAT_VERSION: u32 = 1;
+
+/// Token usage reported by a provider for one model call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens, including cached ones.
+    pub input_tokens: u64,
+    /// Prompt tokens served from the provider's prefix cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// Prompt tokens written to the provider's prefix cache.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// Generated tokens, including reasoning.
+    pub output_tokens: u64,
+}
+
+/// One line of a session file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    /// First line: what the session is.
+    Session {
+        /// Format version ([`SESSION_FORMAT_VERSION`]).
+        version: u32,
+        /// Session id.
+        id: String,
+        /// When the session was created (RFC 3339).
+        timestamp: String,
+        /// Working directory of the agent.
+        cwd: String,
+        /// Provider name (`openai`, `anthropic`, `scripted`...).
+        provider: String,
+        /// Model name.
+        model: String,
+        /// Token budget τ.
+        budget: u64,
+        /// Tool definitions offered to the model (part of the prologue).
+        tools: Vec<ToolSpec>,
+    },
+    /// A transcript message, in order.
+    Message {
+        /// When it was recorded (RFC 3339).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timestamp: Option<String>,
+        /// The message.
+        message: Message,
+        /// For assistant messages: the provider's usage for the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+        /// For assistant messages: the call's cost in US dollars, if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+    },
+    /// The engine enforced the budget before a model call; replaying the
+    /// same enforcement at the same point reproduces the same view.
+    Enforce {
+        /// The budget in force.
+        budget: u64,
+        /// The pass's report as JSON (see `cwl::Report`).
+        report: serde_json::Value,
+    },
+    /// The provider's prompt-token count calibrated the local count.
+    Calibrate {
+        /// Tokens the engine counted for the request.
+        local: u64,
+        /// Tokens the provider reported.
+        reported: u64,
+    },
+    /// A free-form event worth keeping (task boundaries, warnings).
+    Note {
+        /// When it happened (RFC 3339).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timestamp: Option<String>,
+        /// What happened.
+        text: String,
+    },
+}
