@@ -1,0 +1,435 @@
+//! The stateful engine a harness embeds: append messages as they happen,
+//! enforce the budget before each model call, send the view.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::classes::{ToolClass, ToolClasses};
+use crate::graph::{Applied, EpisodeId, Graph};
+use crate::message::{Block, Message, ToolSpec};
+use crate::protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind};
+use crate::tokens::{self, MESSAGE_OVERHEAD, TokenCounter};
+
+/// The default token budget τ.
+pub const DEFAULT_BUDGET: usize = 80_000;
+
+/// How the engine evicts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The token budget τ: the prompt is kept at or under it when possible.
+    pub budget: usize,
+    /// Which tools' calls are bulk output and which intermediate.
+    pub classes: ToolClasses,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            budget: DEFAULT_BUDGET,
+            classes: ToolClasses::default(),
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration with another budget.
+    pub fn with_budget(budget: usize) -> Self {
+        Config {
+            budget,
+            ..Config::default()
+        }
+    }
+}
+
+/// A message the transcript cannot take; the context is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TranscriptError {
+    /// An assistant message with no blocks.
+    #[error("assistant message has no content (no text, reasoning or tool call)")]
+    EmptyAssistant,
+    /// A tool call without an id.
+    #[error("tool call `{0}` has an empty id")]
+    EmptyCallId(String),
+    /// Two calls share an id.
+    #[error("tool call id `{0}` is used twice")]
+    DuplicateCallId(String),
+    /// A tool result that answers no waiting call.
+    #[error("tool result for unknown call `{0}` (no earlier tool call with this id is waiting for a result)")]
+    UnknownCall(String),
+}
+
+/// What became of one delimiter call in a pushed assistant message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelimiterOutcome {
+    /// The call's id: send the tool result under this id.
+    pub call_id: String,
+    /// Accepted, or why not (the graph is unchanged when rejected).
+    pub result: Result<Accepted, DelimiterError>,
+}
+
+/// An accepted delimiter call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Accepted {
+    /// An episode was opened.
+    Started {
+        /// Its name.
+        name: String,
+        /// Its kind.
+        kind: EpisodeKind,
+    },
+    /// The active episode was closed.
+    Ended {
+        /// Its name.
+        name: String,
+        /// Its kind.
+        kind: EpisodeKind,
+    },
+}
+
+impl DelimiterOutcome {
+    /// Whether the call was rejected: its tool result must be an error.
+    pub fn is_error(&self) -> bool {
+        self.result.is_err()
+    }
+
+    /// The tool result text to send back to the model.
+    pub fn text(&self) -> String {
+        match &self.result {
+            Ok(Accepted::Started { name, kind }) => format!("Started {kind} episode `{name}`."),
+            Ok(Accepted::Ended { name, kind }) => format!("Ended {kind} episode `{name}`."),
+            Err(error) => format!("Error: {error}"),
+        }
+    }
+}
+
+/// What a block or result is, for the strip levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Text,
+    Reasoning,
+    Marker,
+    Call(ToolClass),
+    Residue,
+}
+
+/// Bookkeeping for one block of an assistant message (or one tool result).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Meta {
+    /// `None`: protected (prologue, user and system content).
+    pub(crate) owner: Option<EpisodeId>,
+    pub(crate) role: Role,
+    pub(crate) tokens: u32,
+}
+
+/// One message of the transcript, or its tombstone until the next cleanup.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) seq: u64,
+    pub(crate) message: Option<Message>,
+    /// One per assistant block, one for a tool result, none otherwise.
+    pub(crate) meta: Vec<Meta>,
+    /// Tokens of the message itself (overhead, and content when protected).
+    pub(crate) base: u32,
+}
+
+/// A tool call waiting for its result.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    pub(crate) owner: Option<EpisodeId>,
+    pub(crate) role: Role,
+    pub(crate) seq: u64,
+    pub(crate) evicted: bool,
+}
+
+/// The live context of one session: the view, its token count, the
+/// episode graph and the eviction state.
+///
+/// Evicted content is dropped from memory; the full transcript is the
+/// harness's to keep. The state is a pure function of the calls made on it,
+/// so replaying the same pushes, annotations, calibrations and enforcements
+/// rebuilds the same view byte for byte (that is how sessions resume).
+pub struct Context {
+    pub(crate) config: Config,
+    pub(crate) counter: Arc<dyn TokenCounter>,
+    tools: Vec<ToolSpec>,
+    tools_tokens: usize,
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) graph: Graph,
+    pub(crate) pending: HashMap<String, Pending>,
+    next_seq: u64,
+    pub(crate) total: usize,
+    offset: i64,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("budget", &self.config.budget)
+            .field("tokens", &self.tokens())
+            .field("messages", &self.entries.len())
+            .field("episodes", &self.graph.episodes().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// An empty context offering `tools` to the model (their definitions
+    /// count toward the prompt).
+    pub fn new(config: Config, counter: Arc<dyn TokenCounter>, tools: Vec<ToolSpec>) -> Self {
+        let tools_tokens = tokens::tools_tokens(counter.as_ref(), &tools);
+        Context {
+            config,
+            counter,
+            tools,
+            tools_tokens,
+            entries: Vec::new(),
+            graph: Graph::default(),
+            pending: HashMap::new(),
+            next_seq: 2,
+            total: tools_tokens,
+            offset: 0,
+        }
+    }
+
+    /// Appends a message.
+    ///
+    /// Delimiter calls in an assistant message are validated and applied in
+    /// order; the outcomes, one per delimiter call, say what tool result to
+    /// send back. On error nothing changes.
+    pub fn push(&mut self, message: Message) -> Result<Vec<DelimiterOutcome>, TranscriptError> {
+        let seq = self.next_seq;
+        match message {
+            Message::System { .. } | Message::User { .. } => {
+                let base = tokens::message_tokens(self.counter.as_ref(), &message);
+                self.insert_protected(seq, message, base);
+                self.next_seq += 2;
+                Ok(Vec::new())
+            }
+            Message::Assistant { content } => {
+                self.check_assistant(&content)?;
+                self.next_seq += 2;
+                Ok(self.push_assistant(seq, content))
+            }
+            Message::ToolResult(result) => {
+                let pending = self
+                    .pending
+                    .remove(&result.call_id)
+                    .ok_or_else(|| TranscriptError::UnknownCall(result.call_id.clone()))?;
+                self.next_seq += 2;
+                if pending.evicted {
+                    return Ok(Vec::new());
+                }
+                let tokens = self.counter.count(&result.content);
+                if let Some(owner) = pending.owner {
+                    self.graph.touch(owner, seq);
+                }
+                let meta = Meta {
+                    owner: pending.owner,
+                    role: pending.role,
+                    tokens: clamp(tokens),
+                };
+                self.total += MESSAGE_OVERHEAD + tokens;
+                self.entries.push(Entry {
+                    seq,
+                    message: Some(Message::ToolResult(result)),
+                    meta: vec![meta],
+                    base: clamp(MESSAGE_OVERHEAD),
+                });
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// Applies an annotation out of band, between messages, for harnesses
+    /// that infer episodes instead of letting the model call `delimiter`.
+    /// Costs no tokens; the graph is unchanged on error.
+    pub fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
+        let anchor = self.next_seq - 1;
+        let applied = self.graph.apply(annotation, anchor, None)?;
+        Ok(self.accepted(applied))
+    }
+
+    /// The messages to send: system prompt, protected prologue, and what
+    /// eviction left of the rest, in order.
+    pub fn view(&self) -> impl Iterator<Item = &Message> {
+        self.entries.iter().filter_map(|entry| entry.message.as_ref())
+    }
+
+    /// The tool definitions offered with every request.
+    pub fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+
+    /// Tokens the tool definitions cost in every request.
+    pub fn tools_tokens(&self) -> usize {
+        self.tools_tokens
+    }
+
+    /// The prompt's token count: view plus tool definitions, calibrated by
+    /// the provider's reports.
+    pub fn tokens(&self) -> usize {
+        usize::try_from((self.total as i64).saturating_add(self.offset).max(0)).unwrap_or(0)
+    }
+
+    /// The local count, before calibration.
+    pub fn counted_tokens(&self) -> usize {
+        self.total
+    }
+
+    /// The budget τ.
+    pub fn budget(&self) -> usize {
+        self.config.budget
+    }
+
+    /// Changes the budget for later passes.
+    pub fn set_budget(&mut self, budget: usize) {
+        self.config.budget = budget;
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The episode graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The annotated episode being worked in, if any.
+    pub fn active_episode(&self) -> Option<(&str, EpisodeKind)> {
+        self.graph.active().map(|id| {
+            let episode = self.graph.episode(id);
+            (episode.name(), episode.kind())
+        })
+    }
+
+    /// Ids of tool calls still waiting for their result, oldest first.
+    pub fn pending_calls(&self) -> Vec<&str> {
+        let mut pending: Vec<(&str, u64)> = self
+            .pending
+            .iter()
+            .map(|(id, pending)| (id.as_str(), pending.seq))
+            .collect();
+        pending.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(b.0)));
+        pending.into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// Calibrates the count with the provider's figure for a request the
+    /// engine counted as `local` tokens; the difference applies from now on.
+    pub fn calibrate(&mut self, local: usize, reported: usize) {
+        self.offset = reported as i64 - local as i64;
+    }
+
+    fn insert_protected(&mut self, seq: u64, message: Message, base: usize) {
+        self.total += base;
+        self.entries.push(Entry {
+            seq,
+            message: Some(message),
+            meta: Vec::new(),
+            base: clamp(base),
+        });
+    }
+
+    fn check_assistant(&self, content: &[Block]) -> Result<(), TranscriptError> {
+        if content.is_empty() {
+            return Err(TranscriptError::EmptyAssistant);
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for block in content {
+            if let Block::ToolCall(call) = block {
+                if call.id.is_empty() {
+                    return Err(TranscriptError::EmptyCallId(call.name.clone()));
+                }
+                if seen.contains(&call.id.as_str()) || self.pending.contains_key(&call.id) {
+                    return Err(TranscriptError::DuplicateCallId(call.id.clone()));
+                }
+                seen.push(&call.id);
+            }
+        }
+        Ok(())
+    }
+
+    fn push_assistant(&mut self, seq: u64, content: Vec<Block>) -> Vec<DelimiterOutcome> {
+        let mut outcomes = Vec::new();
+        let mut meta = Vec::with_capacity(content.len());
+        let mut total = MESSAGE_OVERHEAD;
+        for block in &content {
+            let (owner, role) = match block {
+                Block::ToolCall(call) if call.name == DELIMITER => {
+                    let result = Annotation::parse(&call.arguments)
+                        .and_then(|annotation| self.graph.apply(annotation, seq, Some(call.id.clone())));
+                    let placed = match result {
+                        Ok(Applied::Started(id) | Applied::Ended(id)) => (Some(id), Role::Marker),
+                        Err(_) => (self.graph.owner_at(seq), Role::Call(ToolClass::Intermediate)),
+                    };
+                    outcomes.push(DelimiterOutcome {
+                        call_id: call.id.clone(),
+                        result: result.map(|applied| self.accepted(applied)),
+                    });
+                    placed
+                }
+                Block::ToolCall(call) => (
+                    self.graph.owner_at(seq),
+                    Role::Call(self.config.classes.class(&call.name)),
+                ),
+                Block::Text { .. } => (self.graph.owner_at(seq), Role::Text),
+                Block::Reasoning { .. } => (self.graph.owner_at(seq), Role::Reasoning),
+            };
+            if let Some(owner) = owner {
+                self.graph.touch(owner, seq);
+            }
+            if let Block::ToolCall(call) = block {
+                self.pending.insert(
+                    call.id.clone(),
+                    Pending {
+                        owner,
+                        role,
+                        seq,
+                        evicted: false,
+                    },
+                );
+            }
+            let tokens = tokens::block_tokens(self.counter.as_ref(), block);
+            total += tokens;
+            meta.push(Meta {
+                owner,
+                role,
+                tokens: clamp(tokens),
+            });
+        }
+        self.total += total;
+        self.entries.push(Entry {
+            seq,
+            message: Some(Message::Assistant { content }),
+            meta,
+            base: clamp(MESSAGE_OVERHEAD),
+        });
+        outcomes
+    }
+
+    fn accepted(&self, applied: Applied) -> Accepted {
+        match applied {
+            Applied::Started(id) => {
+                let episode = self.graph.episode(id);
+                Accepted::Started {
+                    name: episode.name().to_string(),
+                    kind: episode.kind(),
+                }
+            }
+            Applied::Ended(id) => {
+                let episode = self.graph.episode(id);
+                Accepted::Ended {
+                    name: episode.name().to_string(),
+                    kind: episode.kind(),
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn clamp(tokens: usize) -> u32 {
+    u32::try_from(tokens).unwrap_or(u32::MAX)
+}

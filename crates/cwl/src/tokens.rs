@@ -1,0 +1,127 @@
+//! Token accounting: how many tokens a piece of the prompt costs.
+//!
+//! Counting sits behind [`TokenCounter`] so harnesses can plug in the
+//! tokenizer of their model. The default, [`O200k`], is a real BPE
+//! tokenizer embedded in the binary; [`Estimate`] is a cheap stand-in for
+//! tests and quick looks.
+
+use crate::message::{Block, Message, ToolSpec};
+
+/// Tokens a message costs beyond its content (role markers and separators).
+pub const MESSAGE_OVERHEAD: usize = 4;
+/// Tokens a tool call costs beyond its name and arguments.
+pub const TOOL_CALL_OVERHEAD: usize = 3;
+
+/// Counts the tokens of a text.
+pub trait TokenCounter: Send + Sync {
+    /// Number of tokens `text` encodes to.
+    fn count(&self, text: &str) -> usize;
+}
+
+/// The o200k BPE tokenizer (GPT-4o and later), embedded: no download.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct O200k;
+
+impl O200k {
+    /// The embedded o200k tokenizer.
+    pub fn new() -> Self {
+        O200k
+    }
+}
+
+impl TokenCounter for O200k {
+    fn count(&self, text: &str) -> usize {
+        if text.is_empty() {
+            return 0;
+        }
+        bpe_openai::o200k_base().count(text)
+    }
+}
+
+/// A cheap estimate: one token per four bytes, rounded up.
+///
+/// Close enough for English and code to size budgets in tests; never use it
+/// where the figure matters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Estimate;
+
+impl TokenCounter for Estimate {
+    fn count(&self, text: &str) -> usize {
+        text.len().div_ceil(4)
+    }
+}
+
+/// Tokens of one assistant block.
+pub fn block_tokens(counter: &dyn TokenCounter, block: &Block) -> usize {
+    match block {
+        Block::Text { text } => counter.count(text),
+        Block::Reasoning { text, signature } => {
+            counter.count(text) + signature.as_deref().map_or(0, |s| counter.count(s))
+        }
+        Block::ToolCall(call) => {
+            counter.count(&call.name) + counter.count(&call.arguments) + TOOL_CALL_OVERHEAD
+        }
+    }
+}
+
+/// Tokens of a whole message, overhead included.
+pub fn message_tokens(counter: &dyn TokenCounter, message: &Message) -> usize {
+    MESSAGE_OVERHEAD
+        + match message {
+            Message::System { content } | Message::User { content } => counter.count(content),
+            Message::Assistant { content } => content
+                .iter()
+                .map(|block| block_tokens(counter, block))
+                .sum(),
+            Message::ToolResult(result) => counter.count(&result.content),
+        }
+}
+
+/// Tokens of the tool definitions sent with every request.
+pub fn tools_tokens(counter: &dyn TokenCounter, tools: &[ToolSpec]) -> usize {
+    tools
+        .iter()
+        .map(|tool| {
+            counter.count(&tool.name)
+                + counter.count(&tool.description)
+                + counter.count(&tool.parameters.to_string())
+                + TOOL_CALL_OVERHEAD
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn o200k_counts_real_tokens() {
+        let counter = O200k::new();
+        assert_eq!(counter.count(""), 0);
+        assert_eq!(counter.count("hello world"), 2);
+        assert!(counter.count("fn main() { println!(\"hi\"); }") > 5);
+    }
+
+    #[test]
+    fn estimate_rounds_up() {
+        assert_eq!(Estimate.count(""), 0);
+        assert_eq!(Estimate.count("abc"), 1);
+        assert_eq!(Estimate.count("abcde"), 2);
+    }
+
+    #[test]
+    fn message_tokens_include_every_part() {
+        let message = Message::Assistant {
+            content: vec![
+                Block::Reasoning {
+                    text: "think".into(),
+                    signature: Some("sig".into()),
+                },
+                Block::ToolCall(crate::ToolCall::new("c1", "grep", "{\"pattern\":\"x\"}")),
+            ],
+        };
+        let counter = Estimate;
+        let expected = MESSAGE_OVERHEAD + 2 + 1 + 1 + 4 + TOOL_CALL_OVERHEAD;
+        assert_eq!(message_tokens(&counter, &message), expected);
+    }
+}
