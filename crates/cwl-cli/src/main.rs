@@ -1,3 +1,55 @@
-//! The `cwl` command.
+//! The `cwl` command: context eviction, the agent and the replay lab.
 
-fn main() {}
+mod evict;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Context Window Lifecycle: structured, model-free context eviction for
+/// long-horizon LLM agents.
+#[derive(Debug, Parser)]
+#[command(name = "cwl", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one eviction pass over a transcript (OpenAI chat JSON) and print
+    /// the view and a report.
+    Evict(evict::EvictArgs),
+}
+
+/// An error that says the input was at fault (exit code 2).
+#[derive(Debug)]
+pub struct InputError(pub String);
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("CWL_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Evict(args) => evict::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            let code = if error.downcast_ref::<InputError>().is_some() { 2 } else { 1 };
+            let chain: Vec<String> = error.chain().map(ToString::to_string).collect();
+            eprintln!("cwl: error: {}", chain.join(": "));
+            ExitCode::from(code)
+        }
+    }
+}

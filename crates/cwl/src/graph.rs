@@ -89,6 +89,11 @@ impl Episode {
     pub fn level(&self) -> Option<Level> {
         self.level
     }
+    /// The id of the delimiter call that opened it (`None` when it was
+    /// opened out of band or is an unannotated segment).
+    pub fn start_call(&self) -> Option<&str> {
+        self.start_call.as_deref()
+    }
     /// Whether the episode has been removed entirely.
     pub fn is_removed(&self) -> bool {
         self.level == Some(Level::Removed)

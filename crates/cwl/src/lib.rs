@@ -10,6 +10,7 @@
 //! model call and sends [`Context::view`]; [`evict`] does the same in one
 //! shot over a whole transcript.
 
+pub mod budget;
 pub mod classes;
 pub mod context;
 mod eviction;
@@ -22,6 +23,7 @@ pub mod record;
 pub mod report;
 pub mod tokens;
 
+pub use budget::{Budget, BudgetError};
 pub use classes::{ToolClass, ToolClasses};
 pub use context::{Accepted, Config, Context, DEFAULT_BUDGET, DelimiterOutcome, TranscriptError};
 pub use graph::{Episode, EpisodeId, EpisodeState, Graph, Level};

@@ -1,0 +1,113 @@
+//! `cwl evict`: one eviction pass over a transcript file.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use cwl::{Budget, Config, Estimate, O200k, TokenCounter, openai};
+use serde_json::{Value, json};
+
+use crate::InputError;
+
+/// Arguments of `cwl evict`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Input: {\"messages\": [...], \"tools\": [...]} in the OpenAI Chat Completions shape.
+Output: one JSON object {\"messages\": <view>, \"report\": {...}} on stdout.
+Delimiter calls in the input are re-validated; invalid ones are kept as
+ordinary tool calls and listed in report.warnings. Exit code 2 on bad input.
+
+Example:
+  cwl evict --budget 50k session.json > view.json")]
+pub struct EvictArgs {
+    /// Token budget: tokens (80000, 80k, 1.5M) or a share of --window (50%).
+    #[arg(long, short, default_value = "80000", value_parser = parse_budget)]
+    budget: Budget,
+    /// The model's context window in tokens, for a percentage budget.
+    #[arg(long, value_name = "TOKENS", value_parser = parse_window)]
+    window: Option<usize>,
+    /// How to count tokens.
+    #[arg(long, value_enum, default_value_t = Tokenizer::O200k)]
+    tokenizer: Tokenizer,
+    /// Pretty-print the output.
+    #[arg(long)]
+    pretty: bool,
+    /// The transcript file; `-` or nothing reads standard input.
+    #[arg(value_name = "FILE|-")]
+    input: Option<PathBuf>,
+}
+
+/// Token counters the command offers.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Tokenizer {
+    /// The o200k BPE tokenizer (GPT-4o and later), embedded.
+    O200k,
+    /// A cheap estimate: one token per four bytes.
+    Estimate,
+}
+
+fn parse_budget(text: &str) -> Result<Budget, String> {
+    text.parse().map_err(|error: cwl::BudgetError| error.to_string())
+}
+
+fn parse_window(text: &str) -> Result<usize, String> {
+    match text.parse::<Budget>() {
+        Ok(Budget::Tokens(tokens)) => Ok(tokens),
+        _ => Err(format!("invalid window `{text}`: expected tokens like 200000 or 200k")),
+    }
+}
+
+/// Runs `cwl evict`.
+pub fn run(args: EvictArgs) -> anyhow::Result<()> {
+    let budget = args
+        .budget
+        .resolve(args.window)
+        .map_err(|error| InputError(error.to_string()))?;
+    let (name, text) = read_input(args.input.as_ref())?;
+    let body: Value = serde_json::from_str(&text).map_err(|error| {
+        InputError(format!("{name}: not valid JSON: {error}"))
+    })?;
+    let request = openai::parse_request(&body).map_err(|error| InputError(format!("{name}: {error}")))?;
+    let counter: Arc<dyn TokenCounter> = match args.tokenizer {
+        Tokenizer::O200k => Arc::new(O200k::new()),
+        Tokenizer::Estimate => Arc::new(Estimate),
+    };
+    let evicted = cwl::evict(request.messages, request.tools, Config::with_budget(budget), counter)
+        .map_err(|error| InputError(format!("{name}: {error}")))?;
+    let output = json!({
+        "messages": openai::to_messages(&evicted.messages),
+        "report": evicted.report,
+    });
+    let mut stdout = std::io::stdout().lock();
+    let written = if args.pretty {
+        serde_json::to_writer_pretty(&mut stdout, &output)
+    } else {
+        serde_json::to_writer(&mut stdout, &output)
+    };
+    written.context("writing the output")?;
+    match writeln!(stdout).and_then(|()| stdout.flush()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing the output"),
+    }
+}
+
+fn read_input(path: Option<&PathBuf>) -> anyhow::Result<(String, String)> {
+    match path.filter(|path| path.as_os_str() != "-") {
+        Some(path) => {
+            let name = path.display().to_string();
+            let bytes = std::fs::read(path).map_err(|error| InputError(format!("{name}: cannot read: {error}")))?;
+            let text = String::from_utf8(bytes)
+                .map_err(|error| InputError(format!("{name}: not UTF-8: {error}")))?;
+            Ok((name, text))
+        }
+        None => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|error| InputError(format!("<stdin>: cannot read: {error}")))?;
+            Ok(("<stdin>".to_string(), text))
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! `cwl evict` end to end: the binary on real files and bad input.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+fn cwl(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cwl"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cwl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+fn call(id: &str, name: &str, arguments: Value) -> Value {
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments.to_string()}})
+}
+
+fn transcript() -> Value {
+    let big = "match ".repeat(400);
+    json!({
+        "tools": [{"type": "function", "function": {"name": "grep", "description": "search", "parameters": {"type": "object"}}}],
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Find the auth code."},
+            {"role": "assistant", "content": null, "tool_calls": [call("c1", "delimiter", json!({"action": "start", "name": "find-auth", "type": "expl"}))]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Started expl episode `find-auth`."},
+            {"role": "assistant", "content": null, "reasoning_content": "grep first", "tool_calls": [call("c2", "grep", json!({"pattern": "auth"}))]},
+            {"role": "tool", "tool_call_id": "c2", "content": big},
+            {"role": "assistant", "content": null, "tool_calls": [call("c3", "delimiter", json!({"action": "end", "description": "auth is in src/auth.rs"}))]},
+            {"role": "tool", "tool_call_id": "c3", "content": "Ended expl episode `find-auth`."},
+            {"role": "assistant", "content": "Auth is in src/auth.rs."},
+            {"role": "user", "content": "Thanks."}
+        ]
+    })
+}
+
+fn run_ok(args: &[&str], input: &Value) -> Value {
+    let output = cwl(args, &input.to_string());
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("stdout is one JSON object")
+}
+
+#[test]
+fn under_budget_the_view_is_the_input() {
+    let input = transcript();
+    let output = run_ok(&["evict"], &input);
+    assert_eq!(output["report"]["budget"], 80_000);
+    assert_eq!(output["report"]["budget_met"], true);
+    assert_eq!(output["report"]["episodes"], json!([]));
+    assert_eq!(output["report"]["tokens_before"], output["report"]["tokens_after"]);
+    let messages = output["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 10);
+    assert_eq!(messages[5]["content"], input["messages"][5]["content"]);
+    assert_eq!(messages[4]["reasoning_content"], "grep first");
+}
+
+#[test]
+fn over_budget_the_episode_goes_and_its_description_stays() {
+    let output = run_ok(&["evict", "--budget", "150", "-"], &transcript());
+    let report = &output["report"];
+    assert_eq!(report["budget_met"], true);
+    assert!(report["tokens_before"].as_u64() > Some(150));
+    assert!(report["tokens_after"].as_u64() <= Some(150));
+    assert_eq!(report["episodes"][0]["name"], "find-auth");
+    let contents: Vec<&str> = output["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|message| message["content"].as_str())
+        .collect();
+    assert!(contents.contains(&"Find the auth code."));
+    assert!(contents.contains(&"Thanks."));
+    assert!(!contents.iter().any(|content| content.contains("match match")));
+}
+
+#[test]
+fn percentage_budgets_use_the_window() {
+    let output = run_ok(&["evict", "--budget", "10%", "--window", "1500"], &transcript());
+    assert_eq!(output["report"]["budget"], 150);
+    let output = cwl(&["evict", "--budget", "10%"], &transcript().to_string());
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--window"));
+}
+
+#[test]
+fn output_is_deterministic_byte_for_byte() {
+    let input = transcript().to_string();
+    let first = cwl(&["evict", "--budget", "150"], &input);
+    let second = cwl(&["evict", "--budget", "150"], &input);
+    assert!(first.status.success());
+    assert_eq!(first.stdout, second.stdout);
+}
+
+#[test]
+fn invalid_delimiter_calls_are_listed_in_warnings() {
+    let mut input = transcript();
+    input["messages"][2]["tool_calls"][0] = call("c1", "delimiter", json!({"action": "start", "name": "find-auth"}));
+    let output = run_ok(&["evict"], &input);
+    let warnings = output["report"]["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].as_str().expect("text").contains("message 2: delimiter call `c1` ignored: delimiter start needs `type`"));
+    assert!(warnings[1].as_str().expect("text").contains("no episode is active"));
+}
+
+#[test]
+fn bad_input_exits_2_with_one_clear_line() {
+    let cases: Vec<(String, &str)> = vec![
+        ("not json".into(), "<stdin>: not valid JSON"),
+        ("[]".into(), "must be a JSON object with a `messages` array"),
+        ("{}".into(), "has no `messages` array"),
+        (json!({"messages": [{"role": "robot", "content": "x"}]}).to_string(), "messages[0]: unknown role `robot`"),
+        (json!({"messages": [{"content": "x"}]}).to_string(), "messages[0]: message has no `role`"),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "zz", "content": "x"}]}).to_string(),
+            "messages[1]: tool result for unknown call `zz`",
+        ),
+        (
+            json!({"messages": [{"role": "assistant", "content": null, "tool_calls": [call("c", "grep", json!({}))]}]}).to_string(),
+            "message 0: tool call `c` has no tool result",
+        ),
+        (
+            json!({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c"}]}]}).to_string(),
+            "messages[0]: tool_calls[0]: tool call has no `function` object",
+        ),
+        (json!({"messages": [], "tools": [{"type": "function"}]}).to_string(), "tools[0]"),
+    ];
+    for (input, expected) in cases {
+        let output = cwl(&["evict"], &input);
+        assert_eq!(output.status.code(), Some(2), "{input}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{input}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+        assert!(output.stdout.is_empty());
+    }
+}
+
+#[test]
+fn a_missing_file_and_a_bad_budget_are_input_errors() {
+    let output = cwl(&["evict", "/nonexistent/session.json"], "");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/session.json: cannot read"));
+    let output = cwl(&["evict", "--budget", "lots"], "");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("invalid budget `lots`"));
+}

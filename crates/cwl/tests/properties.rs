@@ -1,0 +1,221 @@
+//! Property tests over random annotated sessions: the invariants of the
+//! paper's episode graph and eviction policy hold for any transcript.
+
+mod common;
+
+use common::{Script, counter, recount, validate};
+use cwl::{Config, Context, EpisodeKind, EpisodeState, Message, evict};
+use proptest::prelude::*;
+use serde_json::json;
+
+#[derive(Debug, Clone)]
+enum Op {
+    User(usize),
+    Expl { calls: Vec<Call>, close: bool },
+    Act { deps: Vec<prop::sample::Index>, calls: Vec<Call>, close: bool },
+    Loose(Vec<Call>),
+    BadDelimiter,
+}
+
+#[derive(Debug, Clone)]
+struct Call {
+    tool: &'static str,
+    output: usize,
+    reasoning: usize,
+}
+
+fn call() -> impl Strategy<Value = Call> {
+    (
+        prop::sample::select(vec!["grep", "glob", "ls", "read", "bash", "edit", "write", "mystery"]),
+        0usize..400,
+        prop::option::weighted(0.3, 1usize..200),
+    )
+        .prop_map(|(tool, output, reasoning)| Call {
+            tool,
+            output,
+            reasoning: reasoning.unwrap_or(0),
+        })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => (1usize..60).prop_map(Op::User),
+        4 => (prop::collection::vec(call(), 0..4), prop::bool::weighted(0.9))
+            .prop_map(|(calls, close)| Op::Expl { calls, close }),
+        4 => (
+            prop::collection::vec(any::<prop::sample::Index>(), 1..3),
+            prop::collection::vec(call(), 0..4),
+            prop::bool::weighted(0.9)
+        )
+            .prop_map(|(deps, calls, close)| Op::Act { deps, calls, close }),
+        1 => prop::collection::vec(call(), 1..3).prop_map(Op::Loose),
+        1 => Just(Op::BadDelimiter),
+    ]
+}
+
+fn text(tokens: usize) -> String {
+    "w ".repeat(tokens * 2)
+}
+
+fn emit_calls(script: &mut Script, calls: &[Call]) {
+    for call in calls {
+        if call.reasoning > 0 {
+            script.tool_with_reasoning(&text(call.reasoning), call.tool, &text(call.output));
+        } else {
+            script.tool(call.tool, &text(call.output));
+        }
+    }
+}
+
+fn session(ops: &[Op]) -> Vec<Message> {
+    let mut script = Script::new();
+    script.system("You are a test agent.").user("first task");
+    let mut closed_expls: Vec<String> = Vec::new();
+    for (index, op) in ops.iter().enumerate() {
+        match op {
+            Op::User(length) => {
+                script.user(&text(*length));
+            }
+            Op::Expl { calls, close } => {
+                let name = format!("e{index}");
+                script.start_expl(&name);
+                emit_calls(&mut script, calls);
+                if *close {
+                    script.end_expl(&format!("learned {index}"));
+                    closed_expls.push(name);
+                }
+            }
+            Op::Act { deps, calls, close } => {
+                let deps: Vec<&str> = if closed_expls.is_empty() {
+                    vec!["nothing-yet"]
+                } else {
+                    deps.iter().map(|dep| dep.get(&closed_expls).as_str()).collect()
+                };
+                script.start_act(&format!("a{index}"), &deps);
+                emit_calls(&mut script, calls);
+                if *close {
+                    script.end_act();
+                }
+            }
+            Op::Loose(calls) => emit_calls(&mut script, calls),
+            Op::BadDelimiter => {
+                script.delimiter(json!({"action": "start", "type": "act"}));
+            }
+        }
+    }
+    script.build()
+}
+
+fn protected(messages: &[Message]) -> Vec<&Message> {
+    messages
+        .iter()
+        .filter(|message| matches!(message, Message::User { .. } | Message::System { .. }))
+        .collect()
+}
+
+fn context(messages: &[Message], budget: usize) -> Context {
+    let mut context = Context::new(Config::with_budget(budget), counter(), vec![cwl::delimiter_spec()]);
+    for message in messages {
+        context.push(message.clone()).expect("generated transcripts are valid");
+    }
+    context
+}
+
+/// Invariants that hold after any pass.
+fn check_view(input: &[Message], context: &Context, report: &cwl::Report) -> Result<(), TestCaseError> {
+    let view: Vec<Message> = context.view().cloned().collect();
+    validate(&view).map_err(TestCaseError::fail)?;
+    prop_assert_eq!(protected(input), protected(&view), "user turns and system prompt intact");
+    prop_assert_eq!(context.tokens(), recount(context), "incremental count matches a recount");
+    prop_assert_eq!(report.tokens_after, context.tokens());
+    if report.budget_met {
+        prop_assert!(context.tokens() <= report.budget);
+    } else {
+        prop_assert!(context.graph().next_target().is_none(), "unmet only when no candidate is left");
+        prop_assert!(context.tokens() > report.budget);
+    }
+    let graph = context.graph();
+    if let Some(active) = graph.active() {
+        let start = graph.episode(active).start_call().expect("in-band");
+        let at = input
+            .iter()
+            .position(|message| message.tool_calls().any(|call| call.id == start))
+            .expect("start message");
+        let tail = &input[at..];
+        prop_assert!(view.len() >= tail.len());
+        prop_assert_eq!(&view[view.len() - tail.len()..], tail, "the active episode is untouched");
+    }
+    for touched in report.episodes.iter().filter(|episode| episode.kind == EpisodeKind::Expl) {
+        let id = graph
+            .episodes()
+            .iter()
+            .position(|episode| episode.name() == touched.name)
+            .expect("touched episode exists");
+        for (later_id, later) in graph.episodes().iter().enumerate() {
+            if later.kind() != EpisodeKind::Act {
+                continue;
+            }
+            let explicit = later.dependencies().contains(&(id as u32));
+            let implicit = !touched.annotated && later_id > id;
+            if explicit || implicit {
+                prop_assert!(
+                    later.is_removed(),
+                    "expl {} touched while dependent {} keeps content",
+                    touched.name,
+                    later.name()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn one_pass_keeps_every_invariant(ops in prop::collection::vec(op(), 1..30), budget in 50usize..4000) {
+        let messages = session(&ops);
+        let mut stateful = context(&messages, budget);
+        let report = stateful.enforce();
+        check_view(&messages, &stateful, &report)?;
+
+        let expl_touched = report.episodes.iter().any(|episode| episode.kind == EpisodeKind::Expl);
+        if expl_touched {
+            for episode in stateful.graph().episodes() {
+                if episode.kind() == EpisodeKind::Act && episode.state() == EpisodeState::Closed {
+                    prop_assert!(episode.is_removed(), "an expl was touched while closed act {} keeps content", episode.name());
+                }
+            }
+        }
+
+        let oneshot = evict(messages.clone(), vec![cwl::delimiter_spec()], Config::with_budget(budget), counter())
+            .expect("generated transcripts are valid");
+        let view: Vec<Message> = stateful.view().cloned().collect();
+        prop_assert_eq!(&oneshot.messages, &view, "stateful and one-shot agree");
+        prop_assert_eq!(oneshot.report.episodes.clone(), report.episodes.clone());
+        prop_assert_eq!(oneshot.report.tokens_after, report.tokens_after);
+
+        let again = evict(messages, vec![cwl::delimiter_spec()], Config::with_budget(budget), counter())
+            .expect("valid");
+        prop_assert_eq!(
+            serde_json::to_string(&again.messages).expect("json"),
+            serde_json::to_string(&oneshot.messages).expect("json"),
+            "deterministic"
+        );
+    }
+
+    #[test]
+    fn enforcing_before_every_call_keeps_every_invariant(ops in prop::collection::vec(op(), 1..30), budget in 50usize..3000) {
+        let messages = session(&ops);
+        let mut context = Context::new(Config::with_budget(budget), counter(), vec![cwl::delimiter_spec()]);
+        for (index, message) in messages.iter().enumerate() {
+            context.push(message.clone()).expect("valid");
+            let next_is_result = matches!(messages.get(index + 1), Some(Message::ToolResult(_)));
+            if !next_is_result {
+                let report = context.enforce();
+                check_view(&messages[..=index], &context, &report)?;
+            }
+        }
+    }
+}
