@@ -1,0 +1,188 @@
+//! Steady state: one synthetic session of 89 sequential tasks grown turn by
+//! turn until the requests sent add up to at least 80M tokens, τ = 80k. Prints the
+//! engine's time per turn (push, enforce, walk the view; counting is the
+//! trivial estimator, so tokenizing the new content is excluded) around
+//! 1M, 10M and 80M cumulative tokens, and the run's peak memory.
+//!
+//! Run: `cargo bench -p cwl --bench steady_state`
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cwl::{Block, Config, Context, Estimate, Message, ToolCall, ToolSpec, delimiter_spec};
+use serde_json::json;
+
+const BUDGET: usize = 80_000;
+const TASKS: usize = 89;
+const TARGET: u64 = 80_000_000;
+
+/// A tiny deterministic PRNG (xorshift64*), enough for shaping content.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn range(&mut self, low: usize, high: usize) -> usize {
+        low + (self.next() % (high - low) as u64) as usize
+    }
+}
+
+/// Text of about `tokens` tokens under the estimator (4 bytes a token).
+fn text(rng: &mut Rng, tokens: usize) -> String {
+    let mut out = String::with_capacity(tokens * 4);
+    while out.len() < tokens * 4 {
+        out.push_str(&format!("src/m{}.rs:{} ", rng.range(0, 99), rng.range(0, 999)));
+    }
+    out.truncate(tokens * 4);
+    out
+}
+
+/// One model call: the results of the previous call's tools, then the
+/// assistant message the model returned.
+struct Turn {
+    results: Vec<Message>,
+    reply: Message,
+}
+
+struct Session {
+    rng: Rng,
+    next_id: u64,
+    pending: Vec<Message>,
+}
+
+impl Session {
+    fn call(&mut self, name: &str, arguments: String, output: String, reasoning: Option<String>) -> Turn {
+        self.next_id += 1;
+        let id = format!("call_{}", self.next_id);
+        let mut content = Vec::new();
+        if let Some(reasoning) = reasoning {
+            content.push(Block::Reasoning { text: reasoning, signature: None });
+        }
+        content.push(Block::ToolCall(ToolCall::new(&id, name, arguments)));
+        let results = std::mem::take(&mut self.pending);
+        self.pending.push(Message::tool_result(&id, name, output, false));
+        Turn { results, reply: Message::Assistant { content } }
+    }
+
+    fn delimiter(&mut self, arguments: serde_json::Value) -> Turn {
+        self.call("delimiter", arguments.to_string(), "ok".into(), None)
+    }
+
+    fn task(&mut self, task: usize) -> (Message, Vec<Turn>) {
+        let tokens = self.rng.range(40, 300);
+        let user = Message::user(text(&mut self.rng, tokens));
+        let expl = format!("explore-{task}");
+        let mut turns = vec![self.delimiter(json!({"action": "start", "name": expl, "type": "expl"}))];
+        for step in 0..4 {
+            let (tool, size) = if step % 2 == 0 { ("grep", (1_800, 7_000)) } else { ("read", (1_000, 4_000)) };
+            let tokens = self.rng.range(size.0, size.1);
+            let output = text(&mut self.rng, tokens);
+            let tokens = self.rng.range(50, 400);
+            let reasoning = Some(text(&mut self.rng, tokens));
+            turns.push(self.call(tool, json!({"pattern": step}).to_string(), output, reasoning));
+        }
+        turns.push(self.delimiter(json!({"action": "end", "description": format!("task {task}: found the code in src/m{task}.rs")})));
+        turns.push(self.delimiter(json!({"action": "start", "name": format!("change-{task}"), "type": "act", "dependencies": [expl]})));
+        for step in 0..4 {
+            let (tool, size) = if step % 2 == 0 { ("edit", (200, 800)) } else { ("bash", (300, 2_000)) };
+            let tokens = self.rng.range(size.0, size.1);
+            let output = text(&mut self.rng, tokens);
+            turns.push(self.call(tool, json!({"path": step}).to_string(), output, None));
+        }
+        turns.push(self.delimiter(json!({"action": "end"})));
+        let results = std::mem::take(&mut self.pending);
+        turns.push(Turn { results, reply: Message::assistant_text(format!("Task {task} is done.")) });
+        (user, turns)
+    }
+}
+
+fn peak_memory_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let mut tools: Vec<ToolSpec> = ["read", "write", "edit", "bash", "grep", "glob", "ls"]
+        .iter()
+        .map(|name| ToolSpec {
+            name: name.to_string(),
+            description: format!("The {name} tool."),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        })
+        .collect();
+    tools.push(delimiter_spec());
+    let mut context = Context::new(Config::with_budget(BUDGET), Arc::new(Estimate), tools);
+    context.push(Message::system("You are a coding agent.")).expect("system");
+    let mut session = Session { rng: Rng(0x5eed), next_id: 0, pending: Vec::new() };
+
+    let mut cumulative: u64 = 0;
+    let mut samples: Vec<(u64, Duration)> = Vec::new();
+    let mut turns = 0usize;
+    let mut evictions = 0usize;
+    let mut max_request = 0usize;
+    let mut task = 0usize;
+    'run: while cumulative < TARGET || task < TASKS {
+        let (user, task_turns) = session.task(task % TASKS);
+        task += 1;
+        context.push(user).expect("user");
+        for turn in task_turns {
+            let started = Instant::now();
+            for result in turn.results {
+                context.push(result).expect("result");
+            }
+            let report = context.enforce();
+            let request: Vec<&Message> = context.view().collect();
+            black_box(&request);
+            drop(request);
+            context.push(turn.reply).expect("reply");
+            let elapsed = started.elapsed();
+            evictions += usize::from(report.evicted());
+            let sent = report.tokens_after;
+            max_request = max_request.max(sent);
+            cumulative += sent as u64;
+            turns += 1;
+            samples.push((cumulative, elapsed));
+            if cumulative >= TARGET && task >= TASKS {
+                break 'run;
+            }
+        }
+    }
+
+    println!("steady state: {turns} turns over {task} tasks ({TASKS} distinct), τ = {BUDGET}, {evictions} turns with eviction");
+    println!("cumulative request tokens: {:.1}M; largest request: {max_request} tokens", cumulative as f64 / 1e6);
+    for milestone in [1_000_000u64, 10_000_000, 80_000_000] {
+        let start = samples.iter().position(|(at, _)| *at >= milestone).unwrap_or(samples.len().saturating_sub(100));
+        let start = start.min(samples.len().saturating_sub(100));
+        let mut window: Vec<Duration> = samples[start..(start + 100).min(samples.len())].iter().map(|(_, d)| *d).collect();
+        window.sort();
+        println!(
+            "  at {:>3}M: per-turn engine time p50 {:>7.1} µs, p99 {:>7.1} µs (100 turns)",
+            milestone / 1_000_000,
+            percentile(&window, 0.5).as_secs_f64() * 1e6,
+            percentile(&window, 0.99).as_secs_f64() * 1e6,
+        );
+    }
+    let mut all: Vec<Duration> = samples.iter().map(|(_, d)| *d).collect();
+    all.sort();
+    println!(
+        "  whole run: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+        percentile(&all, 0.5).as_secs_f64() * 1e6,
+        percentile(&all, 0.99).as_secs_f64() * 1e6,
+        all.last().map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    );
+    println!("  engine state at end: {} messages in view, {} episodes", context.view().count(), context.graph().episodes().len());
+    match peak_memory_kib() {
+        Some(kib) => println!("peak memory (VmHWM, whole process): {:.1} MiB", kib as f64 / 1024.0),
+        None => println!("peak memory: unavailable on this platform"),
+    }
+}
