@@ -1,0 +1,262 @@
+//! The coding agent's tools: `read`, `write`, `edit`, `bash`, `grep`, `glob`
+//! and `ls`, run against one workspace directory.
+//!
+//! Results are compact, capped with notices that say how to see more, and
+//! deterministic for the same file system state; failures are error results
+//! whose text says what to fix. The `delimiter` tool is not here: the engine
+//! owns it.
+//!
+//! The toolbox does not know the engine. The caller describes the active
+//! episode through [`ExecContext`]; inside an exploration episode `write`
+//! and `edit` are refused so the agent marks its changes as an act episode.
+
+mod args;
+mod bash;
+mod cap;
+mod edit;
+mod error;
+mod glob;
+mod grep;
+mod guard;
+mod ls;
+mod paths;
+mod read;
+mod walk;
+mod write;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use error::ToolError;
+
+/// The names of the toolbox's tools, in the order [`Toolbox::specs`] offers them.
+pub const TOOL_NAMES: [&str; 7] = [
+    read::NAME,
+    write::NAME,
+    edit::NAME,
+    bash::NAME,
+    grep::NAME,
+    glob::NAME,
+    ls::NAME,
+];
+
+/// Whether the tool `name` changes files directly (`write`, `edit`). These
+/// are the tools refused inside exploration episodes and outside the
+/// workspace. `bash` is not counted: exploration needs to run commands.
+pub fn is_mutating(name: &str) -> bool {
+    name == write::NAME || name == edit::NAME
+}
+
+/// Limits and permissions of a [`Toolbox`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolConfig {
+    /// Allow `write`/`edit` outside the workspace root. Default: false.
+    pub allow_outside_writes: bool,
+    /// Allow `write`/`edit` inside an exploration episode. Default: false.
+    pub allow_writes_in_exploration: bool,
+    /// Lines `read` shows per call. Default: 2000.
+    pub read_max_lines: usize,
+    /// Bytes of output `read` produces per call. Default: 50,000.
+    pub read_max_bytes: usize,
+    /// Characters of one line `read` shows before shortening it. Default: 2000.
+    pub read_max_line_chars: usize,
+    /// `bash` timeout when the call gives none. Default: 120 s.
+    pub bash_timeout: Duration,
+    /// The largest timeout a `bash` call may ask for. Default: 600 s.
+    pub bash_max_timeout: Duration,
+    /// Bytes of `bash` output kept (head and tail halves). Default: 30,000.
+    pub bash_max_bytes: usize,
+    /// Matching lines `grep` shows. Default: 200.
+    pub grep_max_matches: usize,
+    /// Characters of one matching line `grep` shows. Default: 300.
+    pub grep_max_line_chars: usize,
+    /// Paths `glob` and entries `ls` show. Default: 500.
+    pub list_max_entries: usize,
+    /// Bytes of output `grep`, `glob` and `ls` produce. Default: 30,000.
+    pub max_output_bytes: usize,
+}
+
+impl Default for ToolConfig {
+    fn default() -> Self {
+        ToolConfig {
+            allow_outside_writes: false,
+            allow_writes_in_exploration: false,
+            read_max_lines: 2000,
+            read_max_bytes: 50_000,
+            read_max_line_chars: 2000,
+            bash_timeout: Duration::from_secs(120),
+            bash_max_timeout: Duration::from_secs(600),
+            bash_max_bytes: 30_000,
+            grep_max_matches: 200,
+            grep_max_line_chars: 300,
+            list_max_entries: 500,
+            max_output_bytes: 30_000,
+        }
+    }
+}
+
+/// What the harness tells the toolbox about the session for one call.
+///
+/// This is the toolbox's only view of the engine: the agent loop fills
+/// `exploration` from `Context::active_episode()` when the active episode
+/// is an `expl` one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecContext {
+    /// The name of the active exploration episode, if one is active.
+    pub exploration: Option<String>,
+}
+
+impl ExecContext {
+    /// A context inside the exploration episode `name`.
+    pub fn exploring(name: impl Into<String>) -> Self {
+        ExecContext {
+            exploration: Some(name.into()),
+        }
+    }
+}
+
+/// The result of one tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The text shown to the model.
+    pub content: String,
+    /// Whether the call failed (bad arguments, refused, non-zero exit, ...).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful result.
+    pub fn ok(content: impl Into<String>) -> Self {
+        ToolOutput {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// A failed result.
+    pub fn error(content: impl Into<String>) -> Self {
+        ToolOutput {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+
+    /// The transcript's tool result answering `call`.
+    pub fn into_result(self, call: &cwl::ToolCall) -> cwl::ToolResult {
+        cwl::ToolResult {
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            content: self.content,
+            is_error: self.is_error,
+        }
+    }
+}
+
+impl From<Result<String, ToolError>> for ToolOutput {
+    fn from(r: Result<String, ToolError>) -> Self {
+        match r {
+            Ok(text) => ToolOutput::ok(text),
+            Err(e) => ToolOutput::error(e.to_string()),
+        }
+    }
+}
+
+/// Why a [`Toolbox`] could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolboxError {
+    /// The workspace root cannot be resolved.
+    #[error("workspace root `{path}` cannot be used: {source}")]
+    Root {
+        /// The root as given.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The workspace root is not a directory.
+    #[error("workspace root `{0}` is not a directory")]
+    NotDirectory(PathBuf),
+}
+
+/// The tools, bound to a workspace root.
+#[derive(Debug, Clone)]
+pub struct Toolbox {
+    root: PathBuf,
+    config: ToolConfig,
+}
+
+impl Toolbox {
+    /// A toolbox working in `root` (made canonical; it must be a directory).
+    pub fn new(root: impl AsRef<Path>, config: ToolConfig) -> Result<Self, ToolboxError> {
+        let given = root.as_ref();
+        let root = given.canonicalize().map_err(|source| ToolboxError::Root {
+            path: given.to_owned(),
+            source,
+        })?;
+        if !root.is_dir() {
+            return Err(ToolboxError::NotDirectory(root));
+        }
+        Ok(Toolbox { root, config })
+    }
+
+    /// The canonical workspace root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The limits and permissions in force.
+    pub fn config(&self) -> &ToolConfig {
+        &self.config
+    }
+
+    /// The tool definitions to offer the model (without `delimiter`).
+    pub fn specs(&self) -> Vec<cwl::ToolSpec> {
+        let cfg = &self.config;
+        vec![
+            read::spec(cfg),
+            write::spec(),
+            edit::spec(),
+            bash::spec(cfg),
+            grep::spec(cfg),
+            glob::spec(cfg),
+            ls::spec(cfg),
+        ]
+    }
+
+    /// Whether this toolbox has a tool called `name`.
+    pub fn has(&self, name: &str) -> bool {
+        TOOL_NAMES.contains(&name)
+    }
+
+    /// Runs `call`. Never fails: every problem becomes an error result.
+    pub async fn execute(&self, call: &cwl::ToolCall, ctx: &ExecContext) -> ToolOutput {
+        let name = call.name.as_str();
+        if name == bash::NAME {
+            return match bash::run(&self.root, &self.config, &call.arguments).await {
+                Ok(out) => out,
+                Err(e) => ToolOutput::error(e.to_string()),
+            };
+        }
+        let (root, cfg, ctx) = (self.root.clone(), self.config.clone(), ctx.clone());
+        let (name, raw) = (call.name.clone(), call.arguments.clone());
+        let task = tokio::task::spawn_blocking(move || {
+            let result = match name.as_str() {
+                read::NAME => read::run(&root, &cfg, &raw),
+                write::NAME => write::run(&root, &cfg, &ctx, &raw),
+                edit::NAME => edit::run(&root, &cfg, &ctx, &raw),
+                grep::NAME => grep::run(&root, &cfg, &raw),
+                glob::NAME => glob::run(&root, &cfg, &raw),
+                ls::NAME => ls::run(&root, &cfg, &raw),
+                other => Err(ToolError::UnknownTool {
+                    name: other.to_owned(),
+                    available: TOOL_NAMES.join(", "),
+                }),
+            };
+            ToolOutput::from(result)
+        });
+        match task.await {
+            Ok(out) => out,
+            Err(e) => ToolOutput::error(format!("internal error: `{}` failed: {e}", call.name)),
+        }
+    }
+}
