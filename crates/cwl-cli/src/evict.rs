@@ -49,13 +49,16 @@ enum Tokenizer {
 }
 
 fn parse_budget(text: &str) -> Result<Budget, String> {
-    text.parse().map_err(|error: cwl::BudgetError| error.to_string())
+    text.parse()
+        .map_err(|error: cwl::BudgetError| error.to_string())
 }
 
 fn parse_window(text: &str) -> Result<usize, String> {
     match text.parse::<Budget>() {
         Ok(Budget::Tokens(tokens)) => Ok(tokens),
-        _ => Err(format!("invalid window `{text}`: expected tokens like 200000 or 200k")),
+        _ => Err(format!(
+            "invalid window `{text}`: expected tokens like 200000 or 200k"
+        )),
     }
 }
 
@@ -66,16 +69,21 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
         .resolve(args.window)
         .map_err(|error| InputError(error.to_string()))?;
     let (name, text) = read_input(args.input.as_ref())?;
-    let body: Value = serde_json::from_str(&text).map_err(|error| {
-        InputError(format!("{name}: not valid JSON: {error}"))
-    })?;
-    let request = openai::parse_request(&body).map_err(|error| InputError(format!("{name}: {error}")))?;
+    let body: Value = serde_json::from_str(&text)
+        .map_err(|error| InputError(format!("{name}: not valid JSON: {error}")))?;
+    let request =
+        openai::parse_request(&body).map_err(|error| InputError(format!("{name}: {error}")))?;
     let counter: Arc<dyn TokenCounter> = match args.tokenizer {
         Tokenizer::O200k => Arc::new(O200k::new()),
         Tokenizer::Estimate => Arc::new(Estimate),
     };
-    let evicted = cwl::evict(request.messages, request.tools, Config::with_budget(budget), counter)
-        .map_err(|error| InputError(format!("{name}: {error}")))?;
+    let evicted = cwl::evict(
+        request.messages,
+        request.tools,
+        Config::with_budget(budget),
+        counter,
+    )
+    .map_err(|error| InputError(format!("{name}: {error}")))?;
     let output = json!({
         "messages": openai::to_messages(&evicted.messages),
         "report": evicted.report,
@@ -97,7 +105,8 @@ fn read_input(path: Option<&PathBuf>) -> anyhow::Result<(String, String)> {
     match path.filter(|path| path.as_os_str() != "-") {
         Some(path) => {
             let name = path.display().to_string();
-            let bytes = std::fs::read(path).map_err(|error| InputError(format!("{name}: cannot read: {error}")))?;
+            let bytes = std::fs::read(path)
+                .map_err(|error| InputError(format!("{name}: cannot read: {error}")))?;
             let text = String::from_utf8(bytes)
                 .map_err(|error| InputError(format!("{name}: not UTF-8: {error}")))?;
             Ok((name, text))

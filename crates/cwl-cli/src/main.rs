@@ -46,7 +46,11 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            let code = if error.downcast_ref::<InputError>().is_some() { 2 } else { 1 };
+            let code = if error.downcast_ref::<InputError>().is_some() {
+                2
+            } else {
+                1
+            };
             let chain: Vec<String> = error.chain().map(ToString::to_string).collect();
             eprintln!("cwl: error: {}", chain.join(": "));
             ExitCode::from(code)

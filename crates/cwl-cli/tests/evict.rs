@@ -47,7 +47,11 @@ fn transcript() -> Value {
 
 fn run_ok(args: &[&str], input: &Value) -> Value {
     let output = cwl(args, &input.to_string());
-    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).expect("stdout is one JSON object")
 }
 
@@ -58,7 +62,10 @@ fn under_budget_the_view_is_the_input() {
     assert_eq!(output["report"]["budget"], 80_000);
     assert_eq!(output["report"]["budget_met"], true);
     assert_eq!(output["report"]["episodes"], json!([]));
-    assert_eq!(output["report"]["tokens_before"], output["report"]["tokens_after"]);
+    assert_eq!(
+        output["report"]["tokens_before"],
+        output["report"]["tokens_after"]
+    );
     let messages = output["messages"].as_array().expect("messages");
     assert_eq!(messages.len(), 10);
     assert_eq!(messages[5]["content"], input["messages"][5]["content"]);
@@ -81,12 +88,19 @@ fn over_budget_the_episode_goes_and_its_description_stays() {
         .collect();
     assert!(contents.contains(&"Find the auth code."));
     assert!(contents.contains(&"Thanks."));
-    assert!(!contents.iter().any(|content| content.contains("match match")));
+    assert!(
+        !contents
+            .iter()
+            .any(|content| content.contains("match match"))
+    );
 }
 
 #[test]
 fn percentage_budgets_use_the_window() {
-    let output = run_ok(&["evict", "--budget", "10%", "--window", "1500"], &transcript());
+    let output = run_ok(
+        &["evict", "--budget", "10%", "--window", "1500"],
+        &transcript(),
+    );
     assert_eq!(output["report"]["budget"], 150);
     let output = cwl(&["evict", "--budget", "10%"], &transcript().to_string());
     assert_eq!(output.status.code(), Some(2));
@@ -105,12 +119,26 @@ fn output_is_deterministic_byte_for_byte() {
 #[test]
 fn invalid_delimiter_calls_are_listed_in_warnings() {
     let mut input = transcript();
-    input["messages"][2]["tool_calls"][0] = call("c1", "delimiter", json!({"action": "start", "name": "find-auth"}));
+    input["messages"][2]["tool_calls"][0] = call(
+        "c1",
+        "delimiter",
+        json!({"action": "start", "name": "find-auth"}),
+    );
     let output = run_ok(&["evict"], &input);
     let warnings = output["report"]["warnings"].as_array().expect("warnings");
     assert_eq!(warnings.len(), 2, "{warnings:?}");
-    assert!(warnings[0].as_str().expect("text").contains("message 2: delimiter call `c1` ignored: delimiter start needs `type`"));
-    assert!(warnings[1].as_str().expect("text").contains("no episode is active"));
+    assert!(
+        warnings[0]
+            .as_str()
+            .expect("text")
+            .contains("message 2: delimiter call `c1` ignored: delimiter start needs `type`")
+    );
+    assert!(
+        warnings[1]
+            .as_str()
+            .expect("text")
+            .contains("no episode is active")
+    );
 }
 
 #[test]
@@ -149,7 +177,9 @@ fn bad_input_exits_2_with_one_clear_line() {
 fn a_missing_file_and_a_bad_budget_are_input_errors() {
     let output = cwl(&["evict", "/nonexistent/session.json"], "");
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/session.json: cannot read"));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("/nonexistent/session.json: cannot read")
+    );
     let output = cwl(&["evict", "--budget", "lots"], "");
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("invalid budget `lots`"));

@@ -4,6 +4,9 @@
 //!
 //! Run: `cargo bench -p cwl --bench evict_throughput`
 
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::sync::Arc;
 
@@ -21,21 +24,52 @@ fn transcript(tasks: usize) -> String {
         messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
             {"id": format!("call_{id}"), "type": "function", "function": {"name": name, "arguments": arguments.to_string()}}
         ]}));
-        messages.push(json!({"role": "tool", "tool_call_id": format!("call_{id}"), "content": output}));
+        messages
+            .push(json!({"role": "tool", "tool_call_id": format!("call_{id}"), "content": output}));
     };
     for task in 0..tasks {
         messages.push(json!({"role": "user", "content": format!("Task {task}: fix the parser in module {task}.")}));
-        call(&mut messages, "delimiter", json!({"action": "start", "name": format!("e{task}"), "type": "expl"}), "ok".into());
+        call(
+            &mut messages,
+            "delimiter",
+            json!({"action": "start", "name": format!("e{task}"), "type": "expl"}),
+            "ok".into(),
+        );
         for step in 0..4 {
             let output: String = (0..200)
                 .map(|line| format!("src/module_{task}/file_{step}.rs:{line}: let value_{line} = parse(input, {line})?;\n"))
                 .collect();
-            call(&mut messages, if step % 2 == 0 { "grep" } else { "read" }, json!({"path": step}), output);
+            call(
+                &mut messages,
+                if step % 2 == 0 { "grep" } else { "read" },
+                json!({"path": step}),
+                output,
+            );
         }
-        call(&mut messages, "delimiter", json!({"action": "end", "description": format!("parser {task} lives in src/module_{task}")}), "ok".into());
-        call(&mut messages, "delimiter", json!({"action": "start", "name": format!("a{task}"), "type": "act", "dependencies": [format!("e{task}")]}), "ok".into());
-        call(&mut messages, "edit", json!({"path": "src/lib.rs"}), "Edited src/lib.rs: 1 replacement.".into());
-        call(&mut messages, "delimiter", json!({"action": "end"}), "ok".into());
+        call(
+            &mut messages,
+            "delimiter",
+            json!({"action": "end", "description": format!("parser {task} lives in src/module_{task}")}),
+            "ok".into(),
+        );
+        call(
+            &mut messages,
+            "delimiter",
+            json!({"action": "start", "name": format!("a{task}"), "type": "act", "dependencies": [format!("e{task}")]}),
+            "ok".into(),
+        );
+        call(
+            &mut messages,
+            "edit",
+            json!({"path": "src/lib.rs"}),
+            "Edited src/lib.rs: 1 replacement.".into(),
+        );
+        call(
+            &mut messages,
+            "delimiter",
+            json!({"action": "end"}),
+            "ok".into(),
+        );
     }
     json!({"messages": messages}).to_string()
 }
@@ -47,7 +81,12 @@ fn texts(body: &Value) -> Vec<String> {
             out.push(content.to_string());
         }
         for call in message["tool_calls"].as_array().into_iter().flatten() {
-            out.push(call["function"]["arguments"].as_str().unwrap_or_default().to_string());
+            out.push(
+                call["function"]["arguments"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
         }
     }
     out
@@ -62,7 +101,12 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(input.len() as u64));
     group.bench_function("tokenizer alone (o200k)", |b| {
         let counter = O200k::new();
-        b.iter(|| all_texts.iter().map(|text| counter.count(black_box(text))).sum::<usize>())
+        b.iter(|| {
+            all_texts
+                .iter()
+                .map(|text| counter.count(black_box(text)))
+                .sum::<usize>()
+        })
     });
     group.bench_function("cwl evict (parse, count, pass, write)", |b| {
         b.iter(|| {

@@ -36,7 +36,11 @@ impl Rng {
 fn text(rng: &mut Rng, tokens: usize) -> String {
     let mut out = String::with_capacity(tokens * 4);
     while out.len() < tokens * 4 {
-        out.push_str(&format!("src/m{}.rs:{} ", rng.range(0, 99), rng.range(0, 999)));
+        out.push_str(&format!(
+            "src/m{}.rs:{} ",
+            rng.range(0, 99),
+            rng.range(0, 999)
+        ));
     }
     out.truncate(tokens * 4);
     out
@@ -56,17 +60,30 @@ struct Session {
 }
 
 impl Session {
-    fn call(&mut self, name: &str, arguments: String, output: String, reasoning: Option<String>) -> Turn {
+    fn call(
+        &mut self,
+        name: &str,
+        arguments: String,
+        output: String,
+        reasoning: Option<String>,
+    ) -> Turn {
         self.next_id += 1;
         let id = format!("call_{}", self.next_id);
         let mut content = Vec::new();
         if let Some(reasoning) = reasoning {
-            content.push(Block::Reasoning { text: reasoning, signature: None });
+            content.push(Block::Reasoning {
+                text: reasoning,
+                signature: None,
+            });
         }
         content.push(Block::ToolCall(ToolCall::new(&id, name, arguments)));
         let results = std::mem::take(&mut self.pending);
-        self.pending.push(Message::tool_result(&id, name, output, false));
-        Turn { results, reply: Message::Assistant { content } }
+        self.pending
+            .push(Message::tool_result(&id, name, output, false));
+        Turn {
+            results,
+            reply: Message::Assistant { content },
+        }
     }
 
     fn delimiter(&mut self, arguments: serde_json::Value) -> Turn {
@@ -77,26 +94,43 @@ impl Session {
         let tokens = self.rng.range(40, 300);
         let user = Message::user(text(&mut self.rng, tokens));
         let expl = format!("explore-{task}");
-        let mut turns = vec![self.delimiter(json!({"action": "start", "name": expl, "type": "expl"}))];
+        let mut turns =
+            vec![self.delimiter(json!({"action": "start", "name": expl, "type": "expl"}))];
         for step in 0..4 {
-            let (tool, size) = if step % 2 == 0 { ("grep", (1_800, 7_000)) } else { ("read", (1_000, 4_000)) };
+            let (tool, size) = if step % 2 == 0 {
+                ("grep", (1_800, 7_000))
+            } else {
+                ("read", (1_000, 4_000))
+            };
             let tokens = self.rng.range(size.0, size.1);
             let output = text(&mut self.rng, tokens);
             let tokens = self.rng.range(50, 400);
             let reasoning = Some(text(&mut self.rng, tokens));
-            turns.push(self.call(tool, json!({"pattern": step}).to_string(), output, reasoning));
+            turns.push(self.call(
+                tool,
+                json!({"pattern": step}).to_string(),
+                output,
+                reasoning,
+            ));
         }
         turns.push(self.delimiter(json!({"action": "end", "description": format!("task {task}: found the code in src/m{task}.rs")})));
         turns.push(self.delimiter(json!({"action": "start", "name": format!("change-{task}"), "type": "act", "dependencies": [expl]})));
         for step in 0..4 {
-            let (tool, size) = if step % 2 == 0 { ("edit", (200, 800)) } else { ("bash", (300, 2_000)) };
+            let (tool, size) = if step % 2 == 0 {
+                ("edit", (200, 800))
+            } else {
+                ("bash", (300, 2_000))
+            };
             let tokens = self.rng.range(size.0, size.1);
             let output = text(&mut self.rng, tokens);
             turns.push(self.call(tool, json!({"path": step}).to_string(), output, None));
         }
         turns.push(self.delimiter(json!({"action": "end"})));
         let results = std::mem::take(&mut self.pending);
-        turns.push(Turn { results, reply: Message::assistant_text(format!("Task {task} is done.")) });
+        turns.push(Turn {
+            results,
+            reply: Message::assistant_text(format!("Task {task} is done.")),
+        });
         (user, turns)
     }
 }
@@ -122,8 +156,14 @@ fn main() {
         .collect();
     tools.push(delimiter_spec());
     let mut context = Context::new(Config::with_budget(BUDGET), Arc::new(Estimate), tools);
-    context.push(Message::system("You are a coding agent.")).expect("system");
-    let mut session = Session { rng: Rng(0x5eed), next_id: 0, pending: Vec::new() };
+    context
+        .push(Message::system("You are a coding agent."))
+        .expect("system");
+    let mut session = Session {
+        rng: Rng(0x5eed),
+        next_id: 0,
+        pending: Vec::new(),
+    };
 
     let mut cumulative: u64 = 0;
     let mut samples: Vec<(u64, Duration)> = Vec::new();
@@ -158,12 +198,23 @@ fn main() {
         }
     }
 
-    println!("steady state: {turns} turns over {task} tasks ({TASKS} distinct), τ = {BUDGET}, {evictions} turns with eviction");
-    println!("cumulative request tokens: {:.1}M; largest request: {max_request} tokens", cumulative as f64 / 1e6);
+    println!(
+        "steady state: {turns} turns over {task} tasks ({TASKS} distinct), τ = {BUDGET}, {evictions} turns with eviction"
+    );
+    println!(
+        "cumulative request tokens: {:.1}M; largest request: {max_request} tokens",
+        cumulative as f64 / 1e6
+    );
     for milestone in [1_000_000u64, 10_000_000, 80_000_000] {
-        let start = samples.iter().position(|(at, _)| *at >= milestone).unwrap_or(samples.len().saturating_sub(100));
+        let start = samples
+            .iter()
+            .position(|(at, _)| *at >= milestone)
+            .unwrap_or(samples.len().saturating_sub(100));
         let start = start.min(samples.len().saturating_sub(100));
-        let mut window: Vec<Duration> = samples[start..(start + 100).min(samples.len())].iter().map(|(_, d)| *d).collect();
+        let mut window: Vec<Duration> = samples[start..(start + 100).min(samples.len())]
+            .iter()
+            .map(|(_, d)| *d)
+            .collect();
         window.sort();
         println!(
             "  at {:>3}M: per-turn engine time p50 {:>7.1} µs, p99 {:>7.1} µs (100 turns)",
@@ -180,9 +231,16 @@ fn main() {
         percentile(&all, 0.99).as_secs_f64() * 1e6,
         all.last().map_or(0.0, |d| d.as_secs_f64() * 1e6)
     );
-    println!("  engine state at end: {} messages in view, {} episodes", context.view().count(), context.graph().episodes().len());
+    println!(
+        "  engine state at end: {} messages in view, {} episodes",
+        context.view().count(),
+        context.graph().episodes().len()
+    );
     match peak_memory_kib() {
-        Some(kib) => println!("peak memory (VmHWM, whole process): {:.1} MiB", kib as f64 / 1024.0),
+        Some(kib) => println!(
+            "peak memory (VmHWM, whole process): {:.1} MiB",
+            kib as f64 / 1024.0
+        ),
         None => println!("peak memory: unavailable on this platform"),
     }
 }

@@ -47,7 +47,11 @@ impl FromStr for Budget {
             Some((at, 'm' | 'M')) => (&trimmed[..at], 1_000_000.0),
             _ => (trimmed, 1.0),
         };
-        let value: f64 = number.trim().replace('_', "").parse().map_err(|_| invalid())?;
+        let value: f64 = number
+            .trim()
+            .replace('_', "")
+            .parse()
+            .map_err(|_| invalid())?;
         let tokens = (value * scale).round();
         if !tokens.is_finite() || tokens < 1.0 || tokens > usize::MAX as f64 {
             return Err(BudgetError::OutOfRange(text.to_string()));
@@ -101,7 +105,10 @@ mod tests {
     #[test]
     fn percent_needs_a_window() {
         assert_eq!(Budget::Percent(50.0).resolve(Some(200_000)), Ok(100_000));
-        assert_eq!(Budget::Percent(50.0).resolve(None), Err(BudgetError::NoWindow(50.0)));
+        assert_eq!(
+            Budget::Percent(50.0).resolve(None),
+            Err(BudgetError::NoWindow(50.0))
+        );
         assert_eq!(Budget::Tokens(7).resolve(None), Ok(7));
     }
 }

@@ -86,7 +86,9 @@ mod tests {
         assert_eq!(classes.class("Glob"), ToolClass::Bulk);
         assert_eq!(classes.class("read"), ToolClass::Intermediate);
         assert_eq!(classes.class("mystery"), ToolClass::Intermediate);
-        classes.set("Read", ToolClass::Bulk).set("ls", ToolClass::Intermediate);
+        classes
+            .set("Read", ToolClass::Bulk)
+            .set("ls", ToolClass::Intermediate);
         assert_eq!(classes.class("read"), ToolClass::Bulk);
         assert_eq!(classes.class("ls"), ToolClass::Intermediate);
     }

@@ -56,7 +56,9 @@ pub enum TranscriptError {
     #[error("tool call id `{0}` is used twice")]
     DuplicateCallId(String),
     /// A tool result that answers no waiting call.
-    #[error("tool result for unknown call `{0}` (no earlier tool call with this id is waiting for a result)")]
+    #[error(
+        "tool result for unknown call `{0}` (no earlier tool call with this id is waiting for a result)"
+    )]
     UnknownCall(String),
 }
 
@@ -254,7 +256,9 @@ impl Context {
     /// The messages to send: system prompt, protected prologue, and what
     /// eviction left of the rest, in order.
     pub fn view(&self) -> impl Iterator<Item = &Message> {
-        self.entries.iter().filter_map(|entry| entry.message.as_ref())
+        self.entries
+            .iter()
+            .filter_map(|entry| entry.message.as_ref())
     }
 
     /// The tool definitions offered with every request.
@@ -359,11 +363,15 @@ impl Context {
         for block in &content {
             let (owner, role) = match block {
                 Block::ToolCall(call) if call.name == DELIMITER => {
-                    let result = Annotation::parse(&call.arguments)
-                        .and_then(|annotation| self.graph.apply(annotation, seq, Some(call.id.clone())));
+                    let result = Annotation::parse(&call.arguments).and_then(|annotation| {
+                        self.graph.apply(annotation, seq, Some(call.id.clone()))
+                    });
                     let placed = match result {
                         Ok(Applied::Started(id) | Applied::Ended(id)) => (Some(id), Role::Marker),
-                        Err(_) => (self.graph.owner_at(seq), Role::Call(ToolClass::Intermediate)),
+                        Err(_) => (
+                            self.graph.owner_at(seq),
+                            Role::Call(ToolClass::Intermediate),
+                        ),
                     };
                     outcomes.push(DelimiterOutcome {
                         call_id: call.id.clone(),

@@ -126,7 +126,11 @@ impl Context {
                         .all(|block| matches!(block, Block::Reasoning { .. }));
                     if only_reasoning {
                         removed.blocks += content.len();
-                        self.total -= entry.meta.iter().map(|meta| meta.tokens as usize).sum::<usize>();
+                        self.total -= entry
+                            .meta
+                            .iter()
+                            .map(|meta| meta.tokens as usize)
+                            .sum::<usize>();
                         self.total -= entry.base as usize;
                         entry.message = None;
                     }

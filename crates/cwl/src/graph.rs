@@ -26,7 +26,12 @@ pub enum Level {
 
 impl Level {
     /// All levels, in the order Algorithm 1 applies them.
-    pub const ALL: [Level; 4] = [Level::Reasoning, Level::Bulk, Level::Intermediate, Level::Removed];
+    pub const ALL: [Level; 4] = [
+        Level::Reasoning,
+        Level::Bulk,
+        Level::Intermediate,
+        Level::Removed,
+    ];
 
     /// Whether the level applies to an episode of this kind.
     pub fn applies_to(self, kind: EpisodeKind) -> bool {
@@ -148,7 +153,9 @@ impl Graph {
                 dependencies,
             } => {
                 if let Some(active) = self.active {
-                    return Err(DelimiterError::AlreadyActive(self.episode(active).name.clone()));
+                    return Err(DelimiterError::AlreadyActive(
+                        self.episode(active).name.clone(),
+                    ));
                 }
                 if self.names.contains_key(name) {
                     return Err(DelimiterError::DuplicateName(name.clone()));
@@ -273,7 +280,13 @@ impl Graph {
         }
     }
 
-    fn push_episode(&mut self, name: String, kind: EpisodeKind, annotated: bool, seq: u64) -> EpisodeId {
+    fn push_episode(
+        &mut self,
+        name: String,
+        kind: EpisodeKind,
+        annotated: bool,
+        seq: u64,
+    ) -> EpisodeId {
         let id = EpisodeId::try_from(self.episodes.len()).unwrap_or(EpisodeId::MAX);
         self.episodes.push(Episode {
             name,

@@ -9,6 +9,31 @@
 //! appends messages to a [`Context`], calls [`Context::enforce`] before each
 //! model call and sends [`Context::view`]; [`evict`] does the same in one
 //! shot over a whole transcript.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use cwl::{Block, Config, Context, Message, O200k, ToolCall, delimiter_spec};
+//!
+//! let mut context = Context::new(Config::with_budget(80_000), Arc::new(O200k::new()), vec![delimiter_spec()]);
+//! context.push(Message::system("You are a coding agent."))?;
+//! context.push(Message::user("Find where auth happens."))?;
+//!
+//! // The model opens an exploration episode; the engine answers the call.
+//! let start = r#"{"action":"start","name":"locate-auth","type":"expl"}"#;
+//! let outcomes = context.push(Message::Assistant {
+//!     content: vec![Block::ToolCall(ToolCall::new("call_1", "delimiter", start))],
+//! })?;
+//! let outcome = &outcomes[0];
+//! context.push(Message::tool_result(&outcome.call_id, "delimiter", outcome.text(), outcome.is_error()))?;
+//! assert_eq!(context.active_episode().map(|(name, _)| name), Some("locate-auth"));
+//!
+//! // Before every model call: enforce the budget, then send the view.
+//! let report = context.enforce();
+//! assert!(report.budget_met);
+//! let request: Vec<&Message> = context.view().collect();
+//! assert_eq!(request.len(), 4);
+//! # Ok::<(), cwl::TranscriptError>(())
+//! ```
 
 pub mod budget;
 pub mod classes;

@@ -58,9 +58,7 @@ pub fn parse_request(body: &Value) -> Result<Request, OpenAiError> {
         Some(Value::Array(tools)) => tools
             .iter()
             .enumerate()
-            .map(|(index, tool)| {
-                parse_tool(tool).map_err(|what| OpenAiError::Tool { index, what })
-            })
+            .map(|(index, tool)| parse_tool(tool).map_err(|what| OpenAiError::Tool { index, what }))
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(OpenAiError::Shape("`tools` must be an array".into())),
     };
@@ -196,7 +194,10 @@ fn parse_tool(value: &Value) -> Result<ToolSpec, String> {
     })
 }
 
-fn optional_string<'a>(fields: &'a Map<String, Value>, field: &str) -> Result<Option<&'a str>, String> {
+fn optional_string<'a>(
+    fields: &'a Map<String, Value>,
+    field: &str,
+) -> Result<Option<&'a str>, String> {
     match fields.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text)),

@@ -85,7 +85,9 @@ pub enum DelimiterError {
     #[error("delimiter start needs a non-empty `name` for the episode")]
     MissingName,
     /// A start without a type.
-    #[error("delimiter start needs `type`: \"expl\" (gather information) or \"act\" (change things)")]
+    #[error(
+        "delimiter start needs `type`: \"expl\" (gather information) or \"act\" (change things)"
+    )]
     MissingType,
     /// A type that is neither expl nor act.
     #[error("delimiter `type` must be \"expl\" or \"act\", not {0:?}")]
@@ -94,7 +96,9 @@ pub enum DelimiterError {
     #[error("an episode named `{0}` already exists in this session; choose a new, unique name")]
     DuplicateName(String),
     /// Another episode is still open.
-    #[error("episode `{0}` is still active; end it with {{\"action\":\"end\"}} before starting another")]
+    #[error(
+        "episode `{0}` is still active; end it with {{\"action\":\"end\"}} before starting another"
+    )]
     AlreadyActive(String),
     /// An act with no dependencies.
     #[error(
@@ -102,7 +106,9 @@ pub enum DelimiterError {
     )]
     MissingDependencies(String),
     /// An expl that declares dependencies.
-    #[error("expl episode `{0}` cannot declare dependencies; only act episodes do — remove `dependencies`")]
+    #[error(
+        "expl episode `{0}` cannot declare dependencies; only act episodes do — remove `dependencies`"
+    )]
     ExplDependencies(String),
     /// An act that names itself.
     #[error("act episode `{0}` cannot depend on itself")]
@@ -201,10 +207,13 @@ fn parse_start(fields: &Map<String, Value>) -> Result<Annotation, DelimiterError
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => {
             for item in items {
-                let dependency = item.as_str().map(str::trim).ok_or(DelimiterError::FieldType {
-                    field: "dependencies",
-                    expected: "an array of episode names (strings)",
-                })?;
+                let dependency = item
+                    .as_str()
+                    .map(str::trim)
+                    .ok_or(DelimiterError::FieldType {
+                        field: "dependencies",
+                        expected: "an array of episode names (strings)",
+                    })?;
                 if !dependency.is_empty() && !dependencies.iter().any(|d| d == dependency) {
                     dependencies.push(dependency.to_string());
                 }
@@ -344,7 +353,10 @@ mod tests {
             (r#"{"action":"pause"}"#, "\"pause\""),
             (r#"{"action":3}"#, "`action` must be a string"),
             (r#"{"action":"start","type":"expl"}"#, "non-empty `name`"),
-            (r#"{"action":"start","name":"  ","type":"expl"}"#, "non-empty `name`"),
+            (
+                r#"{"action":"start","name":"  ","type":"expl"}"#,
+                "non-empty `name`",
+            ),
             (r#"{"action":"start","name":"a"}"#, "needs `type`"),
             (r#"{"action":"start","name":"a","type":"plan"}"#, "\"plan\""),
             (
@@ -379,7 +391,10 @@ mod tests {
             },
         ];
         for annotation in annotations {
-            assert_eq!(Annotation::parse(&annotation.to_arguments()), Ok(annotation));
+            assert_eq!(
+                Annotation::parse(&annotation.to_arguments()),
+                Ok(annotation)
+            );
         }
     }
 

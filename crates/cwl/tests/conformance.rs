@@ -10,10 +10,18 @@ use cwl::{
 };
 use serde_json::json;
 
-fn delimiter_outcome(context: &mut Context, id: &str, arguments: serde_json::Value) -> Result<Accepted, DelimiterError> {
+fn delimiter_outcome(
+    context: &mut Context,
+    id: &str,
+    arguments: serde_json::Value,
+) -> Result<Accepted, DelimiterError> {
     let outcomes = context
         .push(Message::Assistant {
-            content: vec![Block::ToolCall(ToolCall::new(id, "delimiter", arguments.to_string()))],
+            content: vec![Block::ToolCall(ToolCall::new(
+                id,
+                "delimiter",
+                arguments.to_string(),
+            ))],
         })
         .expect("valid message");
     context
@@ -43,10 +51,19 @@ fn graph_fixture() -> Context {
 #[test]
 fn protocol_rejections_say_what_to_fix_and_leave_the_graph_unchanged() {
     let cases: Vec<(serde_json::Value, &str)> = vec![
-        (json!({"action": "start", "name": "x", "type": "expl"}), "`e2` is still active"),
+        (
+            json!({"action": "start", "name": "x", "type": "expl"}),
+            "`e2` is still active",
+        ),
         (json!({"action": "end"}), "needs a non-empty `description`"),
-        (json!({"action": "end", "description": "  "}), "needs a non-empty `description`"),
-        (json!({"action": "end", "name": "e1", "description": "d"}), "`e1` is not the active episode"),
+        (
+            json!({"action": "end", "description": "  "}),
+            "needs a non-empty `description`",
+        ),
+        (
+            json!({"action": "end", "name": "e1", "description": "d"}),
+            "`e1` is not the active episode",
+        ),
         (json!({"action": "finish"}), "must be \"start\" or \"end\""),
     ];
     for (arguments, expected) in cases {
@@ -62,16 +79,46 @@ fn protocol_rejections_say_what_to_fix_and_leave_the_graph_unchanged() {
 #[test]
 fn start_rules_are_enforced() {
     let cases: Vec<(serde_json::Value, DelimiterError)> = vec![
-        (json!({"action": "start", "name": "e1", "type": "expl"}), DelimiterError::DuplicateName("e1".into())),
-        (json!({"action": "start", "name": "a1", "type": "act", "dependencies": ["e1"]}), DelimiterError::DuplicateName("a1".into())),
-        (json!({"action": "start", "name": "a2", "type": "act"}), DelimiterError::MissingDependencies("a2".into())),
-        (json!({"action": "start", "name": "a2", "type": "act", "dependencies": []}), DelimiterError::MissingDependencies("a2".into())),
-        (json!({"action": "start", "name": "a2", "type": "act", "dependencies": ["nope"]}), DelimiterError::UnknownDependency("nope".into())),
-        (json!({"action": "start", "name": "a2", "type": "act", "dependencies": ["a1"]}), DelimiterError::DependencyNotExpl("a1".into())),
-        (json!({"action": "start", "name": "a2", "type": "act", "dependencies": ["a2"]}), DelimiterError::SelfDependency("a2".into())),
-        (json!({"action": "start", "name": "e3", "type": "expl", "dependencies": ["e1"]}), DelimiterError::ExplDependencies("e3".into())),
-        (json!({"action": "start", "type": "expl"}), DelimiterError::MissingName),
-        (json!({"action": "start", "name": "z"}), DelimiterError::MissingType),
+        (
+            json!({"action": "start", "name": "e1", "type": "expl"}),
+            DelimiterError::DuplicateName("e1".into()),
+        ),
+        (
+            json!({"action": "start", "name": "a1", "type": "act", "dependencies": ["e1"]}),
+            DelimiterError::DuplicateName("a1".into()),
+        ),
+        (
+            json!({"action": "start", "name": "a2", "type": "act"}),
+            DelimiterError::MissingDependencies("a2".into()),
+        ),
+        (
+            json!({"action": "start", "name": "a2", "type": "act", "dependencies": []}),
+            DelimiterError::MissingDependencies("a2".into()),
+        ),
+        (
+            json!({"action": "start", "name": "a2", "type": "act", "dependencies": ["nope"]}),
+            DelimiterError::UnknownDependency("nope".into()),
+        ),
+        (
+            json!({"action": "start", "name": "a2", "type": "act", "dependencies": ["a1"]}),
+            DelimiterError::DependencyNotExpl("a1".into()),
+        ),
+        (
+            json!({"action": "start", "name": "a2", "type": "act", "dependencies": ["a2"]}),
+            DelimiterError::SelfDependency("a2".into()),
+        ),
+        (
+            json!({"action": "start", "name": "e3", "type": "expl", "dependencies": ["e1"]}),
+            DelimiterError::ExplDependencies("e3".into()),
+        ),
+        (
+            json!({"action": "start", "type": "expl"}),
+            DelimiterError::MissingName,
+        ),
+        (
+            json!({"action": "start", "name": "z"}),
+            DelimiterError::MissingType,
+        ),
     ];
     for (arguments, expected) in cases {
         let mut script = Script::new();
@@ -101,12 +148,16 @@ fn a_dependency_must_be_closed() {
         content: vec![Block::ToolCall(ToolCall::new(
             "c",
             "delimiter",
-            json!({"action": "start", "name": "a", "type": "act", "dependencies": ["e1"]}).to_string(),
+            json!({"action": "start", "name": "a", "type": "act", "dependencies": ["e1"]})
+                .to_string(),
         ))],
     };
     let outcomes = context.push(end_and_start).expect("push");
     // e1 is active, so the start fails on "one active episode" before the dependency check.
-    assert_eq!(outcomes[0].result, Err(DelimiterError::AlreadyActive("e1".into())));
+    assert_eq!(
+        outcomes[0].result,
+        Err(DelimiterError::AlreadyActive("e1".into()))
+    );
     let graph = cwl::Graph::default();
     let check = graph.check(&Annotation::Start {
         name: "a".into(),
@@ -144,12 +195,30 @@ fn end_rules_are_enforced() {
         delimiter_outcome(&mut context, "c0", json!({"action": "end"})),
         Err(DelimiterError::NothingActive)
     );
-    delimiter_outcome(&mut context, "c1", json!({"action": "start", "name": "e", "type": "expl"})).expect("start");
-    delimiter_outcome(&mut context, "c2", json!({"action": "end", "description": "learned"})).expect("end");
-    delimiter_outcome(&mut context, "c3", json!({"action": "start", "name": "a", "type": "act", "dependencies": ["e"]}))
-        .expect("start act");
+    delimiter_outcome(
+        &mut context,
+        "c1",
+        json!({"action": "start", "name": "e", "type": "expl"}),
+    )
+    .expect("start");
+    delimiter_outcome(
+        &mut context,
+        "c2",
+        json!({"action": "end", "description": "learned"}),
+    )
+    .expect("end");
+    delimiter_outcome(
+        &mut context,
+        "c3",
+        json!({"action": "start", "name": "a", "type": "act", "dependencies": ["e"]}),
+    )
+    .expect("start act");
     assert_eq!(
-        delimiter_outcome(&mut context, "c4", json!({"action": "end", "description": "did it"})),
+        delimiter_outcome(
+            &mut context,
+            "c4",
+            json!({"action": "end", "description": "did it"})
+        ),
         Err(DelimiterError::ActDescription("a".into()))
     );
     assert_eq!(
@@ -164,17 +233,31 @@ fn end_rules_are_enforced() {
 #[test]
 fn several_delimiter_calls_in_one_message_apply_in_order() {
     let mut context = Context::new(Config::default(), counter(), Vec::new());
-    delimiter_outcome(&mut context, "c1", json!({"action": "start", "name": "e", "type": "expl"})).expect("start");
+    delimiter_outcome(
+        &mut context,
+        "c1",
+        json!({"action": "start", "name": "e", "type": "expl"}),
+    )
+    .expect("start");
     let outcomes = context
         .push(Message::Assistant {
             content: vec![
-                Block::ToolCall(ToolCall::new("c2", "delimiter", json!({"action": "end", "description": "d"}).to_string())),
+                Block::ToolCall(ToolCall::new(
+                    "c2",
+                    "delimiter",
+                    json!({"action": "end", "description": "d"}).to_string(),
+                )),
                 Block::ToolCall(ToolCall::new(
                     "c3",
                     "delimiter",
-                    json!({"action": "start", "name": "a", "type": "act", "dependencies": ["e"]}).to_string(),
+                    json!({"action": "start", "name": "a", "type": "act", "dependencies": ["e"]})
+                        .to_string(),
                 )),
-                Block::ToolCall(ToolCall::new("c4", "delimiter", json!({"action": "end"}).to_string())),
+                Block::ToolCall(ToolCall::new(
+                    "c4",
+                    "delimiter",
+                    json!({"action": "end"}).to_string(),
+                )),
             ],
         })
         .expect("push");
@@ -188,13 +271,20 @@ fn several_delimiter_calls_in_one_message_apply_in_order() {
 #[test]
 fn prologue_is_never_evicted_and_unmet_budget_is_reported() {
     let mut script = Script::new();
-    script.system("system prompt").user("task one").tool("read", &bulk(500));
+    script
+        .system("system prompt")
+        .user("task one")
+        .tool("read", &bulk(500));
     let messages = script.build();
     let mut context = context(&messages, 50);
     let report = context.enforce();
     assert!(!report.budget_met);
     assert!(report.episodes.is_empty());
-    assert!(report.warnings[0].contains("budget cannot be met"), "{:?}", report.warnings);
+    assert!(
+        report.warnings[0].contains("budget cannot be met"),
+        "{:?}",
+        report.warnings
+    );
     assert_eq!(context.view().cloned().collect::<Vec<_>>(), messages);
 }
 
@@ -239,13 +329,28 @@ fn levels_apply_in_order_and_stop_as_soon_as_the_budget_is_met() {
     let expectations = [
         (full - 50, vec![Level::Reasoning]),
         (full - 150, vec![Level::Reasoning, Level::Bulk]),
-        (full - 400, vec![Level::Reasoning, Level::Bulk, Level::Intermediate]),
-        (20, vec![Level::Reasoning, Level::Bulk, Level::Intermediate, Level::Removed]),
+        (
+            full - 400,
+            vec![Level::Reasoning, Level::Bulk, Level::Intermediate],
+        ),
+        (
+            20,
+            vec![
+                Level::Reasoning,
+                Level::Bulk,
+                Level::Intermediate,
+                Level::Removed,
+            ],
+        ),
     ];
     for (budget, levels) in expectations {
         let mut context = context(&messages, budget);
         let report = context.enforce();
-        let applied: Vec<Level> = report.episodes[0].levels.iter().map(|level| level.level).collect();
+        let applied: Vec<Level> = report.episodes[0]
+            .levels
+            .iter()
+            .map(|level| level.level)
+            .collect();
         assert_eq!(applied, levels, "budget {budget}");
         assert_eq!(context.tokens(), recount(&context));
     }
@@ -265,7 +370,11 @@ fn reasoning_level_applies_to_expl_only() {
     let mut context = context(&messages, 100_000);
     context.set_budget(context.tokens() - 10);
     let report = context.enforce();
-    let levels: Vec<Level> = report.episodes[0].levels.iter().map(|level| level.level).collect();
+    let levels: Vec<Level> = report.episodes[0]
+        .levels
+        .iter()
+        .map(|level| level.level)
+        .collect();
     assert_eq!(levels, vec![Level::Bulk, Level::Intermediate]);
     let view: Vec<Message> = context.view().cloned().collect();
     let reasoning_left = view.iter().any(|message| {
@@ -292,14 +401,24 @@ fn full_removal_leaves_the_expl_description_as_residue_and_keeps_user_turns() {
     let messages = script.build();
     let mut context = context(&messages, 60);
     let report = context.enforce();
-    assert_eq!(report.episodes[0].levels.last().map(|level| level.level), Some(Level::Removed));
+    assert_eq!(
+        report.episodes[0].levels.last().map(|level| level.level),
+        Some(Level::Removed)
+    );
     let view: Vec<Message> = context.view().cloned().collect();
     assert_eq!(
         texts(&view),
         vec!["[evicted expl episode `locate-auth`: Auth lives in src/auth.rs]".to_string()]
     );
-    let users: Vec<&Message> = view.iter().filter(|message| matches!(message, Message::User { .. })).collect();
-    assert_eq!(users.len(), 3, "every user turn survives, including the one inside the episode");
+    let users: Vec<&Message> = view
+        .iter()
+        .filter(|message| matches!(message, Message::User { .. }))
+        .collect();
+    assert_eq!(
+        users.len(),
+        3,
+        "every user turn survives, including the one inside the episode"
+    );
     assert_eq!(view[0], Message::system("sys"));
     validate(&view).expect("valid view");
     assert_eq!(context.tokens(), recount(&context));
@@ -321,10 +440,21 @@ fn full_removal_of_an_act_leaves_nothing() {
     context.set_budget(context.tokens() - 240);
     let report = context.enforce();
     assert_eq!(report.episodes.len(), 1);
-    assert_eq!(report.episodes[0].levels.last().map(|level| level.level), Some(Level::Removed));
+    assert_eq!(
+        report.episodes[0].levels.last().map(|level| level.level),
+        Some(Level::Removed)
+    );
     let view: Vec<Message> = context.view().cloned().collect();
-    assert!(!view.iter().any(|message| message.tool_calls().any(|call| call.arguments.contains("\"act\""))));
-    assert_eq!(view.len(), before.len() - 6, "start, edit and end pairs are gone");
+    assert!(!view.iter().any(|message| {
+        message
+            .tool_calls()
+            .any(|call| call.arguments.contains("\"act\""))
+    }));
+    assert_eq!(
+        view.len(),
+        before.len() - 6,
+        "start, edit and end pairs are gone"
+    );
 }
 
 #[test]
@@ -343,7 +473,11 @@ fn an_expl_is_kept_while_a_dependent_act_has_content() {
     let messages = script.build();
     let mut context = context(&messages, 100);
     let report = context.enforce();
-    let names: Vec<&str> = report.episodes.iter().map(|episode| episode.name.as_str()).collect();
+    let names: Vec<&str> = report
+        .episodes
+        .iter()
+        .map(|episode| episode.name.as_str())
+        .collect();
     assert_eq!(names, vec!["e2"]);
     assert!(!report.budget_met);
     let view: Vec<Message> = context.view().cloned().collect();
@@ -364,7 +498,11 @@ fn the_active_episode_is_never_touched() {
 #[test]
 fn a_dependency_on_an_evicted_expl_is_recorded_and_nothing_is_restored() {
     let mut script = Script::new();
-    script.user("task").start_expl("e").tool("read", &bulk(300)).end_expl("learned");
+    script
+        .user("task")
+        .start_expl("e")
+        .tool("read", &bulk(300))
+        .end_expl("learned");
     let mut context = context(&script.build(), 50);
     context.enforce();
     assert!(context.graph().episodes()[0].is_removed());
@@ -396,13 +534,23 @@ fn unannotated_segments_are_kept_until_later_acts_are_gone() {
     let report = context.enforce();
     assert_eq!(report.episodes.len(), 1);
     assert_eq!(report.episodes[0].name, "a");
-    assert!(context.graph().episodes()[2].is_removed(), "episodes: e, the unannotated segment, a");
+    assert!(
+        context.graph().episodes()[2].is_removed(),
+        "episodes: e, the unannotated segment, a"
+    );
     let view: Vec<Message> = context.view().cloned().collect();
-    assert!(has_output(&view, &bulk(300)), "the unannotated read outlives the act");
+    assert!(
+        has_output(&view, &bulk(300)),
+        "the unannotated read outlives the act"
+    );
     context.set_budget(context.tokens() - 250);
     let report = context.enforce();
     // Both expl now; the oldest goes first.
-    let names: Vec<&str> = report.episodes.iter().map(|episode| episode.name.as_str()).collect();
+    let names: Vec<&str> = report
+        .episodes
+        .iter()
+        .map(|episode| episode.name.as_str())
+        .collect();
     assert_eq!(names, vec!["e", "(unannotated #1)"]);
     assert!(!report.episodes[1].annotated);
     validate(&context.view().cloned().collect::<Vec<_>>()).expect("valid");
@@ -420,7 +568,10 @@ fn an_unannotated_segment_waits_for_an_active_later_act() {
     let mut context = context(&script.build(), 10);
     let report = context.enforce();
     assert!(!report.budget_met);
-    assert!(report.episodes.iter().all(|episode| episode.annotated), "{report:?}");
+    assert!(
+        report.episodes.iter().all(|episode| episode.annotated),
+        "{report:?}"
+    );
 }
 
 #[test]
@@ -438,8 +589,15 @@ fn tool_calls_and_results_leave_together() {
     context.enforce();
     let view: Vec<Message> = context.view().cloned().collect();
     validate(&view).expect("valid");
-    assert!(!view.iter().any(|message| message.tool_calls().any(|call| call.name == "grep")));
-    assert!(view.iter().any(|message| message.tool_calls().any(|call| call.name == "read")));
+    assert!(
+        !view
+            .iter()
+            .any(|message| message.tool_calls().any(|call| call.name == "grep"))
+    );
+    assert!(
+        view.iter()
+            .any(|message| message.tool_calls().any(|call| call.name == "read"))
+    );
     assert_eq!(context.tokens(), recount(&context));
 }
 
@@ -461,7 +619,10 @@ fn eviction_persists_so_the_prefix_only_changes_where_eviction_happens() {
     let after_first: Vec<Message> = context.view().cloned().collect();
     context.push(Message::user("more")).expect("push");
     let report = context.enforce();
-    assert!(!report.evicted(), "under budget again after the first pass: {report:?}");
+    assert!(
+        !report.evicted(),
+        "under budget again after the first pass: {report:?}"
+    );
     let after_second: Vec<Message> = context.view().cloned().collect();
     assert_eq!(&after_second[..after_first.len()], &after_first[..]);
 }
@@ -483,10 +644,16 @@ fn a_result_for_an_evicted_pending_call_is_dropped() {
             ],
         })
         .expect("push");
-    context.push(Message::tool_result("s", "delimiter", "ok", false)).expect("s");
-    context.push(Message::tool_result("x", "delimiter", "ok", false)).expect("x");
+    context
+        .push(Message::tool_result("s", "delimiter", "ok", false))
+        .expect("s");
+    context
+        .push(Message::tool_result("x", "delimiter", "ok", false))
+        .expect("x");
     context.enforce();
-    context.push(Message::tool_result("r", "read", &bulk(100), false)).expect("late result");
+    context
+        .push(Message::tool_result("r", "read", bulk(100), false))
+        .expect("late result");
     let view: Vec<Message> = context.view().cloned().collect();
     validate(&view).expect("valid");
     assert!(!has_output(&view, &bulk(100)));
@@ -510,8 +677,12 @@ fn out_of_band_annotations_cost_nothing_and_leave_a_residue_message() {
             content: vec![Block::ToolCall(ToolCall::new("c", "read", "{}"))],
         })
         .expect("call");
-    context.push(Message::tool_result("c", "read", &bulk(300), false)).expect("result");
-    context.push(Message::assistant_text(&bulk(100))).expect("text");
+    context
+        .push(Message::tool_result("c", "read", bulk(300), false))
+        .expect("result");
+    context
+        .push(Message::assistant_text(bulk(100)))
+        .expect("text");
     context
         .annotate(Annotation::End {
             name: None,
@@ -542,14 +713,20 @@ fn transcript_errors_leave_the_context_unchanged() {
         context.push(Message::tool_result("nope", "read", "x", false)),
         Err(TranscriptError::UnknownCall("nope".into()))
     );
-    assert_eq!(context.push(Message::Assistant { content: vec![] }), Err(TranscriptError::EmptyAssistant));
+    assert_eq!(
+        context.push(Message::Assistant { content: vec![] }),
+        Err(TranscriptError::EmptyAssistant)
+    );
     let twice = Message::Assistant {
         content: vec![
             Block::ToolCall(ToolCall::new("a", "read", "{}")),
             Block::ToolCall(ToolCall::new("a", "read", "{}")),
         ],
     };
-    assert_eq!(context.push(twice), Err(TranscriptError::DuplicateCallId("a".into())));
+    assert_eq!(
+        context.push(twice),
+        Err(TranscriptError::DuplicateCallId("a".into()))
+    );
     assert_eq!(context.tokens(), tokens);
     assert_eq!(context.view().count(), 1);
 }
@@ -582,17 +759,30 @@ fn one_shot_reports_invalid_delimiter_calls_and_keeps_them() {
 
 #[test]
 fn one_shot_rejects_broken_transcripts_with_the_message_index() {
-    let orphan = vec![Message::user("task"), Message::tool_result("x", "read", "out", false)];
+    let orphan = vec![
+        Message::user("task"),
+        Message::tool_result("x", "read", "out", false),
+    ];
     let error = evict(orphan, Vec::new(), Config::default(), counter()).expect_err("orphan");
-    assert_eq!(error.to_string(), "message 1: tool result for unknown call `x` (no earlier tool call with this id is waiting for a result)");
+    assert_eq!(
+        error.to_string(),
+        "message 1: tool result for unknown call `x` (no earlier tool call with this id is waiting for a result)"
+    );
     let unanswered = vec![
         Message::user("task"),
         Message::Assistant {
             content: vec![Block::ToolCall(ToolCall::new("y", "read", "{}"))],
         },
     ];
-    let error = evict(unanswered, Vec::new(), Config::default(), counter()).expect_err("unanswered");
-    assert_eq!(error, EvictError::MissingResult { index: 1, call_id: "y".into() });
+    let error =
+        evict(unanswered, Vec::new(), Config::default(), counter()).expect_err("unanswered");
+    assert_eq!(
+        error,
+        EvictError::MissingResult {
+            index: 1,
+            call_id: "y".into()
+        }
+    );
 }
 
 #[test]
@@ -613,7 +803,13 @@ fn the_pass_is_deterministic() {
     }
     let messages = script.build();
     let run = || {
-        let evicted = evict(messages.clone(), Vec::new(), Config::with_budget(1500), counter()).expect("evict");
+        let evicted = evict(
+            messages.clone(),
+            Vec::new(),
+            Config::with_budget(1500),
+            counter(),
+        )
+        .expect("evict");
         (
             serde_json::to_string(&evicted.messages).expect("json"),
             serde_json::to_string(&evicted.report).expect("json"),

@@ -11,8 +11,15 @@ use serde_json::json;
 #[derive(Debug, Clone)]
 enum Op {
     User(usize),
-    Expl { calls: Vec<Call>, close: bool },
-    Act { deps: Vec<prop::sample::Index>, calls: Vec<Call>, close: bool },
+    Expl {
+        calls: Vec<Call>,
+        close: bool,
+    },
+    Act {
+        deps: Vec<prop::sample::Index>,
+        calls: Vec<Call>,
+        close: bool,
+    },
     Loose(Vec<Call>),
     BadDelimiter,
 }
@@ -26,7 +33,9 @@ struct Call {
 
 fn call() -> impl Strategy<Value = Call> {
     (
-        prop::sample::select(vec!["grep", "glob", "ls", "read", "bash", "edit", "write", "mystery"]),
+        prop::sample::select(vec![
+            "grep", "glob", "ls", "read", "bash", "edit", "write", "mystery",
+        ]),
         0usize..400,
         prop::option::weighted(0.3, 1usize..200),
     )
@@ -89,7 +98,9 @@ fn session(ops: &[Op]) -> Vec<Message> {
                 let deps: Vec<&str> = if closed_expls.is_empty() {
                     vec!["nothing-yet"]
                 } else {
-                    deps.iter().map(|dep| dep.get(&closed_expls).as_str()).collect()
+                    deps.iter()
+                        .map(|dep| dep.get(&closed_expls).as_str())
+                        .collect()
                 };
                 script.start_act(&format!("a{index}"), &deps);
                 emit_calls(&mut script, calls);
@@ -114,24 +125,45 @@ fn protected(messages: &[Message]) -> Vec<&Message> {
 }
 
 fn context(messages: &[Message], budget: usize) -> Context {
-    let mut context = Context::new(Config::with_budget(budget), counter(), vec![cwl::delimiter_spec()]);
+    let mut context = Context::new(
+        Config::with_budget(budget),
+        counter(),
+        vec![cwl::delimiter_spec()],
+    );
     for message in messages {
-        context.push(message.clone()).expect("generated transcripts are valid");
+        context
+            .push(message.clone())
+            .expect("generated transcripts are valid");
     }
     context
 }
 
 /// Invariants that hold after any pass.
-fn check_view(input: &[Message], context: &Context, report: &cwl::Report) -> Result<(), TestCaseError> {
+fn check_view(
+    input: &[Message],
+    context: &Context,
+    report: &cwl::Report,
+) -> Result<(), TestCaseError> {
     let view: Vec<Message> = context.view().cloned().collect();
     validate(&view).map_err(TestCaseError::fail)?;
-    prop_assert_eq!(protected(input), protected(&view), "user turns and system prompt intact");
-    prop_assert_eq!(context.tokens(), recount(context), "incremental count matches a recount");
+    prop_assert_eq!(
+        protected(input),
+        protected(&view),
+        "user turns and system prompt intact"
+    );
+    prop_assert_eq!(
+        context.tokens(),
+        recount(context),
+        "incremental count matches a recount"
+    );
     prop_assert_eq!(report.tokens_after, context.tokens());
     if report.budget_met {
         prop_assert!(context.tokens() <= report.budget);
     } else {
-        prop_assert!(context.graph().next_target().is_none(), "unmet only when no candidate is left");
+        prop_assert!(
+            context.graph().next_target().is_none(),
+            "unmet only when no candidate is left"
+        );
         prop_assert!(context.tokens() > report.budget);
     }
     let graph = context.graph();
@@ -143,9 +175,17 @@ fn check_view(input: &[Message], context: &Context, report: &cwl::Report) -> Res
             .expect("start message");
         let tail = &input[at..];
         prop_assert!(view.len() >= tail.len());
-        prop_assert_eq!(&view[view.len() - tail.len()..], tail, "the active episode is untouched");
+        prop_assert_eq!(
+            &view[view.len() - tail.len()..],
+            tail,
+            "the active episode is untouched"
+        );
     }
-    for touched in report.episodes.iter().filter(|episode| episode.kind == EpisodeKind::Expl) {
+    for touched in report
+        .episodes
+        .iter()
+        .filter(|episode| episode.kind == EpisodeKind::Expl)
+    {
         let id = graph
             .episodes()
             .iter()

@@ -23,6 +23,8 @@ fn o200k_matches_tiktoken_on_varied_text() {
             "{sample:?}"
         );
     }
-    let long: String = (0..2000).map(|i| format!("line {i}: let x_{i} = compute({i});\n")).collect();
+    let long: String = (0..2000)
+        .map(|i| format!("line {i}: let x_{i} = compute({i});\n"))
+        .collect();
     assert_eq!(counter.count(&long), reference.encode_ordinary(&long).len());
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cwl::{Block, Config, Context, Estimate, Message, ToolCall, TokenCounter};
+use cwl::{Block, Config, Context, Estimate, Message, TokenCounter, ToolCall};
 use serde_json::json;
 
 /// Builds transcripts with unique call ids.
@@ -50,7 +50,8 @@ impl Script {
                 Block::ToolCall(ToolCall::new(&id, tool, json!({"q": tool}).to_string())),
             ],
         });
-        self.messages.push(Message::tool_result(&id, tool, output, false));
+        self.messages
+            .push(Message::tool_result(&id, tool, output, false));
         self
     }
 
@@ -58,9 +59,14 @@ impl Script {
     pub fn tool(&mut self, tool: &str, output: &str) -> &mut Self {
         let id = self.id();
         self.messages.push(Message::Assistant {
-            content: vec![Block::ToolCall(ToolCall::new(&id, tool, json!({"q": tool}).to_string()))],
+            content: vec![Block::ToolCall(ToolCall::new(
+                &id,
+                tool,
+                json!({"q": tool}).to_string(),
+            ))],
         });
-        self.messages.push(Message::tool_result(&id, tool, output, false));
+        self.messages
+            .push(Message::tool_result(&id, tool, output, false));
         self
     }
 
@@ -68,9 +74,14 @@ impl Script {
     pub fn delimiter(&mut self, arguments: serde_json::Value) -> &mut Self {
         let id = self.id();
         self.messages.push(Message::Assistant {
-            content: vec![Block::ToolCall(ToolCall::new(&id, "delimiter", arguments.to_string()))],
+            content: vec![Block::ToolCall(ToolCall::new(
+                &id,
+                "delimiter",
+                arguments.to_string(),
+            ))],
         });
-        self.messages.push(Message::tool_result(&id, "delimiter", "ok", false));
+        self.messages
+            .push(Message::tool_result(&id, "delimiter", "ok", false));
         self
     }
 
@@ -79,7 +90,9 @@ impl Script {
     }
 
     pub fn start_act(&mut self, name: &str, deps: &[&str]) -> &mut Self {
-        self.delimiter(json!({"action": "start", "name": name, "type": "act", "dependencies": deps}))
+        self.delimiter(
+            json!({"action": "start", "name": name, "type": "act", "dependencies": deps}),
+        )
     }
 
     pub fn end_expl(&mut self, description: &str) -> &mut Self {
