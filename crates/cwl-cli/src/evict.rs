@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use cwl::{Budget, Config, Estimate, O200k, TokenCounter, openai};
+use cwl::{Budget, Config, Estimate, O200k, TokenCounter, ToolClass, openai};
 use serde_json::{Value, json};
 
 use crate::InputError;
@@ -28,6 +28,10 @@ pub struct EvictArgs {
     /// The model's context window in tokens, for a percentage budget.
     #[arg(long, value_name = "TOKENS", value_parser = parse_window)]
     window: Option<usize>,
+    /// Override a tool's class: NAME=bulk (stripped with search output) or
+    /// NAME=intermediate (stripped with reads and commands). Repeatable.
+    #[arg(long = "class", value_name = "NAME=CLASS", value_parser = parse_class)]
+    classes: Vec<(String, ToolClass)>,
     /// How to count tokens.
     #[arg(long, value_enum, default_value_t = Tokenizer::O200k)]
     tokenizer: Tokenizer,
@@ -51,6 +55,25 @@ enum Tokenizer {
 fn parse_budget(text: &str) -> Result<Budget, String> {
     text.parse()
         .map_err(|error: cwl::BudgetError| error.to_string())
+}
+
+fn parse_class(text: &str) -> Result<(String, ToolClass), String> {
+    let (name, class) = text.split_once('=').ok_or_else(|| {
+        format!("invalid class `{text}`: expected NAME=bulk or NAME=intermediate")
+    })?;
+    let class = match class.trim() {
+        "bulk" => ToolClass::Bulk,
+        "intermediate" => ToolClass::Intermediate,
+        other => {
+            return Err(format!(
+                "invalid class `{other}` for `{name}`: expected bulk or intermediate"
+            ));
+        }
+    };
+    match name.trim() {
+        "" => Err(format!("invalid class `{text}`: the tool name is empty")),
+        name => Ok((name.to_string(), class)),
+    }
 }
 
 fn parse_window(text: &str) -> Result<usize, String> {
@@ -77,10 +100,14 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
         Tokenizer::O200k => Arc::new(O200k::new()),
         Tokenizer::Estimate => Arc::new(Estimate),
     };
+    let mut config = Config::with_budget(budget);
+    for (name, class) in &args.classes {
+        config.classes.set(name, *class);
+    }
     let evicted = cwl::evict(
         request.messages,
         request.tools,
-        Config::with_budget(budget),
+        config,
         counter,
     )
     .map_err(|error| InputError(format!("{name}: {error}")))?;

@@ -13,12 +13,8 @@ fn cwl(args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn cwl");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
+    // The command may exit before reading its input (bad arguments).
+    let _ = child.stdin.take().expect("stdin").write_all(stdin.as_bytes());
     child.wait_with_output().expect("wait")
 }
 
@@ -183,4 +179,28 @@ fn a_missing_file_and_a_bad_budget_are_input_errors() {
     let output = cwl(&["evict", "--budget", "lots"], "");
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("invalid budget `lots`"));
+}
+
+#[test]
+fn tool_classes_can_be_overridden() {
+    // With grep as intermediate, a budget that bulk stripping would meet
+    // needs the intermediate level instead.
+    let default = run_ok(&["evict", "--budget", "400"], &transcript());
+    let levels = |output: &Value| -> Vec<String> {
+        output["report"]["episodes"][0]["levels"]
+            .as_array()
+            .expect("levels")
+            .iter()
+            .map(|level| level["level"].as_str().expect("name").to_string())
+            .collect()
+    };
+    assert_eq!(levels(&default), ["reasoning", "bulk"]);
+    let overridden = run_ok(
+        &["evict", "--budget", "400", "--class", "grep=intermediate"],
+        &transcript(),
+    );
+    assert_eq!(levels(&overridden), ["reasoning", "bulk", "intermediate"]);
+    let output = cwl(&["evict", "--class", "grep=huge"], "");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("expected bulk or intermediate"));
 }
