@@ -1,0 +1,410 @@
+//! OpenAI Codex CLI rollout JSONL (`~/.codex/sessions/.../rollout-*.jsonl`).
+//!
+//! Mapping (`response_item` payloads):
+//! - Consecutive model-output items (`reasoning`, assistant `message`,
+//!   `function_call`, `custom_tool_call`, `local_shell_call`) form one
+//!   assistant message, i.e. one model call. The call ends at the first
+//!   input item (tool output, user or developer message), at a
+//!   `token_count` event or at `compacted`.
+//! - `reasoning` → Reasoning (summary texts; `encrypted_content` as the
+//!   signature); `function_call` → ToolCall (arguments as logged);
+//!   `custom_tool_call` → ToolCall with arguments `{"input": <text>}`;
+//!   `local_shell_call` → ToolCall `local_shell` with the action as
+//!   arguments; `*_output` items → ToolResult, paired by `call_id`, marked
+//!   as errors when their JSON `metadata.exit_code` is non-zero.
+//! - user messages → User, developer/system messages → System.
+//! - `event_msg` `token_count` gives the usage of one call
+//!   (`last_token_usage`, else the difference of `total_token_usage`);
+//!   `input_tokens` already includes cached ones. It is attached to the
+//!   call in progress or just finished when that has none yet, else to the
+//!   next call (older Codex versions log it before the call's items).
+//! - `compacted` → [`Event::Compaction`]; `session_meta`, `turn_context`
+//!   (sets the model) and other `event_msg`s (UI copies of messages) carry
+//!   nothing else; `web_search_call` and `ghost_snapshot` items are ignored.
+
+use ::cwl::{Block, Message, ToolCall, ToolResult, Usage};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::common::{
+    Draft, Held, Located, Outcome, Sink, content_text, nonzero, parse_time, part_text, time_or_warn,
+};
+use super::{Event, Meta};
+
+#[derive(Deserialize)]
+struct RolloutLine {
+    timestamp: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    payload: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct Item {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    role: Option<String>,
+    content: Option<Value>,
+    summary: Option<Vec<Value>>,
+    encrypted_content: Option<String>,
+    name: Option<String>,
+    arguments: Option<Value>,
+    input: Option<String>,
+    call_id: Option<String>,
+    id: Option<String>,
+    output: Option<Value>,
+    action: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct EventMsg {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    info: Option<TokenInfo>,
+}
+
+#[derive(Deserialize)]
+struct TokenInfo {
+    total_token_usage: Option<TokenUsage>,
+    last_token_usage: Option<TokenUsage>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+struct TokenUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    cached_input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+#[derive(Deserialize)]
+struct Compacted {
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TurnContext {
+    model: Option<String>,
+}
+
+/// Fills `meta` from `session_meta` and the first `turn_context`; true once
+/// both were seen.
+pub(crate) fn scan(meta: &mut Meta, line: &Value) -> bool {
+    let payload = line.get("payload");
+    let text = |key: &str| {
+        payload
+            .and_then(|p| p.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    match line.get("type").and_then(Value::as_str) {
+        Some("session_meta") => {
+            meta.session_id = text("id");
+            meta.cwd = text("cwd");
+            meta.provider = text("model_provider").or_else(|| Some("openai".to_string()));
+            meta.started = text("timestamp")
+                .or_else(|| {
+                    line.get("timestamp")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .as_deref()
+                .and_then(parse_time);
+        }
+        Some("turn_context") if meta.model.is_none() => meta.model = text("model"),
+        _ => {}
+    }
+    meta.session_id.is_some() && meta.model.is_some()
+}
+
+/// Line parser for Codex rollouts.
+#[derive(Default)]
+pub(crate) struct Parser {
+    held: Held,
+    model: Option<String>,
+    pending_usage: Option<Usage>,
+    last_total: Option<TokenUsage>,
+}
+
+impl super::LineParser for Parser {
+    fn line(&mut self, line: u64, text: &str, sink: &mut Sink) -> Outcome {
+        let at = Some(line);
+        let entry: RolloutLine = match serde_json::from_str(text) {
+            Ok(entry) => entry,
+            Err(e) => return sink.reject(at, format!("not a Codex rollout line: {e}; skipped")),
+        };
+        let Some(kind) = entry.kind.as_deref() else {
+            return sink.reject(at, "line has no `type`; skipped");
+        };
+        let payload = entry
+            .payload
+            .as_deref()
+            .map(RawValue::get)
+            .unwrap_or("null");
+        let timestamp = time_or_warn(entry.timestamp.as_deref(), at, sink);
+        match kind {
+            "session_meta" => Outcome::Used,
+            "turn_context" => match serde_json::from_str::<TurnContext>(payload) {
+                Ok(context) => {
+                    if context.model.is_some() {
+                        self.model = context.model;
+                    }
+                    Outcome::Used
+                }
+                Err(e) => sink.reject(at, format!("turn_context payload: {e}; skipped")),
+            },
+            "response_item" => match serde_json::from_str::<Item>(payload) {
+                Ok(item) => self.item(line, item, timestamp, sink),
+                Err(e) => sink.reject(at, format!("response_item payload: {e}; skipped")),
+            },
+            "event_msg" => match serde_json::from_str::<EventMsg>(payload) {
+                Ok(event) if event.kind.as_deref() == Some("token_count") => {
+                    self.token_count(event.info)
+                }
+                Ok(_) => Outcome::Ignored,
+                Err(e) => sink.reject(at, format!("event_msg payload: {e}; skipped")),
+            },
+            "compacted" => match serde_json::from_str::<Compacted>(payload) {
+                Ok(compacted) => {
+                    self.held.flush(sink);
+                    sink.push(Located {
+                        line: at,
+                        event: Event::Compaction {
+                            timestamp,
+                            tokens_before: None,
+                            summary: compacted.message,
+                        },
+                    });
+                    Outcome::Used
+                }
+                Err(e) => sink.reject(at, format!("compacted payload: {e}; skipped")),
+            },
+            other => sink.reject(at, format!("unknown line type `{other}`; skipped")),
+        }
+    }
+
+    fn finish(&mut self, sink: &mut Sink) {
+        self.held.flush(sink);
+    }
+}
+
+impl Parser {
+    fn item(
+        &mut self,
+        line: u64,
+        item: Item,
+        timestamp: Option<DateTime<Utc>>,
+        sink: &mut Sink,
+    ) -> Outcome {
+        let at = Some(line);
+        let kind = item.kind.as_deref().unwrap_or("");
+        let block = match kind {
+            "message" => {
+                let role = item.role.as_deref().unwrap_or("");
+                let content = item.content.as_ref();
+                match role {
+                    "assistant" => {
+                        let parts: Vec<Block> = match content {
+                            Some(Value::Array(parts)) => parts
+                                .iter()
+                                .map(|part| Block::Text {
+                                    text: part_text(part),
+                                })
+                                .collect(),
+                            Some(other) => vec![Block::Text {
+                                text: content_text(other),
+                            }],
+                            None => Vec::new(),
+                        };
+                        for part in parts {
+                            self.push_block(line, part, timestamp, sink);
+                        }
+                        return Outcome::Used;
+                    }
+                    "user" | "developer" | "system" => {
+                        self.held.flush(sink);
+                        let text = content.map(content_text).unwrap_or_default();
+                        let message = if role == "user" {
+                            Message::user(text)
+                        } else {
+                            Message::system(text)
+                        };
+                        sink.message(at, message, timestamp);
+                        return Outcome::Used;
+                    }
+                    other => {
+                        return sink
+                            .reject(at, format!("message with unknown role `{other}`; skipped"));
+                    }
+                }
+            }
+            "reasoning" => {
+                let summary: Vec<String> = item
+                    .summary
+                    .iter()
+                    .flatten()
+                    .filter_map(|part| part.get("text").and_then(Value::as_str))
+                    .map(str::to_string)
+                    .collect();
+                Block::Reasoning {
+                    text: summary.join("\n\n"),
+                    signature: item.encrypted_content,
+                }
+            }
+            "function_call" | "custom_tool_call" | "local_shell_call" => {
+                let Some(id) = item.call_id.or(item.id) else {
+                    return sink.reject(at, format!("{kind} has no `call_id`; skipped"));
+                };
+                let (name, arguments) = match kind {
+                    "function_call" => (
+                        item.name,
+                        match item.arguments {
+                            Some(Value::String(arguments)) => arguments,
+                            Some(other) => other.to_string(),
+                            None => "{}".to_string(),
+                        },
+                    ),
+                    "custom_tool_call" => (
+                        item.name,
+                        serde_json::json!({ "input": item.input.unwrap_or_default() }).to_string(),
+                    ),
+                    _ => (
+                        Some("local_shell".to_string()),
+                        item.action
+                            .map_or_else(|| "{}".to_string(), |raw| raw.get().to_string()),
+                    ),
+                };
+                let Some(name) = name else {
+                    return sink.reject(at, format!("{kind} has no `name`; skipped"));
+                };
+                Block::ToolCall(ToolCall {
+                    id,
+                    name,
+                    arguments,
+                })
+            }
+            "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
+                let Some(call_id) = item.call_id else {
+                    return sink.reject(at, format!("{kind} has no `call_id`; skipped"));
+                };
+                if let Some(draft) = self.held.draft.as_mut() {
+                    draft.open = false;
+                }
+                let (content, is_error) = output_text(item.output.as_ref());
+                let result = Located {
+                    line: at,
+                    event: Event::Message {
+                        message: Message::ToolResult(ToolResult {
+                            call_id,
+                            tool_name: String::new(),
+                            content,
+                            is_error,
+                        }),
+                        timestamp,
+                        usage: None,
+                        model: None,
+                        cost_usd: None,
+                    },
+                };
+                self.held.result(result, sink);
+                return Outcome::Used;
+            }
+            "web_search_call" | "ghost_snapshot" => return Outcome::Ignored,
+            other => {
+                return sink.reject(at, format!("unknown response item type `{other}`; skipped"));
+            }
+        };
+        self.push_block(line, block, timestamp, sink);
+        Outcome::Used
+    }
+
+    /// Adds a model-output block to the call in progress, starting a new
+    /// call when none is open.
+    fn push_block(
+        &mut self,
+        line: u64,
+        block: Block,
+        timestamp: Option<DateTime<Utc>>,
+        sink: &mut Sink,
+    ) {
+        let open = self.held.draft.as_ref().is_some_and(|d| d.open);
+        if !open {
+            self.held.flush(sink);
+            self.held.draft = Some(Draft {
+                line,
+                key: None,
+                open: true,
+                timestamp,
+                blocks: Vec::new(),
+                usage: self.pending_usage.take(),
+                model: self.model.clone(),
+            });
+        }
+        if let Some(draft) = self.held.draft.as_mut() {
+            draft.blocks.push(block);
+        }
+    }
+
+    fn token_count(&mut self, info: Option<TokenInfo>) -> Outcome {
+        let Some(info) = info else {
+            return Outcome::Ignored;
+        };
+        let total = info.total_token_usage;
+        if total.is_some() && total == self.last_total {
+            return Outcome::Ignored;
+        }
+        let last = match (info.last_token_usage, total, self.last_total) {
+            (Some(last), _, _) => Some(last),
+            (None, Some(total), Some(before)) => Some(TokenUsage {
+                input_tokens: total.input_tokens.saturating_sub(before.input_tokens),
+                cached_input_tokens: total
+                    .cached_input_tokens
+                    .saturating_sub(before.cached_input_tokens),
+                output_tokens: total.output_tokens.saturating_sub(before.output_tokens),
+            }),
+            (None, total, _) => total,
+        };
+        if total.is_some() {
+            self.last_total = total;
+        }
+        let Some(usage) = last.and_then(|u| {
+            nonzero(Usage {
+                input_tokens: u.input_tokens,
+                cached_input_tokens: u.cached_input_tokens,
+                cache_write_tokens: 0,
+                output_tokens: u.output_tokens,
+            })
+        }) else {
+            return Outcome::Ignored;
+        };
+        match self.held.draft.as_mut() {
+            Some(draft) if draft.usage.is_none() => {
+                draft.usage = Some(usage);
+                draft.open = false;
+            }
+            _ => self.pending_usage = Some(usage),
+        }
+        Outcome::Used
+    }
+}
+
+/// The text of a tool output and whether it reports a failure.
+fn output_text(output: Option<&Value>) -> (String, bool) {
+    let text = match output {
+        None => String::new(),
+        Some(Value::Object(fields)) => match fields.get("content") {
+            Some(content) => content_text(content),
+            None => Value::Object(fields.clone()).to_string(),
+        },
+        Some(other) => content_text(other),
+    };
+    let failed = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v.pointer("/metadata/exit_code").and_then(Value::as_i64))
+        .is_some_and(|code| code != 0);
+    (text, failed)
+}

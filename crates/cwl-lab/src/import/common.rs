@@ -1,0 +1,233 @@
+//! Plumbing shared by the importers: located events, the output queue,
+//! the held-back assistant message, and small conversions.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+
+use ::cwl::{Block, Message, Usage};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::{Event, ImportError, ImportWarning};
+
+/// What became of one record (line or document entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// It went into the transcript or the metadata.
+    Used,
+    /// A known kind with nothing for the transcript.
+    Ignored,
+    /// Corrupt or unknown; a warning says why.
+    Rejected,
+}
+
+/// An event and the line it came from.
+#[derive(Debug, Clone)]
+pub(crate) struct Located {
+    pub line: Option<u64>,
+    pub event: Event,
+}
+
+/// The queue importers write to, in transcript order.
+pub(crate) struct Sink {
+    path: PathBuf,
+    items: VecDeque<Located>,
+}
+
+impl Sink {
+    pub(crate) fn new(path: &Path) -> Self {
+        Sink {
+            path: path.to_path_buf(),
+            items: VecDeque::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, item: Located) {
+        self.items.push_back(item);
+    }
+
+    /// Queues a non-assistant message (or an assistant one without call data).
+    pub(crate) fn message(
+        &mut self,
+        line: Option<u64>,
+        message: Message,
+        timestamp: Option<DateTime<Utc>>,
+    ) {
+        self.push(Located {
+            line,
+            event: Event::Message {
+                message,
+                timestamp,
+                usage: None,
+                model: None,
+                cost_usd: None,
+            },
+        });
+    }
+
+    /// Queues a warning about `line`.
+    pub(crate) fn warn(&mut self, line: Option<u64>, what: impl Into<String>) {
+        let warning = warning(&self.path, line, what);
+        self.push(Located {
+            line,
+            event: Event::Warning(warning),
+        });
+    }
+
+    /// Queues a warning and reports the record as rejected.
+    pub(crate) fn reject(&mut self, line: Option<u64>, what: impl Into<String>) -> Outcome {
+        self.warn(line, what);
+        Outcome::Rejected
+    }
+
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = Located> + '_ {
+        self.items.drain(..)
+    }
+}
+
+/// A warning about `path`.
+pub(crate) fn warning(path: &Path, line: Option<u64>, what: impl Into<String>) -> ImportWarning {
+    ImportWarning {
+        path: path.to_path_buf(),
+        line,
+        what: what.into(),
+    }
+}
+
+/// An assistant message being assembled from several records.
+#[derive(Debug, Default)]
+pub(crate) struct Draft {
+    /// The line of its first record.
+    pub line: u64,
+    /// A key that later records of the same model call share (Claude Code's
+    /// `message.id`).
+    pub key: Option<String>,
+    /// Whether more blocks may still be added.
+    pub open: bool,
+    pub timestamp: Option<DateTime<Utc>>,
+    pub blocks: Vec<Block>,
+    pub usage: Option<Usage>,
+    pub model: Option<String>,
+}
+
+/// An assistant message held back with the tool results that followed it,
+/// until the model call is known to be complete.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    pub draft: Option<Draft>,
+    results: Vec<Located>,
+}
+
+impl Held {
+    /// Queues a tool result behind the held assistant message, or straight
+    /// to the sink when none is held.
+    pub(crate) fn result(&mut self, item: Located, sink: &mut Sink) {
+        if self.draft.is_some() {
+            self.results.push(item);
+        } else {
+            sink.push(item);
+        }
+    }
+
+    /// Emits the held assistant message, then its results.
+    pub(crate) fn flush(&mut self, sink: &mut Sink) {
+        if let Some(draft) = self.draft.take() {
+            if draft.blocks.is_empty() {
+                sink.warn(
+                    Some(draft.line),
+                    "assistant message has no content blocks; skipped",
+                );
+            } else {
+                sink.push(Located {
+                    line: Some(draft.line),
+                    event: Event::Message {
+                        message: Message::Assistant {
+                            content: draft.blocks,
+                        },
+                        timestamp: draft.timestamp,
+                        usage: draft.usage,
+                        model: draft.model,
+                        cost_usd: None,
+                    },
+                });
+            }
+        }
+        for item in self.results.drain(..) {
+            sink.push(item);
+        }
+    }
+}
+
+/// Parses an RFC 3339 timestamp.
+pub(crate) fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// Parses an optional RFC 3339 timestamp, warning when it is malformed.
+pub(crate) fn time_or_warn(
+    text: Option<&str>,
+    line: Option<u64>,
+    sink: &mut Sink,
+) -> Option<DateTime<Utc>> {
+    let text = text?;
+    let time = parse_time(text);
+    if time.is_none() {
+        sink.warn(line, format!("timestamp `{text}` is not RFC 3339; ignored"));
+    }
+    time
+}
+
+/// The text of a message content: a string, or a list of parts whose text
+/// parts are joined by newlines; images and other non-text parts become a
+/// `[type]` placeholder.
+pub(crate) fn content_text(content: &Value) -> String {
+    match content {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts.iter().map(part_text).collect::<Vec<_>>().join("\n"),
+        other => other.to_string(),
+    }
+}
+
+/// The text of one content part (see [`content_text`]).
+pub(crate) fn part_text(part: &Value) -> String {
+    if let Some(text) = part.as_str() {
+        return text.to_string();
+    }
+    match part.get("text").and_then(Value::as_str) {
+        Some(text) => text.to_string(),
+        None => {
+            let kind = part.get("type").and_then(Value::as_str).unwrap_or("part");
+            let kind = if kind.contains("image") {
+                "image"
+            } else {
+                kind
+            };
+            format!("[{kind}]")
+        }
+    }
+}
+
+/// A usage, or `None` when every count is zero (a call aborted before the
+/// provider reported anything).
+pub(crate) fn nonzero(usage: Usage) -> Option<Usage> {
+    (usage != Usage::default()).then_some(usage)
+}
+
+/// Reads a whole file that must be UTF-8.
+pub(crate) fn read_utf8(path: &Path) -> Result<String, ImportError> {
+    let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let (bytes, skipped) = match bytes.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => (rest.to_vec(), 3),
+        None => (bytes, 0),
+    };
+    String::from_utf8(bytes).map_err(|e| ImportError::NotUtf8 {
+        path: path.to_path_buf(),
+        offset: e.utf8_error().valid_up_to() as u64 + skipped,
+    })
+}
