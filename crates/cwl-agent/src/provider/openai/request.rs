@@ -1,6 +1,6 @@
 //! The transcript in the Chat Completions request shape.
 
-use cwl::{Block, Message, ToolSpec};
+use cwl::Message;
 use serde_json::{Map, Value, json};
 
 use crate::provider::Request;
@@ -16,7 +16,7 @@ pub(super) fn body(request: &Request<'_>, max_tokens_field: &str) -> Value {
     if !request.tools.is_empty() {
         body.insert(
             "tools".into(),
-            Value::Array(request.tools.iter().map(tool).collect()),
+            Value::Array(cwl::openai::to_tools(request.tools)),
         );
     }
     if let Some(max) = request.max_output_tokens {
@@ -30,67 +30,20 @@ pub(super) fn body(request: &Request<'_>, max_tokens_field: &str) -> Value {
     Value::Object(body)
 }
 
-fn tool(spec: &ToolSpec) -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": spec.name,
-            "description": spec.description,
-            "parameters": spec.parameters,
-        }
-    })
-}
-
-/// One message. Assistant text blocks are joined, reasoning goes to
-/// `reasoning_content`, and `content` is left out when there is no text
-/// but there are tool calls (as the API allows).
+/// One message in the interchange shape, less the `reasoning_signature`
+/// extension, which Chat Completions servers do not know.
 fn message(m: &Message) -> Value {
-    match m {
-        Message::System { content } => json!({"role": "system", "content": content}),
-        Message::User { content } => json!({"role": "user", "content": content}),
-        Message::ToolResult(result) => json!({
-            "role": "tool",
-            "tool_call_id": result.call_id,
-            "content": result.content,
-        }),
-        Message::Assistant { content } => {
-            let mut texts = Vec::new();
-            let mut reasoning = Vec::new();
-            let mut calls = Vec::new();
-            for block in content {
-                match block {
-                    Block::Text { text } if !text.is_empty() => texts.push(text.as_str()),
-                    Block::Reasoning { text, .. } if !text.is_empty() => {
-                        reasoning.push(text.as_str())
-                    }
-                    Block::ToolCall(call) => calls.push(json!({
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
-                    })),
-                    _ => {}
-                }
-            }
-            let mut out = Map::new();
-            out.insert("role".into(), json!("assistant"));
-            if !texts.is_empty() || calls.is_empty() {
-                out.insert("content".into(), json!(texts.join("\n\n")));
-            }
-            if !reasoning.is_empty() {
-                out.insert("reasoning_content".into(), json!(reasoning.join("\n\n")));
-            }
-            if !calls.is_empty() {
-                out.insert("tool_calls".into(), Value::Array(calls));
-            }
-            Value::Object(out)
-        }
+    let mut value = cwl::openai::to_message(m);
+    if let Some(fields) = value.as_object_mut() {
+        fields.remove("reasoning_signature");
     }
+    value
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cwl::ToolCall;
+    use cwl::{Block, ToolCall};
 
     #[test]
     fn assistant_shapes() {
@@ -107,12 +60,16 @@ mod tests {
             message(&only_calls),
             json!({
                 "role": "assistant",
+                "content": null,
                 "reasoning_content": "think",
                 "tool_calls": [{"id": "c1", "type": "function",
                     "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}}],
             })
         );
-        let empty = Message::Assistant { content: vec![] };
-        assert_eq!(message(&empty), json!({"role": "assistant", "content": ""}));
+        let text = Message::assistant_text("done");
+        assert_eq!(
+            message(&text),
+            json!({"role": "assistant", "content": "done"})
+        );
     }
 }
