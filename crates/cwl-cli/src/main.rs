@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 /// Context Window Lifecycle: structured, model-free context eviction for
 /// long-horizon LLM agents.
 #[derive(Debug, Parser)]
-#[command(name = "cwl", version, about, long_about = None, propagate_version = true)]
+#[command(name = "cwl", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -20,6 +20,8 @@ enum Command {
     /// Run one eviction pass over a transcript (OpenAI chat JSON) and print
     /// the view and a report.
     Evict(evict::EvictArgs),
+    Replay(cwl_lab::cli::ReplayArgs),
+    Gen(cwl_lab::cli::GenArgs),
 }
 
 /// An error that says the input was at fault (exit code 2).
@@ -42,6 +44,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Evict(args) => evict::run(args),
+        Command::Replay(args) => cwl_lab::cli::run_replay(args),
+        Command::Gen(args) => cwl_lab::cli::run_gen(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,2 +1,20 @@
 //! The cwl lab: importers for real session logs, baseline context policies,
 //! metrics and reports.
+//!
+//! `cwl replay` streams each log ([`import`] → [`session`]) through every
+//! chosen [`policy`] turn by turn ([`replay`]), measures what each request
+//! would have cost and lost ([`metrics`]) and reports it as a table, JSON
+//! or a plot ([`report`]). `cwl gen` writes synthetic annotated sessions
+//! for scale tests ([`synth`]). [`cli`] holds the command-line arguments and
+//! entry points the `cwl` binary wires.
+pub mod import;
+
+pub mod cli;
+pub mod infer;
+pub mod metrics;
+pub mod policy;
+pub mod replay;
+pub mod report;
+pub mod session;
+pub mod synth;
+pub mod transcript;

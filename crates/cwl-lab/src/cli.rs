@@ -1,0 +1,395 @@
+//! Command-line arguments and entry points of `cwl replay` and `cwl gen`,
+//! for the `cwl` binary to wire. Library logic lives in the other modules;
+//! this one parses, validates, calls and prints.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, ValueEnum};
+use cwl::{Budget, Estimate, O200k, TokenCounter};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::metrics::cost::{self, DEFAULT_MODEL};
+use crate::policy::compact::CompactParams;
+use crate::policy::{PolicyConfig, PolicyKind};
+use crate::replay::{ReplayConfig, replay};
+use crate::report::{ReplayReport, json, plot, table};
+use crate::session::Session;
+use crate::synth::{SynthConfig, generate};
+
+/// Which tokenizer counts tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Tokenizer {
+    /// The o200k BPE (GPT-4o and later), embedded.
+    O200k,
+    /// One token per four bytes: fast, approximate.
+    Estimate,
+}
+
+impl Tokenizer {
+    /// The counter.
+    pub fn counter(self) -> Arc<dyn TokenCounter> {
+        match self {
+            Tokenizer::O200k => Arc::new(O200k::new()),
+            Tokenizer::Estimate => Arc::new(Estimate),
+        }
+    }
+}
+
+/// `cwl replay`: measure CWL against every baseline on real session logs.
+#[derive(Debug, Clone, Args)]
+#[command(
+    about = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses",
+    long_about = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses.\n\n\
+At every model call in a log, each policy builds the request that would have been sent from the transcript so far. \
+Reported per policy: request tokens (mean, p95, max, share over the budget), evictions per request (messages of the \
+previous request dropped or rewritten), prefix-cache reads and writes under the model's provider rules, cost in dollars, \
+and reference retention: anchors (paths, identifiers, URLs, long numbers, hashes) the model used that had appeared \
+earlier but were missing from the request (lost-anchor rate; loss-free share of the requests that had any at risk).\n\n\
+Policies: cwl (the engine; inferred episodes when the log has no delimiter calls), none (full history), truncate, \
+mask, compact (modeled summarization), oldest-turn, tool-prune, tool-mask-prune, hybrid (Self-GC paper baselines), \
+fifo, lru, priority, type, weighted (context-window-manager scorers)."
+)]
+pub struct ReplayArgs {
+    /// Session logs: cwl, pi, Claude Code, Codex, OpenAI chat JSON or mini-swe-agent (detected from content).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Policies to replay: `all` or a comma-separated list (cwl,none,truncate,mask,compact,oldest-turn,tool-prune,tool-mask-prune,hybrid,fifo,lru,priority,type,weighted).
+    #[arg(long, value_name = "LIST", default_value = "all")]
+    pub policy: String,
+    /// Token budget τ for every budgeted policy: tokens (80000, 80k, 1.5M) or a share of the model's context window (50%).
+    #[arg(long, value_name = "TOKENS", default_value = "80k")]
+    pub budget: Budget,
+    /// Model whose prices, caching rules and context window apply.
+    #[arg(long, value_name = "MODEL", default_value = DEFAULT_MODEL)]
+    pub model: String,
+    /// Price override in US dollars per million tokens: in=,out=,read=,write=,cache=anthropic|openai|none,window= (unset read/write follow the cache rules: Anthropic 0.1×/1.25× input).
+    #[arg(long, value_name = "PRICES")]
+    pub price: Option<String>,
+    /// Context window in tokens (default: the model's), for `compact` and percentage budgets.
+    #[arg(long, value_name = "TOKENS")]
+    pub window: Option<usize>,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Also plot request tokens over each session to this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Tokenizer for all counts.
+    #[arg(long, value_enum, default_value = "o200k")]
+    pub tokenizer: Tokenizer,
+    /// mask: tool outputs of the last N steps stay whole [default 10: Lindenbauer et al. 2025, "The Complexity Trap"].
+    #[arg(long, value_name = "N", default_value_t = crate::policy::mask::DEFAULT_TURNS)]
+    pub mask_turns: usize,
+    /// compact: summarize when the prompt passes this share of the window [default 0.92: pi's 16,384-token reserve on a 200k window; the context-window-manager cascade's compaction point].
+    #[arg(long, value_name = "SHARE", default_value_t = CompactParams::default().trigger)]
+    pub compact_trigger: f64,
+    /// compact: summary size as a share of the summarized tokens [default 0.01: 0.75–0.93% in the pi traces' real compactions].
+    #[arg(long, value_name = "SHARE", default_value_t = CompactParams::default().summary_ratio)]
+    pub compact_ratio: f64,
+    /// compact: share of the summarized anchors the summary keeps [default 0.05: 4.7–5.0% measured on the pi traces' summaries].
+    #[arg(long, value_name = "SHARE", default_value_t = CompactParams::default().keep_anchors)]
+    pub compact_keep_anchors: f64,
+    /// compact: most recent tokens kept verbatim after a summary [default 20000: pi's keepRecentTokens].
+    #[arg(long, value_name = "TOKENS", default_value_t = CompactParams::default().keep_recent)]
+    pub compact_keep_recent: usize,
+}
+
+/// `cwl gen`: write a synthetic annotated session for scale tests.
+#[derive(Debug, Clone, Args)]
+#[command(
+    about = "Write a synthetic annotated session (cwl JSONL) shaped like the CWL paper's long run, for scale tests",
+    long_about = "Write a synthetic annotated session in the project's JSONL format (a `session` record, then `message` \
+records with real `delimiter` calls and results), shaped like the CWL paper's run: many sequential tasks in one session, \
+expl/act episodes with dependencies, bulky search output, file reads, edits and test runs, and follow-up tasks that \
+revisit earlier files. Deterministic for a seed; streamed, so any size fits in constant memory.\n\n\
+--tokens is the cumulative tokens SENT over the session at budget: the sum over every model call of min(H, τ), where H \
+is the full history before the call (tool definitions and all earlier messages, counted with --tokenizer) and τ is \
+--budget. It is what a session kept at τ by CWL would send in total (the paper's \"80 million tokens\" were cumulative \
+tokens processed across requests). Generation stops at the first task boundary past the target."
+)]
+pub struct GenArgs {
+    /// Sequential tasks (user turns).
+    #[arg(long, value_name = "N", default_value_t = 89)]
+    pub tasks: usize,
+    /// Target cumulative sent tokens at budget (80M, 500k, 2000000).
+    #[arg(long, value_name = "TOKENS", default_value = "80M")]
+    pub tokens: Budget,
+    /// Budget τ the target is measured at, also written in the session header.
+    #[arg(long, value_name = "TOKENS", default_value = "80k")]
+    pub budget: Budget,
+    /// PRNG seed: the same seed writes the same bytes.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
+    /// Model name for the session header.
+    #[arg(long, value_name = "MODEL", default_value = DEFAULT_MODEL)]
+    pub model: String,
+    /// Output file (default: stdout).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Tokenizer used to size the session.
+    #[arg(long, value_enum, default_value = "o200k")]
+    pub tokenizer: Tokenizer,
+}
+
+fn share(name: &str, value: f64, allow_zero: bool) -> anyhow::Result<f64> {
+    let ok = value.is_finite() && value <= 1.0 && (value > 0.0 || (allow_zero && value == 0.0));
+    if !ok {
+        let range = if allow_zero {
+            "between 0 and 1"
+        } else {
+            "above 0 and at most 1"
+        };
+        bail!("--{name} must be {range}, got {value}");
+    }
+    Ok(value)
+}
+
+impl ReplayArgs {
+    /// The replay configuration these arguments describe.
+    pub fn config(&self) -> anyhow::Result<ReplayConfig> {
+        let policies = PolicyKind::parse_list(&self.policy)?;
+        let pricing = cost::resolve(&self.model, self.price.as_deref())?;
+        let window = self.window.unwrap_or(pricing.window);
+        if window == 0 {
+            bail!("--window must be above zero");
+        }
+        let budget = self.budget.resolve(Some(window))?;
+        let compact = CompactParams {
+            trigger: share("compact-trigger", self.compact_trigger, false)?,
+            summary_ratio: share("compact-ratio", self.compact_ratio, false)?,
+            keep_anchors: share("compact-keep-anchors", self.compact_keep_anchors, true)?,
+            keep_recent: self.compact_keep_recent,
+        };
+        Ok(ReplayConfig {
+            policies,
+            policy: PolicyConfig {
+                budget,
+                window,
+                mask_turns: self.mask_turns,
+                compact,
+            },
+            pricing: Arc::new(pricing),
+            counter: self.tokenizer.counter(),
+            check: false,
+        })
+    }
+}
+
+/// Replays the files and prints the report (tables, or JSON with
+/// `--json`) to stdout; progress, warnings and throughput go to stderr.
+pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
+    let config = args.config()?;
+    if let Some(path) = &args.plot {
+        if !path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("svg"))
+        {
+            bail!(plot::PlotError::Format(path.display().to_string()));
+        }
+    }
+    let started = Instant::now();
+    let bar =
+        ProgressBar::with_draw_target(Some(args.files.len() as u64), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut files = Vec::new();
+    let mut bytes = 0u64;
+    for path in &args.files {
+        let shown = path.display().to_string();
+        let session = Session::open(path).with_context(|| format!("cannot replay {shown}"))?;
+        bytes += session.info.bytes.unwrap_or(0);
+        let mut events = 0u64;
+        bar.set_message(shown.clone());
+        let mut tick = || {
+            events += 1;
+            if events % 512 == 0 {
+                bar.set_message(format!("{shown}: {events} events"));
+                bar.tick();
+            }
+        };
+        let file = replay(session, &shown, &config, &mut tick);
+        bar.inc(1);
+        files.push(file);
+    }
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    let report = ReplayReport {
+        budget: config.policy.budget,
+        model: config.pricing.model.clone(),
+        policies: config.policies.clone(),
+        files,
+    };
+    let stderr = std::io::stderr();
+    let mut err = stderr.lock();
+    for file in &report.files {
+        for warning in file.warnings.iter().take(5) {
+            if warning.starts_with(&file.path) {
+                let _ = writeln!(err, "warning: {warning}");
+            } else {
+                let _ = writeln!(err, "warning: {}: {warning}", file.path);
+            }
+        }
+        if file.warnings.len() > 5 {
+            let _ = writeln!(
+                err,
+                "warning: {}: {} more warnings",
+                file.path,
+                file.warnings.len() - 5
+            );
+        }
+    }
+    let megabytes = bytes as f64 / 1_000_000.0;
+    let peak = peak_memory_mib().map_or_else(String::new, |m| format!(", peak memory {m:.0} MiB"));
+    let _ = writeln!(
+        err,
+        "replayed {} files, {} requests, {megabytes:.1} MB in {elapsed:.1} s ({:.1} MB/s){peak}",
+        report.files.len(),
+        report.requests(),
+        if elapsed > 0.0 {
+            megabytes / elapsed
+        } else {
+            0.0
+        }
+    );
+    drop(err);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", json::to_json(&report))?;
+    } else {
+        write!(out, "{}", table::render(&report))?;
+    }
+    out.flush()?;
+    if let Some(path) = &args.plot {
+        plot::write_svg(&report, path)?;
+    }
+    Ok(())
+}
+
+/// Writes a synthetic session to `-o FILE` or stdout; a summary goes to stderr.
+pub fn run_gen(args: GenArgs) -> anyhow::Result<()> {
+    let Budget::Tokens(tokens) = args.tokens else {
+        bail!("--tokens must be a number of tokens (80M, 500k), not a percentage");
+    };
+    let Budget::Tokens(budget) = args.budget else {
+        bail!("--budget for gen must be a number of tokens (80k), not a percentage");
+    };
+    let config = SynthConfig {
+        tasks: args.tasks,
+        tokens: tokens as u64,
+        budget,
+        seed: args.seed,
+        model: args.model.clone(),
+    };
+    let counter = args.tokenizer.counter();
+    let summary = match &args.output {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            let mut out = BufWriter::new(file);
+            generate(&config, counter.as_ref(), &mut out)
+                .with_context(|| format!("writing {}", path.display()))?
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            generate(&config, counter.as_ref(), &mut out)?
+        }
+    };
+    eprintln!(
+        "wrote {} tasks, {} model calls, {} messages, {} episodes, {:.1} MB; sent at budget {} tokens (target {}), final history {} tokens",
+        summary.tasks,
+        summary.calls,
+        summary.messages,
+        summary.episodes,
+        summary.bytes as f64 / 1_000_000.0,
+        summary.sent_tokens,
+        config.tokens,
+        summary.history_tokens
+    );
+    Ok(())
+}
+
+/// Peak resident memory of this process in MiB (Linux `VmHWM`), if known.
+pub fn peak_memory_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Replay {
+        #[command(flatten)]
+        args: ReplayArgs,
+    }
+
+    #[derive(Parser)]
+    struct Gen {
+        #[command(flatten)]
+        args: GenArgs,
+    }
+
+    #[test]
+    fn replay_defaults_and_budgets() {
+        let r = Replay::try_parse_from(["replay", "a.jsonl"]).unwrap().args;
+        let config = r.config().unwrap();
+        assert_eq!(config.policy.budget, 80_000);
+        assert_eq!(config.policies.len(), PolicyKind::ALL.len());
+        assert_eq!(config.pricing.model, DEFAULT_MODEL);
+        let r = Replay::try_parse_from([
+            "replay", "a", "--budget", "50%", "--model", "gpt-4o", "--policy", "cwl,none",
+        ])
+        .unwrap()
+        .args;
+        let config = r.config().unwrap();
+        assert_eq!(config.policy.budget, 64_000);
+        assert_eq!(config.policies, vec![PolicyKind::Cwl, PolicyKind::None]);
+        assert!(Replay::try_parse_from(["replay", "a", "--budget", "lots"]).is_err());
+        assert!(
+            Replay::try_parse_from(["replay"]).is_err(),
+            "a file is required"
+        );
+    }
+
+    #[test]
+    fn replay_rejects_bad_settings() {
+        let bad = |extra: &[&str]| {
+            let mut argv = vec!["replay", "a"];
+            argv.extend_from_slice(extra);
+            Replay::try_parse_from(argv)
+                .unwrap()
+                .args
+                .config()
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad(&["--policy", "nope"]).contains("unknown policy"));
+        assert!(bad(&["--model", "mystery"]).contains("unknown model"));
+        assert!(bad(&["--compact-trigger", "1.5"]).contains("compact-trigger"));
+        assert!(bad(&["--compact-keep-anchors=-0.1"]).contains("compact-keep-anchors"));
+    }
+
+    #[test]
+    fn gen_defaults() {
+        let g = Gen::try_parse_from(["gen"]).unwrap().args;
+        assert_eq!(g.tasks, 89);
+        assert_eq!(g.tokens, Budget::Tokens(80_000_000));
+        assert_eq!(g.budget, Budget::Tokens(80_000));
+        let g = Gen::try_parse_from(["gen", "--tokens", "2M", "--seed", "3", "-o", "x.jsonl"])
+            .unwrap()
+            .args;
+        assert_eq!(g.tokens, Budget::Tokens(2_000_000));
+        assert_eq!(g.output, Some(PathBuf::from("x.jsonl")));
+    }
+}

@@ -1,0 +1,266 @@
+//! What a tool call does and touches, read from its name and arguments:
+//! whether it only reads, and a short deterministic label for inferred
+//! episode descriptions (`read src/a.rs`, `searched "foo" in src`).
+
+use serde_json::Value;
+
+use super::shell;
+
+/// Tools that only read, by lowercase name.
+const READ_TOOLS: &[&str] = &[
+    "read",
+    "read_file",
+    "readfile",
+    "view",
+    "view_file",
+    "open_file",
+    "cat",
+    "grep",
+    "rg",
+    "search",
+    "search_files",
+    "grep_search",
+    "codebase_search",
+    "file_search",
+    "semantic_search",
+    "glob",
+    "find",
+    "find_files",
+    "ls",
+    "list",
+    "list_dir",
+    "list_directory",
+    "list_files",
+    "tree",
+    "webfetch",
+    "web_fetch",
+    "fetch",
+    "websearch",
+    "web_search",
+    "todoread",
+    "notebookread",
+    "bashoutput",
+    "get_file",
+    "read_many_files",
+];
+
+/// Tools that run a shell command, by lowercase name.
+const SHELL_TOOLS: &[&str] = &[
+    "bash",
+    "shell",
+    "shell_command",
+    "sh",
+    "zsh",
+    "exec",
+    "exec_command",
+    "execute_command",
+    "run_command",
+    "run_terminal_cmd",
+    "terminal",
+    "local_shell",
+    "run_shell_command",
+];
+
+/// Editor tools whose `command: "view"` only reads.
+const EDITOR_TOOLS: &[&str] = &[
+    "str_replace_based_edit_tool",
+    "str_replace_editor",
+    "text_editor",
+];
+
+/// How a call touches the environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Only reads (reads, searches, listings, read-only shell commands).
+    Read,
+    /// May change something (edits, writes, any other command or tool).
+    Write,
+}
+
+/// A parsed tool call: its access and a label for descriptions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallInfo {
+    /// Read-only or mutating.
+    pub access: Access,
+    /// `read src/a.rs`, `searched "foo" in src`, `ran git status`...
+    pub label: String,
+}
+
+/// Classifies and labels one call.
+pub fn call_info(name: &str, arguments: &str) -> CallInfo {
+    let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+    let lower = name.to_ascii_lowercase();
+    let path = first_str(
+        &args,
+        &[
+            "file_path",
+            "path",
+            "filePath",
+            "filename",
+            "file",
+            "target_file",
+            "dir",
+            "directory",
+            "url",
+        ],
+    );
+    let pattern = first_str(&args, &["pattern", "query", "regex", "glob", "search", "q"]);
+    if SHELL_TOOLS.contains(&lower.as_str()) {
+        let command = shell_command(&args).unwrap_or_else(|| arguments.to_string());
+        let access = if shell::is_read_only(&command) {
+            Access::Read
+        } else {
+            Access::Write
+        };
+        return CallInfo {
+            access,
+            label: format!("ran `{}`", clip(first_line(&command), 60)),
+        };
+    }
+    if EDITOR_TOOLS.contains(&lower.as_str()) {
+        let view = args.get("command").and_then(Value::as_str) == Some("view");
+        let access = if view { Access::Read } else { Access::Write };
+        let verb = if view { "read" } else { "edited" };
+        return CallInfo {
+            access,
+            label: format!("{verb} {}", path.unwrap_or("a file")),
+        };
+    }
+    if READ_TOOLS.contains(&lower.as_str()) {
+        let label = match (pattern, path) {
+            (Some(p), Some(dir)) => format!("searched \"{}\" in {}", clip(p, 40), dir),
+            (Some(p), None) => format!("searched \"{}\"", clip(p, 40)),
+            (None, Some(path))
+                if lower.contains("ls") || lower.contains("list") || lower == "tree" =>
+            {
+                format!("listed {path}")
+            }
+            (None, Some(path)) => format!("read {path}"),
+            (None, None) => format!("used {name}"),
+        };
+        return CallInfo {
+            access: Access::Read,
+            label,
+        };
+    }
+    CallInfo {
+        access: Access::Write,
+        label: match path {
+            Some(path) => format!("{name} {path}"),
+            None => format!("used {name}"),
+        },
+    }
+}
+
+fn first_str<'a>(args: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter()
+        .find_map(|k| args.get(k).and_then(Value::as_str))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// The command of a shell call: a string, or an argv array (`["bash", "-lc", "ls"]`).
+fn shell_command(args: &Value) -> Option<String> {
+    let value = ["command", "cmd", "script", "input"]
+        .iter()
+        .find_map(|k| args.get(k))?;
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(items) => {
+            let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            match words.as_slice() {
+                [shell, flag, script] if shell.ends_with("sh") && flag.starts_with('-') => {
+                    Some(script.to_string())
+                }
+                _ => Some(words.join(" ")),
+            }
+        }
+        _ => None,
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.trim().lines().next().unwrap_or("")
+}
+
+/// `text` cut to at most `max` characters, marked with `…` when cut.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_tools() {
+        assert_eq!(
+            call_info("read", r#"{"path":"src/a.rs"}"#).access,
+            Access::Read
+        );
+        assert_eq!(
+            call_info("Grep", r#"{"pattern":"foo"}"#).access,
+            Access::Read
+        );
+        assert_eq!(
+            call_info("edit", r#"{"path":"src/a.rs"}"#).access,
+            Access::Write
+        );
+        assert_eq!(call_info("mystery_tool", "{}").access, Access::Write);
+        assert_eq!(
+            call_info("bash", r#"{"command":"git status"}"#).access,
+            Access::Read
+        );
+        assert_eq!(
+            call_info("bash", r#"{"command":"make"}"#).access,
+            Access::Write
+        );
+        assert_eq!(
+            call_info("shell", r#"{"command":["bash","-lc","ls -la"]}"#).access,
+            Access::Read
+        );
+        assert_eq!(
+            call_info(
+                "str_replace_based_edit_tool",
+                r#"{"command":"view","path":"a.py"}"#
+            )
+            .access,
+            Access::Read
+        );
+        assert_eq!(
+            call_info(
+                "str_replace_based_edit_tool",
+                r#"{"command":"create","path":"a.py"}"#
+            )
+            .access,
+            Access::Write
+        );
+        assert_eq!(call_info("bash", "not json").access, Access::Write);
+    }
+
+    #[test]
+    fn labels_say_what_was_touched() {
+        assert_eq!(
+            call_info("read", r#"{"path":"src/a.rs"}"#).label,
+            "read src/a.rs"
+        );
+        assert_eq!(
+            call_info("grep", r#"{"pattern":"fn main","path":"src"}"#).label,
+            "searched \"fn main\" in src"
+        );
+        assert_eq!(
+            call_info("ls", r#"{"path":"crates"}"#).label,
+            "listed crates"
+        );
+        assert_eq!(
+            call_info("bash", r#"{"command":"git log -3\nmore"}"#).label,
+            "ran `git log -3`"
+        );
+        assert_eq!(clip("abcdef", 4), "abc…");
+    }
+}

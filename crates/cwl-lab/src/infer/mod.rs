@@ -1,0 +1,307 @@
+//! Inferred episodes for logs whose agent never called `delimiter`.
+//!
+//! Runs of read-only tool use (reads, searches, listings, read-only shell
+//! commands such as `cat`, `ls`, `grep`, `git status`/`log`/`diff`) become
+//! `expl` episodes; runs of mutating use become `act` episodes that depend
+//! on the expl episodes of the same user task (or, when the task explored
+//! nothing, on the session's latest expl episode; with none at all the run
+//! stays unannotated, which the engine keeps conservatively). A user turn
+//! ends the open episode and starts a new task. Steps without tool calls
+//! stay in whatever episode is open.
+//!
+//! Descriptions are built from the calls (paths, patterns, commands), never
+//! by a model, so the same log always yields the same annotations. The
+//! annotations are applied out of band ([`cwl::Context::annotate`]) and
+//! cost no tokens. This is also what lets CWL run under harnesses that do
+//! not annotate.
+
+mod describe;
+pub mod shell;
+
+pub use describe::{Access, CallInfo, call_info, clip};
+
+use cwl::{Annotation, DELIMITER, EpisodeKind, Message};
+
+/// Longest inferred description, in characters.
+pub const MAX_DESCRIPTION: usize = 240;
+
+#[derive(Debug)]
+struct Open {
+    name: String,
+    kind: EpisodeKind,
+    labels: Vec<String>,
+    calls: usize,
+}
+
+/// Turns a message stream into episode annotations, one message at a time.
+///
+/// Call [`Inferrer::before`] with each message *before* it is appended;
+/// apply the returned annotations first, then append the message.
+#[derive(Debug, Default)]
+pub struct Inferrer {
+    disabled: bool,
+    task: u32,
+    episodes: u32,
+    open: Option<Open>,
+    task_expls: Vec<String>,
+    last_expl: Option<String>,
+}
+
+impl Inferrer {
+    /// A fresh inferrer at the start of a session.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether inference stopped because the log annotates itself.
+    pub fn disabled(&self) -> bool {
+        self.disabled
+    }
+
+    /// The annotations to apply before `message` is appended.
+    pub fn before(&mut self, message: &Message) -> Vec<Annotation> {
+        if self.disabled {
+            return Vec::new();
+        }
+        match message {
+            Message::User { .. } => {
+                let out = self.close();
+                self.task += 1;
+                self.task_expls.clear();
+                out
+            }
+            Message::System { .. } | Message::ToolResult(_) => Vec::new(),
+            Message::Assistant { .. } => {
+                if message.tool_calls().any(|c| c.name == DELIMITER) {
+                    self.disabled = true;
+                    return self.close();
+                }
+                let calls: Vec<CallInfo> = message
+                    .tool_calls()
+                    .map(|c| call_info(&c.name, &c.arguments))
+                    .collect();
+                if calls.is_empty() {
+                    return Vec::new();
+                }
+                let kind = if calls.iter().all(|c| c.access == Access::Read) {
+                    EpisodeKind::Expl
+                } else {
+                    EpisodeKind::Act
+                };
+                let mut out = Vec::new();
+                if self.open.as_ref().is_none_or(|open| open.kind != kind) {
+                    out.extend(self.close());
+                    out.extend(self.start(kind));
+                }
+                if let Some(open) = &mut self.open {
+                    open.calls += calls.len();
+                    for call in calls {
+                        if !open.labels.contains(&call.label) {
+                            open.labels.push(call.label);
+                        }
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// Closes the open episode at the end of the session.
+    pub fn finish(&mut self) -> Vec<Annotation> {
+        if self.disabled {
+            Vec::new()
+        } else {
+            self.close()
+        }
+    }
+
+    fn start(&mut self, kind: EpisodeKind) -> Option<Annotation> {
+        let dependencies = match kind {
+            EpisodeKind::Expl => Vec::new(),
+            EpisodeKind::Act if !self.task_expls.is_empty() => self.task_expls.clone(),
+            EpisodeKind::Act => vec![self.last_expl.clone()?],
+        };
+        self.episodes += 1;
+        let name = format!("t{}-{}-{}", self.task, kind, self.episodes);
+        self.open = Some(Open {
+            name: name.clone(),
+            kind,
+            labels: Vec::new(),
+            calls: 0,
+        });
+        Some(Annotation::Start {
+            name,
+            kind,
+            dependencies,
+        })
+    }
+
+    fn close(&mut self) -> Vec<Annotation> {
+        let Some(open) = self.open.take() else {
+            return Vec::new();
+        };
+        let description = match open.kind {
+            EpisodeKind::Act => None,
+            EpisodeKind::Expl => {
+                self.task_expls.push(open.name.clone());
+                self.last_expl = Some(open.name.clone());
+                Some(describe(open.calls, &open.labels))
+            }
+        };
+        vec![Annotation::End {
+            name: Some(open.name),
+            description,
+        }]
+    }
+}
+
+/// `3 read-only calls: read src/a.rs; searched "x"; … (+2 more)`, at most
+/// [`MAX_DESCRIPTION`] characters.
+fn describe(calls: usize, labels: &[String]) -> String {
+    let plural = if calls == 1 { "" } else { "s" };
+    let mut out = format!("{calls} read-only call{plural}:");
+    for (i, label) in labels.iter().enumerate() {
+        let more = labels.len() - i;
+        let tail = format!(" (+{more} more)");
+        if out.chars().count() + label.chars().count() + 2 + tail.len() > MAX_DESCRIPTION
+            && more > 1
+        {
+            out.push_str(&tail);
+            return out;
+        }
+        out.push_str(if i == 0 { " " } else { "; " });
+        out.push_str(label);
+    }
+    clip(&out, MAX_DESCRIPTION)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cwl::{Block, ToolCall};
+
+    fn step(calls: &[(&str, &str)]) -> Message {
+        Message::Assistant {
+            content: calls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, args))| {
+                    Block::ToolCall(ToolCall::new(format!("c{i}"), *name, *args))
+                })
+                .collect(),
+        }
+    }
+
+    fn run(messages: &[Message]) -> Vec<Annotation> {
+        let mut inferrer = Inferrer::new();
+        let mut out = Vec::new();
+        for m in messages {
+            out.extend(inferrer.before(m));
+        }
+        out.extend(inferrer.finish());
+        out
+    }
+
+    #[test]
+    fn reads_then_edits_make_expl_then_dependent_act() {
+        let out = run(&[
+            Message::user("fix the bug"),
+            step(&[("grep", r#"{"pattern":"panic"}"#)]),
+            step(&[("read", r#"{"path":"src/a.rs"}"#)]),
+            step(&[("edit", r#"{"path":"src/a.rs"}"#)]),
+            step(&[("bash", r#"{"command":"cargo test"}"#)]),
+            Message::assistant_text("done"),
+        ]);
+        assert_eq!(out.len(), 4, "{out:?}");
+        assert_eq!(
+            out[0],
+            Annotation::Start {
+                name: "t1-expl-1".into(),
+                kind: EpisodeKind::Expl,
+                dependencies: vec![]
+            }
+        );
+        assert_eq!(
+            out[1],
+            Annotation::End {
+                name: Some("t1-expl-1".into()),
+                description: Some("2 read-only calls: searched \"panic\"; read src/a.rs".into())
+            }
+        );
+        assert_eq!(
+            out[2],
+            Annotation::Start {
+                name: "t1-act-2".into(),
+                kind: EpisodeKind::Act,
+                dependencies: vec!["t1-expl-1".into()]
+            }
+        );
+        assert_eq!(
+            out[3],
+            Annotation::End {
+                name: Some("t1-act-2".into()),
+                description: None
+            }
+        );
+    }
+
+    #[test]
+    fn acts_depend_on_their_own_task_and_fall_back_to_the_latest_expl() {
+        let out = run(&[
+            Message::user("task one"),
+            step(&[("ls", r#"{"path":"."}"#)]),
+            Message::user("task two"),
+            step(&[("write", r#"{"path":"b.txt"}"#)]),
+            step(&[("cat", r#"{"path":"b.txt"}"#)]),
+            step(&[("edit", r#"{"path":"b.txt"}"#)]),
+        ]);
+        let deps: Vec<Vec<String>> = out
+            .iter()
+            .filter_map(|a| match a {
+                Annotation::Start {
+                    kind: EpisodeKind::Act,
+                    dependencies,
+                    ..
+                } => Some(dependencies.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            deps,
+            vec![vec!["t1-expl-1".to_string()], vec!["t2-expl-3".to_string()]]
+        );
+    }
+
+    #[test]
+    fn edits_before_any_exploration_stay_unannotated() {
+        let out = run(&[Message::user("go"), step(&[("write", r#"{"path":"a"}"#)])]);
+        assert!(out.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn an_annotated_log_disables_inference() {
+        let mut inferrer = Inferrer::new();
+        assert_eq!(
+            inferrer
+                .before(&step(&[("read", r#"{"path":"a.rs"}"#)]))
+                .len(),
+            1
+        );
+        let closing = inferrer.before(&step(&[(DELIMITER, r#"{"action":"start"}"#)]));
+        assert!(matches!(closing.as_slice(), [Annotation::End { .. }]));
+        assert!(inferrer.disabled());
+        assert!(inferrer.before(&step(&[("edit", "{}")])).is_empty());
+        assert!(inferrer.finish().is_empty());
+    }
+
+    #[test]
+    fn descriptions_are_bounded() {
+        let labels: Vec<String> = (0..100)
+            .map(|i| format!("read src/module_{i}/file.rs"))
+            .collect();
+        let text = describe(100, &labels);
+        assert!(text.chars().count() <= MAX_DESCRIPTION + 12, "{text}");
+        assert!(text.ends_with("more)"), "{text}");
+        assert!(text.starts_with("100 read-only calls: read src/module_0/file.rs"));
+    }
+}

@@ -1,0 +1,205 @@
+//! Prefix-cache behaviour: how much of each request repeats the previous
+//! request's prefix, and what the provider bills as cache reads and writes.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::cost::CacheRules;
+use crate::transcript::Entry;
+
+/// What one request did with the cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheUse {
+    /// Tokens of the longest prefix shared with the previous request.
+    pub reused: usize,
+    /// Tokens billed as cache reads.
+    pub read: usize,
+    /// Tokens billed as cache writes.
+    pub write: usize,
+    /// Tokens billed as plain input.
+    pub uncached: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+enum Previous {
+    #[default]
+    Nothing,
+    Pieces(Vec<(u64, usize)>),
+    Full(usize),
+}
+
+/// The cache as the provider would see a policy's requests.
+#[derive(Debug, Clone)]
+pub struct CacheModel {
+    rules: CacheRules,
+    previous: Previous,
+    previous_time: Option<DateTime<Utc>>,
+}
+
+impl CacheModel {
+    /// An empty cache under `rules`.
+    pub fn new(rules: CacheRules) -> Self {
+        CacheModel {
+            rules,
+            previous: Previous::Nothing,
+            previous_time: None,
+        }
+    }
+
+    fn warm(&self, time: Option<DateTime<Utc>>) -> bool {
+        match (self.previous_time, time) {
+            (Some(before), Some(now)) => (now - before).num_seconds() <= self.rules.ttl_seconds(),
+            _ => true,
+        }
+    }
+
+    /// A request made of `pieces` (after `tools` tokens of definitions).
+    pub fn pieces(
+        &mut self,
+        tools: usize,
+        pieces: &[Arc<Entry>],
+        time: Option<DateTime<Utc>>,
+    ) -> CacheUse {
+        let total = tools + pieces.iter().map(|p| p.tokens()).sum::<usize>();
+        let reused = match &self.previous {
+            Previous::Pieces(previous) => {
+                tools
+                    + previous
+                        .iter()
+                        .zip(pieces)
+                        .take_while(|((id, _), piece)| *id == piece.id())
+                        .map(|((_, tokens), _)| *tokens)
+                        .sum::<usize>()
+            }
+            Previous::Full(_) | Previous::Nothing => 0,
+        };
+        let used = self.bill(total, reused, time);
+        self.previous = Previous::Pieces(pieces.iter().map(|p| (p.id(), p.tokens())).collect());
+        self.previous_time = time.or(self.previous_time);
+        used
+    }
+
+    /// An append-only request of `total` tokens whose previous request is
+    /// its prefix.
+    pub fn full(&mut self, total: usize, time: Option<DateTime<Utc>>) -> CacheUse {
+        let reused = match self.previous {
+            Previous::Full(previous) => previous.min(total),
+            _ => 0,
+        };
+        let used = self.bill(total, reused, time);
+        self.previous = Previous::Full(total);
+        self.previous_time = time.or(self.previous_time);
+        used
+    }
+
+    fn bill(&self, total: usize, reused: usize, time: Option<DateTime<Utc>>) -> CacheUse {
+        let min = self.rules.min_prefix();
+        let hit = self.warm(time) && reused >= min;
+        let (read, write) = match self.rules {
+            CacheRules::Anthropic => {
+                let read = if hit { reused } else { 0 };
+                let write = if total >= min { total - read } else { 0 };
+                (read, write)
+            }
+            CacheRules::OpenAi => {
+                let read = if hit {
+                    min + (reused - min) / 128 * 128
+                } else {
+                    0
+                };
+                (read, 0)
+            }
+            CacheRules::None => (0, 0),
+        };
+        CacheUse {
+            reused,
+            read,
+            write,
+            uncached: total - read - write,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::Lab;
+    use cwl::{Estimate, Message};
+    use std::sync::Arc as StdArc;
+
+    fn entries(lab: &mut Lab, n: usize) -> Vec<Arc<Entry>> {
+        (0..n)
+            .map(|i| lab.entry(Message::user(format!("{i:04}").repeat(1000))))
+            .collect()
+    }
+
+    fn at(seconds: i64) -> Option<DateTime<Utc>> {
+        DateTime::from_timestamp(1_700_000_000 + seconds, 0)
+    }
+
+    #[test]
+    fn anthropic_reads_the_shared_prefix_and_writes_the_rest() {
+        let mut lab = Lab::new(StdArc::new(Estimate), &[]);
+        let e = entries(&mut lab, 4);
+        let each = e[0].tokens();
+        let mut cache = CacheModel::new(CacheRules::Anthropic);
+        let first = cache.pieces(0, &e[..2], at(0));
+        assert_eq!(
+            first,
+            CacheUse {
+                reused: 0,
+                read: 0,
+                write: 2 * each,
+                uncached: 0
+            }
+        );
+        let second = cache.pieces(0, &e[..3], at(60));
+        assert_eq!(
+            second,
+            CacheUse {
+                reused: 2 * each,
+                read: 2 * each,
+                write: each,
+                uncached: 0
+            }
+        );
+        let evicted = cache.pieces(0, &[e[0].clone(), e[2].clone(), e[3].clone()], at(120));
+        assert_eq!(evicted.reused, each);
+        let cold = cache.pieces(0, &[e[0].clone(), e[2].clone(), e[3].clone()], at(1000));
+        assert_eq!(
+            (cold.reused, cold.read, cold.write),
+            (3 * each, 0, 3 * each),
+            "TTL expired"
+        );
+    }
+
+    #[test]
+    fn openai_reads_in_steps_and_never_writes() {
+        let mut cache = CacheModel::new(CacheRules::OpenAi);
+        assert_eq!(cache.full(5000, None).read, 0);
+        let second = cache.full(6000, None);
+        assert_eq!(second.reused, 5000);
+        assert_eq!(second.read, 1024 + (5000 - 1024) / 128 * 128);
+        assert_eq!(second.write, 0);
+        assert_eq!(second.uncached, 6000 - second.read);
+        let mut small = CacheModel::new(CacheRules::OpenAi);
+        small.full(500, None);
+        assert_eq!(
+            small.full(900, None).read,
+            0,
+            "prefix under 1024 is not cached"
+        );
+    }
+
+    #[test]
+    fn no_rules_no_cache() {
+        let mut cache = CacheModel::new(CacheRules::None);
+        cache.full(5000, None);
+        let used = cache.full(6000, None);
+        assert_eq!(
+            (used.reused, used.read, used.write, used.uncached),
+            (5000, 0, 0, 6000)
+        );
+    }
+}

@@ -1,0 +1,238 @@
+//! `compact`: LLM summarization, modeled (no model runs in the lab).
+//!
+//! When the prompt passes `trigger` × the model's context window, the
+//! history except the system prompt and the most recent `keep_recent`
+//! tokens is replaced by a summary. The summary call is costed as a side
+//! call (its prompt is the history as it stood plus a short instruction;
+//! its output is the summary). The summary's size is `summary_ratio` of
+//! what it summarizes; each anchor of the summarized text is kept in it
+//! with probability `keep_anchors` (a deterministic hash of the anchor and
+//! the compaction number, so repeated compactions compound their losses).
+//! The latest user turn always stays.
+//!
+//! Defaults and their sources:
+//! - `trigger` 0.92: pi compacts at window − 16,384 reserved tokens (0.92
+//!   of a 200k window; its two real compactions in `shared/traces/pi` fired
+//!   at 175k and 185k); the context-window-manager design's cascade also
+//!   puts conversation compaction at 0.92.
+//! - `summary_ratio` 0.01: the pi traces' summaries are 0.75–0.93% of the
+//!   history they replace (4,291 and 3,649 characters for ~460k–490k).
+//! - `keep_anchors` 0.05: 4.7–5.0% of the distinct anchors of the
+//!   summarized history appear in those summaries.
+//! - `keep_recent` 20,000 tokens: pi's `keepRecentTokens` default (its
+//!   traces keep ~62k characters after each compaction).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use cwl::{Annotation, Message};
+
+use super::{Policy, PolicyConfig, PolicyError, Request, SideCall, pieces_tokens};
+use crate::metrics::anchors::AnchorId;
+use crate::transcript::{Entry, Lab, Unit};
+
+/// The instruction sent with the summary call (its tokens are costed).
+pub const INSTRUCTION: &str = "Summarize the conversation so far into a structured checkpoint: goal, \
+decisions and their rationale, files and identifiers touched, unresolved errors with exact messages, \
+current progress and next steps. A new session must be able to resume from this summary alone.";
+
+/// The parameters of the summarization model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactParams {
+    /// Share of the context window at which compaction fires.
+    pub trigger: f64,
+    /// Summary size as a share of the summarized tokens.
+    pub summary_ratio: f64,
+    /// Share of the summarized anchors the summary keeps.
+    pub keep_anchors: f64,
+    /// Most recent tokens kept verbatim after a compaction.
+    pub keep_recent: usize,
+}
+
+impl Default for CompactParams {
+    fn default() -> Self {
+        CompactParams {
+            trigger: 0.92,
+            summary_ratio: 0.01,
+            keep_anchors: 0.05,
+            keep_recent: 20_000,
+        }
+    }
+}
+
+/// The summarization policy.
+#[derive(Debug)]
+pub struct Compact {
+    params: CompactParams,
+    threshold: usize,
+    head: Vec<Arc<Entry>>,
+    summary: Option<Arc<Entry>>,
+    units: VecDeque<Unit>,
+    tokens: usize,
+    compactions: u64,
+}
+
+impl Compact {
+    /// A summarization policy for `config.window` and `config.compact`.
+    pub fn new(config: &PolicyConfig, _: &Lab) -> Self {
+        let params = config.compact;
+        Compact {
+            params,
+            threshold: (config.window as f64 * params.trigger).floor() as usize,
+            head: Vec::new(),
+            summary: None,
+            units: VecDeque::new(),
+            tokens: 0,
+            compactions: 0,
+        }
+    }
+
+    fn pieces(&self) -> Vec<Arc<Entry>> {
+        let mut pieces = self.head.clone();
+        pieces.extend(self.summary.iter().cloned());
+        for unit in &self.units {
+            pieces.extend(unit.entries().cloned());
+        }
+        pieces
+    }
+
+    fn compact(&mut self, lab: &mut Lab) -> Option<SideCall> {
+        let mut tail_tokens = 0;
+        let mut tail_start = self.units.len();
+        while tail_start > 0
+            && tail_tokens + self.units[tail_start - 1].tokens() <= self.params.keep_recent
+        {
+            tail_start -= 1;
+            tail_tokens += self.units[tail_start].tokens();
+        }
+        if tail_start == 0 {
+            return None;
+        }
+        let mut input = self.pieces();
+        input.push(lab.entry(Message::user(INSTRUCTION)));
+        self.compactions += 1;
+        let salt = self.compactions;
+        let latest_user = self
+            .units
+            .iter()
+            .rposition(Unit::is_user)
+            .filter(|&i| i < tail_start);
+        let mut summarized = self.summary.as_ref().map_or(0, |s| s.tokens());
+        let mut anchors: Vec<AnchorId> = self
+            .summary
+            .iter()
+            .flat_map(|s| s.anchors().iter().copied())
+            .collect();
+        let mut kept_user = None;
+        for (i, unit) in self.units.drain(..tail_start).enumerate() {
+            if Some(i) == latest_user {
+                kept_user = Some(unit);
+                continue;
+            }
+            for entry in unit.entries() {
+                summarized += entry.tokens();
+                anchors.extend_from_slice(entry.anchors());
+            }
+        }
+        anchors.sort_unstable();
+        anchors.dedup();
+        let kept: Vec<AnchorId> = anchors
+            .into_iter()
+            .filter(|&a| keeps(a, salt, self.params.keep_anchors))
+            .collect();
+        let size = ((summarized as f64) * self.params.summary_ratio)
+            .ceil()
+            .max(1.0) as usize;
+        let text = format!(
+            "[Compaction summary #{salt}: stands for {summarized} tokens of earlier conversation, modeled as {size} tokens keeping {} anchors.]",
+            kept.len()
+        );
+        let summary = lab.modeled(
+            Message::user(text),
+            size + cwl::tokens::MESSAGE_OVERHEAD,
+            kept,
+        );
+        self.summary = Some(summary);
+        if let Some(unit) = kept_user {
+            self.units.push_front(unit);
+        }
+        self.tokens = self.units.iter().map(Unit::tokens).sum();
+        Some(SideCall {
+            input,
+            output_tokens: size,
+        })
+    }
+}
+
+/// Whether a compaction numbered `salt` keeps anchor `id`, with probability `share`.
+fn keeps(id: AnchorId, salt: u64, share: f64) -> bool {
+    let mut x = (u64::from(id) << 20) ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    ((x >> 11) as f64 / (1u64 << 53) as f64) < share
+}
+
+impl Policy for Compact {
+    fn name(&self) -> &'static str {
+        "compact"
+    }
+
+    fn push(&mut self, unit: &Unit, _: &[Annotation], _: &mut Lab) -> Result<(), PolicyError> {
+        if unit.is_system() && self.units.is_empty() && self.summary.is_none() {
+            if let Unit::Message(entry) = unit {
+                self.head.push(Arc::clone(entry));
+                return Ok(());
+            }
+        }
+        self.tokens += unit.tokens();
+        self.units.push_back(unit.clone());
+        Ok(())
+    }
+
+    fn request(&mut self, lab: &mut Lab) -> Result<Request, PolicyError> {
+        let head: usize = self.head.iter().map(|e| e.tokens()).sum();
+        let summary = self.summary.as_ref().map_or(0, |s| s.tokens());
+        let total = lab.tools_tokens() + head + summary + self.tokens;
+        let side_calls = if total > self.threshold {
+            self.compact(lab).into_iter().collect()
+        } else {
+            Vec::new()
+        };
+        let pieces = self.pieces();
+        debug_assert_eq!(
+            pieces_tokens(lab, &pieces),
+            lab.tools_tokens()
+                + head
+                + self.summary.as_ref().map_or(0, |s| s.tokens())
+                + self.tokens
+        );
+        Ok(Request {
+            view: super::View::Pieces(pieces),
+            side_calls,
+            budget_met: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keeps;
+
+    #[test]
+    fn anchor_keeping_follows_the_share_and_the_salt() {
+        let kept = (0..10_000).filter(|&a| keeps(a, 1, 0.05)).count();
+        assert!((400..600).contains(&kept), "{kept}");
+        assert_eq!((0..1000).filter(|&a| keeps(a, 1, 0.0)).count(), 0);
+        assert_eq!((0..1000).filter(|&a| keeps(a, 1, 1.0)).count(), 1000);
+        let first: Vec<u32> = (0..1000).filter(|&a| keeps(a, 1, 0.5)).collect();
+        let second: Vec<u32> = (0..1000).filter(|&a| keeps(a, 2, 0.5)).collect();
+        assert_ne!(first, second, "each compaction draws anew");
+        assert_eq!(
+            first,
+            (0..1000).filter(|&a| keeps(a, 1, 0.5)).collect::<Vec<_>>()
+        );
+    }
+}

@@ -1,0 +1,324 @@
+//! Context policies: given the transcript so far, what request would have
+//! been sent at each model call.
+//!
+//! Every policy implements [`Policy`]. The replay appends the transcript
+//! one [`Unit`] at a time and, at every model call of the log, asks each
+//! policy for the request it would have built. Policies keep state across
+//! requests (what they folded, pruned, summarized, evicted).
+//!
+//! Families, one module each:
+//! - [`cwl`](crate::policy::cwl): the engine, annotated or with inferred episodes;
+//! - [`full`]: `none`, the whole history;
+//! - [`truncate`]: recency truncation keeping the system and first user turn;
+//! - [`mask`]: observation masking of old tool outputs;
+//! - [`compact`]: modeled LLM summarization;
+//! - [`selfgc`]: the Self-GC paper's heuristic baselines;
+//! - [`scorer`]: the context-window-manager design's eviction scorers.
+
+pub mod compact;
+pub mod cwl;
+pub mod full;
+pub mod mask;
+pub mod scorer;
+pub mod selfgc;
+pub mod truncate;
+mod view;
+pub mod work;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use ::cwl::Annotation;
+
+use crate::transcript::{Entry, Lab, Unit};
+
+pub use view::{ViewError, validate, validate_entries};
+
+/// The request a policy built for one model call.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The prompt's messages.
+    pub view: View,
+    /// Extra model calls the policy made before this one (a compaction's
+    /// summary call), costed like requests.
+    pub side_calls: Vec<SideCall>,
+    /// For policies that enforce the budget and say so (the engine):
+    /// whether the request fits it.
+    pub budget_met: Option<bool>,
+}
+
+impl Request {
+    /// A plain request made of `pieces`.
+    pub fn pieces(pieces: Vec<Arc<Entry>>) -> Self {
+        Request {
+            view: View::Pieces(pieces),
+            side_calls: Vec::new(),
+            budget_met: None,
+        }
+    }
+}
+
+/// The messages of a request.
+#[derive(Debug, Clone)]
+pub enum View {
+    /// The messages, in order.
+    Pieces(Vec<Arc<Entry>>),
+    /// The whole transcript so far, append-only, given by its size only so
+    /// the full history of a long session is never materialized per request.
+    Full {
+        /// Tokens of all messages so far (tool definitions excluded).
+        tokens: usize,
+    },
+}
+
+/// A model call a policy makes besides the agent's own.
+#[derive(Debug, Clone)]
+pub struct SideCall {
+    /// Its prompt.
+    pub input: Vec<Arc<Entry>>,
+    /// Tokens it generates.
+    pub output_tokens: usize,
+}
+
+/// A context policy, replayed turn by turn.
+pub trait Policy {
+    /// The policy's name as given on the command line.
+    fn name(&self) -> &'static str;
+
+    /// Appends a unit of transcript. `annotations` are the inferred episode
+    /// boundaries that precede it (empty for annotated logs); policies other
+    /// than the engine ignore them.
+    fn push(
+        &mut self,
+        unit: &Unit,
+        annotations: &[Annotation],
+        lab: &mut Lab,
+    ) -> Result<(), PolicyError>;
+
+    /// Builds the request for the next model call.
+    fn request(&mut self, lab: &mut Lab) -> Result<Request, PolicyError>;
+
+    /// Problems met and worked around since the last call (rejected
+    /// annotations...), for the report.
+    fn take_warnings(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// A policy that cannot go on with this transcript.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("policy `{policy}`: {what}")]
+pub struct PolicyError {
+    /// The policy.
+    pub policy: &'static str,
+    /// What went wrong.
+    pub what: String,
+}
+
+/// The policies the lab knows, in report order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PolicyKind {
+    /// The CWL engine.
+    Cwl,
+    /// The full history.
+    None,
+    /// Recency truncation.
+    Truncate,
+    /// Observation masking.
+    Mask,
+    /// Modeled LLM summarization.
+    Compact,
+    /// Self-GC: chronological folding of the oldest turns.
+    OldestTurn,
+    /// Self-GC: greedy tool-output pruning.
+    ToolPrune,
+    /// Self-GC: masking, then pruning, of tool outputs.
+    ToolMaskPrune,
+    /// Self-GC: tool-output pruning, then chronological folding.
+    Hybrid,
+    /// Context-window-manager: oldest first.
+    Fifo,
+    /// Context-window-manager: least recently referenced first.
+    Lru,
+    /// Context-window-manager: weighted multi-signal priority.
+    Priority,
+    /// Context-window-manager: per-type time to live.
+    Type,
+    /// Context-window-manager: weighted composite of the four scorers.
+    Weighted,
+}
+
+impl PolicyKind {
+    /// Every policy, in report order.
+    pub const ALL: [PolicyKind; 14] = [
+        PolicyKind::Cwl,
+        PolicyKind::None,
+        PolicyKind::Truncate,
+        PolicyKind::Mask,
+        PolicyKind::Compact,
+        PolicyKind::OldestTurn,
+        PolicyKind::ToolPrune,
+        PolicyKind::ToolMaskPrune,
+        PolicyKind::Hybrid,
+        PolicyKind::Fifo,
+        PolicyKind::Lru,
+        PolicyKind::Priority,
+        PolicyKind::Type,
+        PolicyKind::Weighted,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Cwl => "cwl",
+            PolicyKind::None => "none",
+            PolicyKind::Truncate => "truncate",
+            PolicyKind::Mask => "mask",
+            PolicyKind::Compact => "compact",
+            PolicyKind::OldestTurn => "oldest-turn",
+            PolicyKind::ToolPrune => "tool-prune",
+            PolicyKind::ToolMaskPrune => "tool-mask-prune",
+            PolicyKind::Hybrid => "hybrid",
+            PolicyKind::Fifo => "fifo",
+            PolicyKind::Lru => "lru",
+            PolicyKind::Priority => "priority",
+            PolicyKind::Type => "type",
+            PolicyKind::Weighted => "weighted",
+        }
+    }
+
+    /// Parses a comma-separated list (`all` for every policy), keeping the
+    /// given order and dropping repeats.
+    pub fn parse_list(list: &str) -> Result<Vec<PolicyKind>, UnknownPolicy> {
+        let mut out = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let kinds: Vec<PolicyKind> = if name == "all" {
+                PolicyKind::ALL.to_vec()
+            } else {
+                vec![name.parse()?]
+            };
+            for kind in kinds {
+                if !out.contains(&kind) {
+                    out.push(kind);
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(UnknownPolicy(list.to_string()));
+        }
+        Ok(out)
+    }
+
+    /// Builds the policy.
+    pub fn build(self, config: &PolicyConfig, lab: &Lab) -> Box<dyn Policy> {
+        match self {
+            PolicyKind::Cwl => Box::new(cwl::CwlPolicy::new(config, lab)),
+            PolicyKind::None => Box::new(full::Full::default()),
+            PolicyKind::Truncate => Box::new(truncate::Truncate::new(config, lab)),
+            PolicyKind::Mask => Box::new(mask::Mask::new(config)),
+            PolicyKind::Compact => Box::new(compact::Compact::new(config, lab)),
+            PolicyKind::OldestTurn => Box::new(selfgc::SelfGc::new(
+                selfgc::Variant::OldestTurn,
+                config,
+                lab,
+            )),
+            PolicyKind::ToolPrune => {
+                Box::new(selfgc::SelfGc::new(selfgc::Variant::ToolPrune, config, lab))
+            }
+            PolicyKind::ToolMaskPrune => Box::new(selfgc::SelfGc::new(
+                selfgc::Variant::ToolMaskPrune,
+                config,
+                lab,
+            )),
+            PolicyKind::Hybrid => {
+                Box::new(selfgc::SelfGc::new(selfgc::Variant::Hybrid, config, lab))
+            }
+            PolicyKind::Fifo => Box::new(scorer::Scored::new(scorer::Scorer::Fifo, config, lab)),
+            PolicyKind::Lru => Box::new(scorer::Scored::new(scorer::Scorer::Lru, config, lab)),
+            PolicyKind::Priority => {
+                Box::new(scorer::Scored::new(scorer::Scorer::Priority, config, lab))
+            }
+            PolicyKind::Type => Box::new(scorer::Scored::new(scorer::Scorer::Type, config, lab)),
+            PolicyKind::Weighted => {
+                Box::new(scorer::Scored::new(scorer::Scorer::Weighted, config, lab))
+            }
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A policy name the lab does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown policy `{0}` (expected `all` or a comma-separated list of: cwl, none, truncate, mask, compact, oldest-turn, tool-prune, tool-mask-prune, hybrid, fifo, lru, priority, type, weighted)"
+)]
+pub struct UnknownPolicy(pub String);
+
+impl FromStr for PolicyKind {
+    type Err = UnknownPolicy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PolicyKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownPolicy(s.to_string()))
+    }
+}
+
+/// The parameters of the policies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyConfig {
+    /// The token budget τ every budgeted policy aims at (prompt incl. tools).
+    pub budget: usize,
+    /// The model's context window, for `compact`'s trigger.
+    pub window: usize,
+    /// `mask`: tool outputs of the last this many steps stay whole.
+    pub mask_turns: usize,
+    /// `compact`'s model.
+    pub compact: compact::CompactParams,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            budget: ::cwl::DEFAULT_BUDGET,
+            window: 200_000,
+            mask_turns: mask::DEFAULT_TURNS,
+            compact: compact::CompactParams::default(),
+        }
+    }
+}
+
+/// Tokens of a request made of `pieces` (tool definitions included).
+pub fn pieces_tokens(lab: &Lab, pieces: &[Arc<Entry>]) -> usize {
+    lab.tools_tokens() + pieces.iter().map(|p| p.tokens()).sum::<usize>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists() {
+        assert_eq!(
+            PolicyKind::parse_list("all").unwrap().len(),
+            PolicyKind::ALL.len()
+        );
+        assert_eq!(
+            PolicyKind::parse_list("mask, cwl,mask").unwrap(),
+            vec![PolicyKind::Mask, PolicyKind::Cwl]
+        );
+        let err = PolicyKind::parse_list("cwl,bogus").unwrap_err();
+        assert!(err.to_string().contains("bogus"));
+        assert!(PolicyKind::parse_list(" , ").is_err());
+        for kind in PolicyKind::ALL {
+            assert_eq!(kind.name().parse::<PolicyKind>().unwrap(), kind);
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! The replay driver: streams one session through every chosen policy,
+//! turn by turn, and measures the request each would have sent at every
+//! model call of the log.
+//!
+//! Request *k* is built from everything before the log's *k*-th assistant
+//! message; that message is then the call's output, and the anchors it
+//! uses are checked against the request. Events are pulled one at a time
+//! and each message is counted and scanned once, shared by all policies;
+//! nothing but what the policies themselves keep stays in memory.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use cwl::tokens::{MESSAGE_OVERHEAD, message_tokens};
+use cwl::{Annotation, Message, TokenCounter};
+
+use crate::infer::Inferrer;
+use crate::metrics::anchors::{AnchorId, Scope};
+use crate::metrics::cost::Pricing;
+use crate::metrics::{Call, Recorder, Stats};
+use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
+use crate::session::{Session, SessionEvent};
+use crate::transcript::{Lab, Pairing, Step, Unit};
+
+/// What to replay and how to measure it.
+#[derive(Clone)]
+pub struct ReplayConfig {
+    /// The policies, in report order.
+    pub policies: Vec<PolicyKind>,
+    /// Their parameters.
+    pub policy: PolicyConfig,
+    /// Prices and caching rules.
+    pub pricing: Arc<Pricing>,
+    /// The token counter.
+    pub counter: Arc<dyn TokenCounter>,
+    /// Check every request (valid, keeps system and latest user turn, the
+    /// engine within budget when it says so) and list violations. For tests.
+    pub check: bool,
+}
+
+impl std::fmt::Debug for ReplayConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayConfig")
+            .field("policies", &self.policies)
+            .field("policy", &self.policy)
+            .field("pricing", &self.pricing)
+            .field("check", &self.check)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One policy's outcome on one file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyOutcome {
+    /// The policy.
+    pub kind: PolicyKind,
+    /// Its measurements.
+    pub stats: Stats,
+    /// Why it stopped early, if it did (its stats cover the requests before).
+    pub failed: Option<String>,
+}
+
+/// The replay of one file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileReport {
+    /// The file.
+    pub path: String,
+    /// Its format.
+    pub format: String,
+    /// Model calls replayed.
+    pub requests: u64,
+    /// Whether the log's agent annotated its own episodes (else the engine
+    /// ran on inferred ones).
+    pub annotated: bool,
+    /// Compactions the original harness made (ignored by the replay).
+    pub log_compactions: u64,
+    /// Bytes of log, when known.
+    pub bytes: Option<u64>,
+    /// Per policy, in the order asked.
+    pub policies: Vec<PolicyOutcome>,
+    /// What was wrong in the log or met by a policy, worked around.
+    pub warnings: Vec<String>,
+    /// Broken request invariants (only with [`ReplayConfig::check`]).
+    pub violations: Vec<String>,
+}
+
+struct Run {
+    kind: PolicyKind,
+    policy: Box<dyn Policy>,
+    recorder: Recorder,
+    failed: Option<String>,
+}
+
+struct Pending {
+    annotations: Vec<Annotation>,
+    used: Arc<[AnchorId]>,
+}
+
+/// Replays `session` (read from `path`) under `config`. `tick` is called
+/// after each event, for progress display.
+pub fn replay(
+    session: Session,
+    path: &str,
+    config: &ReplayConfig,
+    tick: &mut dyn FnMut(),
+) -> FileReport {
+    let Session { info, events } = session;
+    let annotated = info.annotated();
+    let mut lab = Lab::new(Arc::clone(&config.counter), &info.tools);
+    let mut runs: Vec<Run> = config
+        .policies
+        .iter()
+        .map(|&kind| Run {
+            kind,
+            policy: kind.build(&config.policy, &lab),
+            recorder: Recorder::new(config.policy.budget, Arc::clone(&config.pricing)),
+            failed: None,
+        })
+        .collect();
+    let mut report = FileReport {
+        path: path.to_string(),
+        format: info.format.clone(),
+        requests: 0,
+        annotated,
+        log_compactions: 0,
+        bytes: info.bytes,
+        policies: Vec::new(),
+        warnings: Vec::new(),
+        violations: Vec::new(),
+    };
+    let mut inferrer = (!annotated).then(Inferrer::new);
+    let mut pairing = Pairing::new();
+    let mut pending: Option<Pending> = None;
+    let mut last_time: Option<DateTime<Utc>> = None;
+    let mut guard = Guard::default();
+
+    for event in events {
+        tick();
+        let (message, timestamp, usage) = match event {
+            SessionEvent::Warning(what) => {
+                report.warnings.push(what);
+                continue;
+            }
+            SessionEvent::Compaction => {
+                report.log_compactions += 1;
+                continue;
+            }
+            SessionEvent::Message {
+                message,
+                timestamp,
+                usage,
+            } => (message, timestamp, usage),
+        };
+        match message {
+            Message::ToolResult(result) => pairing.result(result),
+            Message::Assistant { .. } => {
+                flush(&mut pairing, &mut pending, &mut runs, &mut lab);
+                let used = lab.anchors_mut().extract(&message, Scope::Used);
+                let at_risk: Vec<AnchorId> = used
+                    .iter()
+                    .copied()
+                    .filter(|a| lab.anchors().was_seen(*a))
+                    .collect();
+                let output_tokens = match usage {
+                    Some(u) if u.output_tokens > 0 => {
+                        usize::try_from(u.output_tokens).unwrap_or(usize::MAX)
+                    }
+                    _ => message_tokens(lab.counter(), &message).saturating_sub(MESSAGE_OVERHEAD),
+                };
+                let call = Call {
+                    time: last_time.or(timestamp),
+                    output_tokens,
+                    at_risk: &at_risk,
+                };
+                report.requests += 1;
+                for run in runs.iter_mut().filter(|r| r.failed.is_none()) {
+                    match run.policy.request(&mut lab) {
+                        Ok(request) => {
+                            if config.check {
+                                guard.check(
+                                    run.kind,
+                                    &request,
+                                    config.policy.budget,
+                                    &lab,
+                                    report.requests,
+                                    &mut report.violations,
+                                );
+                            }
+                            run.recorder.record(&request, &call, lab.tools_tokens());
+                        }
+                        Err(error) => run.failed = Some(error.to_string()),
+                    }
+                }
+                let annotations = inferrer
+                    .as_mut()
+                    .map(|i| i.before(&message))
+                    .unwrap_or_default();
+                pending = Some(Pending {
+                    annotations,
+                    used: Arc::from(used),
+                });
+                pairing.begin(message);
+            }
+            Message::User { .. } | Message::System { .. } => {
+                flush(&mut pairing, &mut pending, &mut runs, &mut lab);
+                let annotations = inferrer
+                    .as_mut()
+                    .map(|i| i.before(&message))
+                    .unwrap_or_default();
+                let is_user = matches!(message, Message::User { .. });
+                let entry = lab.entry(message);
+                lab.anchors_mut().mark_seen(entry.anchors());
+                guard.note(&entry, is_user);
+                push(&mut runs, &Unit::Message(entry), &annotations, &mut lab);
+            }
+        }
+        if timestamp.is_some() {
+            last_time = timestamp;
+        }
+    }
+    flush(&mut pairing, &mut pending, &mut runs, &mut lab);
+    report.warnings.extend(pairing.take_warnings());
+    for run in runs {
+        let Run {
+            kind,
+            mut policy,
+            recorder,
+            failed,
+        } = run;
+        report.warnings.extend(
+            policy
+                .take_warnings()
+                .into_iter()
+                .map(|w| format!("{kind}: {w}")),
+        );
+        report.policies.push(PolicyOutcome {
+            kind,
+            stats: recorder.into_stats(),
+            failed,
+        });
+    }
+    report
+}
+
+fn flush(pairing: &mut Pairing, pending: &mut Option<Pending>, runs: &mut [Run], lab: &mut Lab) {
+    let done = pairing.finish();
+    let Some(Pending { annotations, used }) = pending.take() else {
+        return;
+    };
+    let Some((assistant, results)) = done else {
+        return;
+    };
+    let assistant = lab.entry(assistant);
+    lab.anchors_mut().mark_seen(assistant.anchors());
+    let results = results
+        .into_iter()
+        .map(|r| {
+            let entry = lab.entry(r);
+            lab.anchors_mut().mark_seen(entry.anchors());
+            entry
+        })
+        .collect();
+    let step = Step {
+        assistant,
+        results,
+        used,
+    };
+    push(runs, &Unit::Step(step), &annotations, lab);
+}
+
+fn push(runs: &mut [Run], unit: &Unit, annotations: &[Annotation], lab: &mut Lab) {
+    for run in runs.iter_mut().filter(|r| r.failed.is_none()) {
+        if let Err(error) = run.policy.push(unit, annotations, lab) {
+            run.failed = Some(error.to_string());
+        }
+    }
+}
+
+/// What every request must keep, for [`ReplayConfig::check`].
+#[derive(Debug, Default)]
+struct Guard {
+    system: Option<u64>,
+    latest_user: Option<u64>,
+}
+
+impl Guard {
+    fn note(&mut self, entry: &crate::transcript::Entry, is_user: bool) {
+        if is_user {
+            self.latest_user = Some(entry.id());
+        } else if self.system.is_none() && self.latest_user.is_none() {
+            self.system = Some(entry.id());
+        }
+    }
+
+    fn check(
+        &self,
+        kind: PolicyKind,
+        request: &Request,
+        budget: usize,
+        lab: &Lab,
+        index: u64,
+        out: &mut Vec<String>,
+    ) {
+        let View::Pieces(pieces) = &request.view else {
+            return;
+        };
+        let mut fail = |what: String| out.push(format!("{kind}, request {index}: {what}"));
+        if let Err(error) = validate(pieces.iter().map(|p| p.message())) {
+            fail(error.to_string());
+        }
+        for (what, id) in [
+            ("system prompt", self.system),
+            ("latest user turn", self.latest_user),
+        ] {
+            if let Some(id) = id {
+                if !pieces.iter().any(|p| p.id() == id) {
+                    fail(format!("{what} missing"));
+                }
+            }
+        }
+        let tokens = crate::policy::pieces_tokens(lab, pieces);
+        if request.budget_met == Some(true) && tokens > budget {
+            fail(format!(
+                "reported within budget but has {tokens} tokens > {budget}"
+            ));
+        }
+    }
+}

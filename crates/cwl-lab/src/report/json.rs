@@ -1,0 +1,94 @@
+//! The JSON report: one object, deterministic byte for byte for the same
+//! input and options.
+//!
+//! `{"budget", "model", "files": [{"path", "format", "requests",
+//! "annotated", "log_compactions", "warnings", "policies": {NAME: M},
+//! "errors"?: {NAME: why}}], "aggregate": {NAME: M}}` where `M` is a
+//! [`Summary`] and policies appear in the order asked.
+
+use serde::Serialize;
+use serde::ser::SerializeMap;
+
+use super::ReplayReport;
+use crate::metrics::Summary;
+
+struct Ordered<T>(Vec<(String, T)>);
+
+impl<T: Serialize> Serialize for Ordered<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in &self.0 {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct File<'a> {
+    path: &'a str,
+    format: &'a str,
+    requests: u64,
+    annotated: bool,
+    log_compactions: u64,
+    warnings: usize,
+    policies: Ordered<Summary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    errors: Option<Ordered<&'a str>>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    budget: usize,
+    model: &'a str,
+    files: Vec<File<'a>>,
+    aggregate: Ordered<Summary>,
+}
+
+/// The report as pretty-printed JSON.
+pub fn to_json(report: &ReplayReport) -> String {
+    let files = report
+        .files
+        .iter()
+        .map(|file| {
+            let errors: Vec<(String, &str)> = file
+                .policies
+                .iter()
+                .filter_map(|o| {
+                    o.failed
+                        .as_deref()
+                        .map(|why| (o.kind.name().to_string(), why))
+                })
+                .collect();
+            File {
+                path: &file.path,
+                format: &file.format,
+                requests: file.requests,
+                annotated: file.annotated,
+                log_compactions: file.log_compactions,
+                warnings: file.warnings.len(),
+                policies: Ordered(
+                    file.policies
+                        .iter()
+                        .map(|o| (o.kind.name().to_string(), o.stats.summary()))
+                        .collect(),
+                ),
+                errors: (!errors.is_empty()).then_some(Ordered(errors)),
+            }
+        })
+        .collect();
+    let aggregate = Ordered(
+        report
+            .aggregate()
+            .into_iter()
+            .map(|(kind, stats)| (kind.name().to_string(), stats.summary()))
+            .collect(),
+    );
+    let out = Report {
+        budget: report.budget,
+        model: &report.model,
+        files,
+        aggregate,
+    };
+    serde_json::to_string_pretty(&out).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}

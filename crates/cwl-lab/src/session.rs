@@ -1,0 +1,129 @@
+//! The seam between importers and the replay: a *replayable session* is
+//! what a log says about itself ([`SessionInfo`]) and a stream of
+//! [`SessionEvent`]s pulled one at a time, so a log is never held whole.
+//!
+//! [`Session::open`] feeds it from [`crate::import`] (any format the
+//! importers detect); tests build sessions from plain message lists with
+//! [`Session::from_messages`]. The replay depends only on this seam.
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use cwl::{DELIMITER, Message, ToolSpec, Usage};
+
+/// What a session log says about the session as a whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    /// The log's format name (`cwl`, `pi`, `claude-code`...).
+    pub format: String,
+    /// The model of the original session, if the log says.
+    pub model: Option<String>,
+    /// Tool definitions offered to the model (empty when the log does not
+    /// record them).
+    pub tools: Vec<ToolSpec>,
+    /// Size of the log in bytes, for throughput figures.
+    pub bytes: Option<u64>,
+}
+
+impl SessionInfo {
+    /// Whether the session's agent annotated its own episodes (it was
+    /// offered the `delimiter` tool).
+    pub fn annotated(&self) -> bool {
+        self.tools.iter().any(|t| t.name == DELIMITER)
+    }
+}
+
+/// One item of a session, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionEvent {
+    /// A transcript message; each assistant message is one model call.
+    Message {
+        /// The message.
+        message: Message,
+        /// When the log says it was recorded.
+        timestamp: Option<DateTime<Utc>>,
+        /// For assistant messages: the provider's reported usage.
+        usage: Option<Usage>,
+    },
+    /// The original harness compacted its context here. Replays ignore it:
+    /// every policy starts from the full, uncompacted history.
+    Compaction,
+    /// Something in the log was wrong and worked around.
+    Warning(String),
+}
+
+/// A replayable session: its description and its events.
+pub struct Session {
+    /// What the log says about the session.
+    pub info: SessionInfo,
+    /// The events, pulled one at a time.
+    pub events: Box<dyn Iterator<Item = SessionEvent> + Send>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a session could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct OpenError(#[from] Box<dyn std::error::Error + Send + Sync>);
+
+impl Session {
+    /// A session made of `messages`, without timestamps (tests, and callers
+    /// that hold a transcript in memory already).
+    pub fn from_messages(format: &str, tools: Vec<ToolSpec>, messages: Vec<Message>) -> Session {
+        Session {
+            info: SessionInfo {
+                format: format.to_string(),
+                model: None,
+                tools,
+                bytes: None,
+            },
+            events: Box::new(messages.into_iter().map(|message| SessionEvent::Message {
+                message,
+                timestamp: None,
+                usage: None,
+            })),
+        }
+    }
+
+    /// Opens a session log of any format the importers detect.
+    pub fn open(path: &Path) -> Result<Session, OpenError> {
+        open_with_importer(path)
+    }
+}
+
+fn open_with_importer(path: &Path) -> Result<Session, OpenError> {
+    use crate::import::{self, Event};
+    let import = import::open(path).map_err(|e| OpenError(Box::new(e)))?;
+    let meta = import.meta();
+    let info = SessionInfo {
+        format: meta.format.name().to_string(),
+        model: meta.model.clone(),
+        tools: meta.tools.clone(),
+        bytes: std::fs::metadata(path).ok().map(|m| m.len()),
+    };
+    let events = import.map(|event| match event {
+        Event::Message {
+            message,
+            timestamp,
+            usage,
+            ..
+        } => SessionEvent::Message {
+            message,
+            timestamp,
+            usage,
+        },
+        Event::Compaction { .. } => SessionEvent::Compaction,
+        Event::Warning(warning) => SessionEvent::Warning(warning.to_string()),
+    });
+    Ok(Session {
+        info,
+        events: Box::new(events),
+    })
+}

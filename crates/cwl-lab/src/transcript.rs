@@ -1,0 +1,368 @@
+//! The replayed transcript as policies see it: messages counted and
+//! scanned once ([`Entry`]), grouped into [`Unit`]s that always leave a
+//! request valid, and the [`Pairing`] that turns a raw message stream into
+//! such units.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use cwl::tokens::{message_tokens, tools_tokens};
+use cwl::{Block, Message, TokenCounter, ToolResult, ToolSpec};
+
+use crate::metrics::anchors::{AnchorId, AnchorTable, Scope};
+
+/// One message of a request, with what the lab needs to know about it,
+/// computed once: its token count and the anchors it holds.
+///
+/// Entries are shared (`Arc`) between every policy that keeps them, so a
+/// transcript is held once however many policies replay it.
+#[derive(Debug)]
+pub struct Entry {
+    id: u64,
+    message: Message,
+    tokens: usize,
+    anchors: Box<[AnchorId]>,
+}
+
+impl Entry {
+    /// Identity within one replay: two requests share a piece when they hold
+    /// entries with the same id (what prefix caching compares).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The message sent.
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+
+    /// Tokens the message costs in a request (overhead included). For
+    /// modeled entries (a compaction summary) the modeled size.
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    /// The anchors it holds, sorted.
+    pub fn anchors(&self) -> &[AnchorId] {
+        &self.anchors
+    }
+
+    /// Whether it holds `anchor`.
+    pub fn has_anchor(&self, anchor: AnchorId) -> bool {
+        self.anchors.binary_search(&anchor).is_ok()
+    }
+}
+
+/// An assistant message and the results of its tool calls: the smallest
+/// piece of transcript that can be dropped or kept without breaking a
+/// request.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// The model's message.
+    pub assistant: Arc<Entry>,
+    /// One result per tool call, directly after it.
+    pub results: Vec<Arc<Entry>>,
+    /// The anchors the model wrote in this message (its text and call
+    /// arguments): what it *used*, for reference tracking.
+    pub used: Arc<[AnchorId]>,
+}
+
+impl Step {
+    /// Tokens of the message and its results.
+    pub fn tokens(&self) -> usize {
+        self.assistant.tokens() + self.results.iter().map(|r| r.tokens()).sum::<usize>()
+    }
+}
+
+/// What the transcript grows by: a system or user message, or a step.
+#[derive(Debug, Clone)]
+pub enum Unit {
+    /// A system or user message.
+    Message(Arc<Entry>),
+    /// An assistant message with its tool results.
+    Step(Step),
+}
+
+impl Unit {
+    /// Its entries in order.
+    pub fn entries(&self) -> impl Iterator<Item = &Arc<Entry>> {
+        let (first, rest): (&Arc<Entry>, &[Arc<Entry>]) = match self {
+            Unit::Message(entry) => (entry, &[]),
+            Unit::Step(step) => (&step.assistant, &step.results),
+        };
+        std::iter::once(first).chain(rest.iter())
+    }
+
+    /// Tokens of all its entries.
+    pub fn tokens(&self) -> usize {
+        match self {
+            Unit::Message(entry) => entry.tokens(),
+            Unit::Step(step) => step.tokens(),
+        }
+    }
+
+    /// Whether it is a user message.
+    pub fn is_user(&self) -> bool {
+        matches!(self, Unit::Message(e) if matches!(e.message(), Message::User { .. }))
+    }
+
+    /// Whether it is a system message.
+    pub fn is_system(&self) -> bool {
+        matches!(self, Unit::Message(e) if matches!(e.message(), Message::System { .. }))
+    }
+}
+
+/// Per-replay services shared by the driver and the policies: the token
+/// counter, the anchor table and entry ids.
+pub struct Lab {
+    counter: Arc<dyn TokenCounter>,
+    anchors: AnchorTable,
+    next_id: u64,
+    tools: Vec<ToolSpec>,
+    tools_tokens: usize,
+}
+
+impl std::fmt::Debug for Lab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lab")
+            .field("anchors", &self.anchors.len())
+            .field("next_id", &self.next_id)
+            .field("tools_tokens", &self.tools_tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lab {
+    /// Services for replaying a session that offers `tools`.
+    pub fn new(counter: Arc<dyn TokenCounter>, tools: &[ToolSpec]) -> Self {
+        let tools_tokens = tools_tokens(counter.as_ref(), tools);
+        Lab {
+            counter,
+            anchors: AnchorTable::new(),
+            next_id: 1,
+            tools: tools.to_vec(),
+            tools_tokens,
+        }
+    }
+
+    /// The token counter.
+    pub fn counter(&self) -> &dyn TokenCounter {
+        self.counter.as_ref()
+    }
+
+    /// A shared handle on the token counter.
+    pub fn counter_arc(&self) -> Arc<dyn TokenCounter> {
+        Arc::clone(&self.counter)
+    }
+
+    /// The anchor table.
+    pub fn anchors(&self) -> &AnchorTable {
+        &self.anchors
+    }
+
+    /// The anchor table, to intern or mark anchors.
+    pub fn anchors_mut(&mut self) -> &mut AnchorTable {
+        &mut self.anchors
+    }
+
+    /// The tool definitions offered with every request.
+    pub fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+
+    /// Tokens the tool definitions add to every request.
+    pub fn tools_tokens(&self) -> usize {
+        self.tools_tokens
+    }
+
+    /// A new entry for `message`: counted and scanned now, with a fresh id.
+    pub fn entry(&mut self, message: Message) -> Arc<Entry> {
+        let tokens = message_tokens(self.counter.as_ref(), &message);
+        let anchors = self.anchors.extract(&message, Scope::All);
+        self.modeled(message, tokens, anchors)
+    }
+
+    /// A new entry whose size and anchors are given rather than measured
+    /// (a modeled compaction summary stands for text that was never written).
+    pub fn modeled(
+        &mut self,
+        message: Message,
+        tokens: usize,
+        mut anchors: Vec<AnchorId>,
+    ) -> Arc<Entry> {
+        anchors.sort_unstable();
+        anchors.dedup();
+        let id = self.next_id;
+        self.next_id += 1;
+        Arc::new(Entry {
+            id,
+            message,
+            tokens,
+            anchors: anchors.into_boxed_slice(),
+        })
+    }
+}
+
+/// Groups a raw message stream into [`Unit`]s, repairing what would make a
+/// request invalid: results that answer no waiting call are dropped, calls
+/// that never got a result are removed from their message, and an assistant
+/// message left empty is dropped. Each repair is reported as a warning.
+#[derive(Debug, Default)]
+pub struct Pairing {
+    pending: Option<(Message, Vec<ToolResult>)>,
+    warnings: Vec<String>,
+}
+
+impl Pairing {
+    /// An empty pairing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts a new step with `assistant`; returns the previous step, if
+    /// any, completed.
+    pub fn begin(&mut self, assistant: Message) -> Option<(Message, Vec<Message>)> {
+        let done = self.finish();
+        self.pending = Some((assistant, Vec::new()));
+        done
+    }
+
+    /// Attaches a tool result to the open step, or drops it with a warning.
+    pub fn result(&mut self, result: ToolResult) {
+        let Some((assistant, results)) = &mut self.pending else {
+            self.warnings.push(format!(
+                "tool result for call `{}` follows no assistant message; dropped",
+                result.call_id
+            ));
+            return;
+        };
+        let called = assistant.tool_calls().any(|c| c.id == result.call_id);
+        let answered = results.iter().any(|r| r.call_id == result.call_id);
+        if !called || answered {
+            self.warnings.push(format!(
+                "tool result for call `{}` answers no waiting call; dropped",
+                result.call_id
+            ));
+            return;
+        }
+        results.push(result);
+    }
+
+    /// Completes the open step (before a user or system message, or at the end).
+    pub fn finish(&mut self) -> Option<(Message, Vec<Message>)> {
+        let (assistant, results) = self.pending.take()?;
+        let answered: HashSet<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+        let Message::Assistant { content } = &assistant else {
+            return None;
+        };
+        let mut kept = Vec::with_capacity(content.len());
+        let mut seen = HashSet::new();
+        for block in content {
+            if let Block::ToolCall(call) = block {
+                if !answered.contains(call.id.as_str()) || !seen.insert(call.id.as_str()) {
+                    self.warnings.push(format!(
+                        "tool call `{}` ({}) has no result; removed from the replay",
+                        call.id, call.name
+                    ));
+                    continue;
+                }
+            }
+            kept.push(block.clone());
+        }
+        if kept.is_empty() {
+            self.warnings
+                .push("assistant message left empty after repairs; dropped".to_string());
+            return None;
+        }
+        let results = results.into_iter().map(Message::ToolResult).collect();
+        Some((Message::Assistant { content: kept }, results))
+    }
+
+    /// Takes the warnings gathered so far.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cwl::{Estimate, ToolCall};
+
+    fn call(id: &str) -> Block {
+        Block::ToolCall(ToolCall::new(id, "read", "{}"))
+    }
+
+    fn result(id: &str) -> ToolResult {
+        ToolResult {
+            call_id: id.into(),
+            tool_name: "read".into(),
+            content: "x".into(),
+            is_error: false,
+        }
+    }
+
+    #[test]
+    fn pairs_results_with_their_calls() {
+        let mut pairing = Pairing::new();
+        assert!(
+            pairing
+                .begin(Message::Assistant {
+                    content: vec![call("a"), call("b")]
+                })
+                .is_none()
+        );
+        pairing.result(result("b"));
+        pairing.result(result("a"));
+        let (assistant, results) = pairing.finish().unwrap();
+        assert_eq!(assistant.tool_calls().count(), 2);
+        assert_eq!(results.len(), 2);
+        assert!(pairing.take_warnings().is_empty());
+    }
+
+    #[test]
+    fn repairs_orphans_duplicates_and_unanswered_calls() {
+        let mut pairing = Pairing::new();
+        pairing.result(result("x"));
+        pairing.begin(Message::Assistant {
+            content: vec![Block::Text { text: "hi".into() }, call("a"), call("b")],
+        });
+        pairing.result(result("a"));
+        pairing.result(result("a"));
+        pairing.result(result("zzz"));
+        let (assistant, results) = pairing.finish().unwrap();
+        assert_eq!(
+            assistant
+                .tool_calls()
+                .map(|c| c.id.as_str())
+                .collect::<Vec<_>>(),
+            ["a"]
+        );
+        assert_eq!(results.len(), 1);
+        assert_eq!(pairing.take_warnings().len(), 4);
+    }
+
+    #[test]
+    fn drops_an_assistant_left_empty() {
+        let mut pairing = Pairing::new();
+        pairing.begin(Message::Assistant {
+            content: vec![call("a")],
+        });
+        assert!(pairing.finish().is_none());
+        assert_eq!(pairing.take_warnings().len(), 2);
+    }
+
+    #[test]
+    fn entries_are_counted_once_with_fresh_ids() {
+        let mut lab = Lab::new(Arc::new(Estimate), &[]);
+        let a = lab.entry(Message::user("edit src/main.rs please"));
+        let b = lab.entry(Message::user("edit src/main.rs please"));
+        assert_ne!(a.id(), b.id());
+        assert_eq!(a.tokens(), cwl::tokens::MESSAGE_OVERHEAD + 6);
+        let path = lab.anchors_mut().intern("src/main.rs");
+        assert!(a.has_anchor(path));
+        let modeled = lab.modeled(Message::user("summary"), 500, vec![path, path]);
+        assert_eq!(modeled.tokens(), 500);
+        assert_eq!(modeled.anchors(), &[path]);
+    }
+}

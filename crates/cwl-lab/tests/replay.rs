@@ -1,0 +1,420 @@
+//! Behaviour of the replay: metrics, determinism, reports, the engine
+//! policy, and the real traces in `shared/traces` when present.
+
+mod lab_common;
+use lab_common as common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use common::{Call, Item};
+use cwl::{Block, Estimate, Message, ToolCall};
+use cwl_lab::metrics::cost;
+use cwl_lab::policy::cwl::CwlPolicy;
+use cwl_lab::policy::{Policy, PolicyConfig, PolicyKind, View, pieces_tokens};
+use cwl_lab::replay::{ReplayConfig, replay};
+use cwl_lab::report::{ReplayReport, json, table};
+use cwl_lab::session::{Session, SessionEvent, SessionInfo};
+use cwl_lab::transcript::{Lab, Unit};
+
+fn config(policies: &[PolicyKind], budget: usize) -> ReplayConfig {
+    ReplayConfig {
+        policies: policies.to_vec(),
+        ..common::config(budget)
+    }
+}
+
+fn report_of(messages: Vec<Message>, cfg: &ReplayConfig) -> ReplayReport {
+    let file = replay(
+        Session::from_messages("test", common::tools(), messages),
+        "t.jsonl",
+        cfg,
+        &mut || {},
+    );
+    ReplayReport {
+        budget: cfg.policy.budget,
+        model: cfg.pricing.model.clone(),
+        policies: cfg.policies.clone(),
+        files: vec![file],
+    }
+}
+
+fn summary(report: &ReplayReport, kind: PolicyKind) -> cwl_lab::metrics::Summary {
+    report.files[0]
+        .policies
+        .iter()
+        .find(|o| o.kind == kind)
+        .unwrap()
+        .stats
+        .summary()
+}
+
+/// Two tasks: explore (grep + reads) then edit, each, with big outputs.
+fn two_tasks() -> Vec<Message> {
+    let mut items = Vec::new();
+    for task in 0..2u8 {
+        items.push(Item::User(task));
+        for n in 0..6u8 {
+            items.push(Item::Step {
+                reasoning: 20,
+                text: true,
+                calls: vec![Call::Grep(n + 10 * task, 60), Call::Read(n, 40)],
+            });
+        }
+        items.push(Item::Step {
+            reasoning: 0,
+            text: true,
+            calls: vec![Call::Edit(task)],
+        });
+        items.push(Item::Step {
+            reasoning: 0,
+            text: false,
+            calls: vec![Call::Bash(false, 30)],
+        });
+        items.push(Item::Step {
+            reasoning: 0,
+            text: true,
+            calls: vec![],
+        });
+    }
+    common::messages(&items)
+}
+
+#[test]
+fn same_input_same_json_bytes() {
+    let cfg = config(&PolicyKind::ALL, 3000);
+    let a = json::to_json(&report_of(two_tasks(), &cfg));
+    let b = json::to_json(&report_of(two_tasks(), &cfg));
+    assert_eq!(a, b);
+    let value: serde_json::Value = serde_json::from_str(&a).unwrap();
+    let file = &value["files"][0];
+    assert_eq!(file["path"], "t.jsonl");
+    assert_eq!(file["format"], "test");
+    assert_eq!(file["requests"], 18);
+    let names: Vec<&str> = file["policies"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names.len(), PolicyKind::ALL.len());
+    for kind in PolicyKind::ALL {
+        for key in [
+            "tokens_mean",
+            "tokens_p95",
+            "tokens_max",
+            "over_budget_share",
+            "evictions",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "cost_usd",
+            "lost_anchor_rate",
+            "loss_free_share",
+        ] {
+            assert!(
+                file["policies"][kind.name()][key].is_number(),
+                "{kind} {key}"
+            );
+            assert!(
+                value["aggregate"][kind.name()][key].is_number(),
+                "aggregate {kind} {key}"
+            );
+        }
+    }
+}
+
+#[test]
+fn none_is_the_full_history_and_budgeted_policies_fit() {
+    let messages = two_tasks();
+    let total: usize = messages
+        .iter()
+        .take(messages.len() - 1)
+        .map(|m| cwl::tokens::message_tokens(&Estimate, m))
+        .sum();
+    let cfg = config(&PolicyKind::ALL, 3000);
+    let report = report_of(messages, &cfg);
+    assert!(
+        report.files[0].violations.is_empty(),
+        "{:?}",
+        report.files[0].violations
+    );
+    let tools = cwl::tokens::tools_tokens(&Estimate, &common::tools());
+    let none = summary(&report, PolicyKind::None);
+    assert_eq!(
+        none.tokens_max as usize,
+        total + tools,
+        "the last request holds everything before the last call"
+    );
+    assert_eq!(none.evictions_total, 0);
+    assert_eq!(none.anchors_lost, 0);
+    assert!(none.over_budget_share > 0.5);
+    for kind in [
+        PolicyKind::Truncate,
+        PolicyKind::ToolPrune,
+        PolicyKind::Weighted,
+    ] {
+        let s = summary(&report, kind);
+        assert!(s.tokens_max <= 3000, "{kind}: {}", s.tokens_max);
+        assert_eq!(s.over_budget_share, 0.0, "{kind}");
+        assert!(s.evictions_total > 0, "{kind} evicted nothing");
+    }
+    // The engine cannot evict the active exploration of 6 big steps; it
+    // says so for exactly the requests over budget.
+    let cwl = &report.files[0]
+        .policies
+        .iter()
+        .find(|o| o.kind == PolicyKind::Cwl)
+        .unwrap()
+        .stats;
+    assert!(cwl.evictions.iter().sum::<u32>() > 0);
+    assert_eq!(cwl.budget_unmet, Some(cwl.over_budget));
+    assert!(cwl.over_budget < 18);
+    assert_eq!(summary(&report, PolicyKind::Truncate).budget_unmet, None);
+}
+
+#[test]
+fn lost_anchors_are_counted_against_what_the_policy_dropped() {
+    let mut messages = vec![
+        Message::system("sys"),
+        Message::user("find the config"),
+        Message::Assistant {
+            content: vec![Block::ToolCall(ToolCall::new(
+                "a",
+                "read",
+                r#"{"path":"notes.txt"}"#,
+            ))],
+        },
+        Message::tool_result(
+            "a",
+            "read",
+            format!(
+                "the key lives in src/secret/key_store.rs\n{}",
+                "filler text here\n".repeat(200)
+            ),
+            false,
+        ),
+    ];
+    for i in 0..4 {
+        let id = format!("b{i}");
+        messages.push(Message::Assistant {
+            content: vec![Block::ToolCall(ToolCall::new(
+                &id,
+                "grep",
+                r#"{"pattern":"x"}"#,
+            ))],
+        });
+        messages.push(Message::tool_result(
+            id,
+            "grep",
+            "noise words only\n".repeat(200),
+            false,
+        ));
+    }
+    messages.push(Message::assistant_text(
+        "Editing src/secret/key_store.rs now.",
+    ));
+    let report = report_of(
+        messages,
+        &config(&[PolicyKind::None, PolicyKind::Truncate], 1200),
+    );
+    let none = summary(&report, PolicyKind::None);
+    let truncate = summary(&report, PolicyKind::Truncate);
+    // src/secret/key_store.rs, key_store.rs and key_store.
+    assert_eq!(
+        (
+            none.anchors_at_risk,
+            none.anchors_lost,
+            none.loss_free_share
+        ),
+        (3, 0, 1.0)
+    );
+    assert_eq!((truncate.anchors_at_risk, truncate.anchors_lost), (3, 3));
+    assert_eq!(truncate.lost_anchor_rate, 1.0);
+    assert_eq!(truncate.loss_free_share, 0.0);
+}
+
+#[test]
+fn the_engine_runs_on_inferred_episodes_and_counts_like_the_lab() {
+    let messages = two_tasks();
+    let mut lab = Lab::new(Arc::new(Estimate), &common::tools());
+    let cfg = PolicyConfig {
+        budget: 2500,
+        ..PolicyConfig::default()
+    };
+    let mut policy = CwlPolicy::new(&cfg, &lab);
+    let mut inferrer = cwl_lab::infer::Inferrer::new();
+    let mut pairing = cwl_lab::transcript::Pairing::new();
+    let mut checked = 0;
+    let push_step = |pairing: &mut cwl_lab::transcript::Pairing,
+                     lab: &mut Lab,
+                     policy: &mut CwlPolicy,
+                     annotations: &[cwl::Annotation]| {
+        if let Some((assistant, results)) = pairing.finish() {
+            let step = cwl_lab::transcript::Step {
+                assistant: lab.entry(assistant),
+                results: results.into_iter().map(|r| lab.entry(r)).collect(),
+                used: Arc::from(Vec::new()),
+            };
+            policy.push(&Unit::Step(step), annotations, lab).unwrap();
+        }
+    };
+    let mut pending = Vec::new();
+    for message in messages {
+        match &message {
+            Message::ToolResult(result) => pairing.result(result.clone()),
+            Message::Assistant { .. } => {
+                push_step(&mut pairing, &mut lab, &mut policy, &pending);
+                let request = policy.request(&mut lab).unwrap();
+                let View::Pieces(pieces) = &request.view else {
+                    panic!("pieces expected")
+                };
+                assert_eq!(
+                    pieces_tokens(&lab, pieces),
+                    policy.context().tokens(),
+                    "lab and engine counts agree"
+                );
+                if request.budget_met == Some(true) {
+                    assert!(policy.context().tokens() <= 2500);
+                }
+                checked += 1;
+                pending = inferrer.before(&message);
+                pairing.begin(message);
+            }
+            _ => {
+                push_step(&mut pairing, &mut lab, &mut policy, &pending);
+                let annotations = inferrer.before(&message);
+                let entry = lab.entry(message);
+                policy
+                    .push(&Unit::Message(entry), &annotations, &mut lab)
+                    .unwrap();
+            }
+        }
+    }
+    assert_eq!(checked, 18);
+    assert!(
+        policy.context().graph().episodes().len() >= 4,
+        "inferred episodes reached the engine"
+    );
+    assert!(policy.take_warnings().is_empty());
+}
+
+#[test]
+fn compact_pays_for_its_summaries() {
+    let mut cfg = config(&[PolicyKind::Compact, PolicyKind::None], 100_000);
+    cfg.policy.window = 4000;
+    cfg.policy.compact.keep_recent = 1000;
+    let report = report_of(two_tasks(), &cfg);
+    let compact = summary(&report, PolicyKind::Compact);
+    let none = summary(&report, PolicyKind::None);
+    assert!(compact.side_calls >= 1);
+    assert!(compact.tokens_max < none.tokens_max);
+    assert!(
+        compact.output_tokens > none.output_tokens,
+        "summary output is costed"
+    );
+    assert!(
+        report.files[0].violations.is_empty(),
+        "{:?}",
+        report.files[0].violations
+    );
+}
+
+fn timed(gap_seconds: i64) -> Session {
+    let start = DateTime::<Utc>::from_timestamp(1_700_000_000, 0).unwrap();
+    let messages = vec![
+        Message::user("x ".repeat(3000)),
+        Message::assistant_text("one"),
+        Message::user("y"),
+        Message::assistant_text("two"),
+    ];
+    let events = messages
+        .into_iter()
+        .enumerate()
+        .map(move |(i, message)| SessionEvent::Message {
+            message,
+            timestamp: Some(start + chrono::Duration::seconds(gap_seconds * i as i64)),
+            usage: None,
+        });
+    Session {
+        info: SessionInfo {
+            format: "test".into(),
+            model: None,
+            tools: Vec::new(),
+            bytes: None,
+        },
+        events: Box::new(events.collect::<Vec<_>>().into_iter()),
+    }
+}
+
+#[test]
+fn cache_reads_expire_after_five_minutes_of_log_time() {
+    let cfg = config(&[PolicyKind::None], 80_000);
+    let warm = replay(timed(60), "warm", &cfg, &mut || {});
+    let cold = replay(timed(400), "cold", &cfg, &mut || {});
+    assert!(warm.policies[0].stats.cache_read_tokens > 1000);
+    assert_eq!(cold.policies[0].stats.cache_read_tokens, 0);
+    assert!(cold.policies[0].stats.cost_usd > warm.policies[0].stats.cost_usd);
+}
+
+#[test]
+fn openai_rules_bill_no_writes() {
+    let mut cfg = config(&[PolicyKind::None], 80_000);
+    cfg.pricing = Arc::new(cost::lookup("gpt-4o").unwrap());
+    let file = replay(timed(60), "openai", &cfg, &mut || {});
+    let stats = &file.policies[0].stats;
+    assert_eq!(stats.cache_write_tokens, 0);
+    assert!(stats.cache_read_tokens >= 1024);
+}
+
+#[test]
+fn the_table_names_every_policy_and_the_aggregate() {
+    let cfg = config(&PolicyKind::ALL, 3000);
+    let text = table::render(&report_of(two_tasks(), &cfg));
+    for kind in PolicyKind::ALL {
+        assert!(text.contains(kind.name()), "{kind}");
+    }
+    assert!(text.contains("aggregate over 1 files, 18 requests"));
+    assert!(text.contains("inferred episodes"));
+}
+
+#[test]
+fn real_pi_trace_replays_cleanly() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces/pi/before-compaction.jsonl");
+    if !path.exists() {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    }
+    let session = Session::open(&path).unwrap();
+    assert_eq!(session.info.format, "pi");
+    let mut cfg = config(&PolicyKind::ALL, 80_000);
+    cfg.counter = Arc::new(Estimate);
+    cfg.policy.window = 200_000;
+    let file = replay(session, "pi", &cfg, &mut || {});
+    assert!(
+        file.violations.is_empty(),
+        "{:#?}",
+        &file.violations[..file.violations.len().min(5)]
+    );
+    assert_eq!(file.log_compactions, 2);
+    assert!(!file.annotated);
+    assert!(file.requests > 400);
+    for outcome in &file.policies {
+        assert!(
+            outcome.failed.is_none(),
+            "{}: {:?}",
+            outcome.kind,
+            outcome.failed
+        );
+    }
+    let cwl = file
+        .policies
+        .iter()
+        .find(|o| o.kind == PolicyKind::Cwl)
+        .unwrap()
+        .stats
+        .summary();
+    assert_eq!(cwl.over_budget_share, 0.0);
+    assert_eq!(cwl.budget_unmet, Some(0));
+}
