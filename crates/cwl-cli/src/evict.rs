@@ -104,13 +104,8 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
     for (name, class) in &args.classes {
         config.classes.set(name, *class);
     }
-    let evicted = cwl::evict(
-        request.messages,
-        request.tools,
-        config,
-        counter,
-    )
-    .map_err(|error| InputError(format!("{name}: {error}")))?;
+    let evicted = cwl::evict(request.messages, request.tools, config, counter)
+        .map_err(|error| InputError(format!("{name}: {error}")))?;
     let output = json!({
         "messages": openai::to_messages(&evicted.messages),
         "report": evicted.report,

@@ -17,6 +17,14 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run tasks non-interactively, one after another, in one session.
+    Run(cwl_agent::cli::RunArgs),
+    /// An interactive session: one task per line.
+    Chat(cwl_agent::cli::ChatArgs),
+    /// List saved sessions.
+    Sessions(cwl_agent::cli::SessionsArgs),
+    /// The agent on a scratch repository, driven by a built-in scripted model; no API key needed.
+    Demo(cwl_agent::cli::DemoArgs),
     /// Run one eviction pass over a transcript (OpenAI chat JSON) and print
     /// the view and a report.
     Evict(evict::EvictArgs),
@@ -43,6 +51,10 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => cwl_agent::cli::run_run(args),
+        Command::Chat(args) => cwl_agent::cli::run_chat(args),
+        Command::Sessions(args) => cwl_agent::cli::run_sessions(args),
+        Command::Demo(args) => cwl_agent::cli::run_demo(args),
         Command::Evict(args) => evict::run(args),
         Command::Replay(args) => cwl_lab::cli::run_replay(args),
         Command::Gen(args) => cwl_lab::cli::run_gen(args),

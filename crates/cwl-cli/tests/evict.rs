@@ -14,7 +14,11 @@ fn cwl(args: &[&str], stdin: &str) -> Output {
         .spawn()
         .expect("spawn cwl");
     // The command may exit before reading its input (bad arguments).
-    let _ = child.stdin.take().expect("stdin").write_all(stdin.as_bytes());
+    let _ = child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes());
     child.wait_with_output().expect("wait")
 }
 

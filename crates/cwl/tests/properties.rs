@@ -167,14 +167,21 @@ fn check_view(
         prop_assert!(context.tokens() > report.budget);
     }
     let graph = context.graph();
-    let first_start = graph.episodes().iter().find_map(|episode| episode.start_call());
+    let first_start = graph
+        .episodes()
+        .iter()
+        .find_map(|episode| episode.start_call());
     let prologue_end = first_start.map_or(input.len(), |start| {
         input
             .iter()
             .position(|message| message.tool_calls().any(|call| call.id == start))
             .expect("start message")
     });
-    prop_assert_eq!(&view[..prologue_end], &input[..prologue_end], "the prologue is intact");
+    prop_assert_eq!(
+        &view[..prologue_end],
+        &input[..prologue_end],
+        "the prologue is intact"
+    );
     if let Some(active) = graph.active() {
         let start = graph.episode(active).start_call().expect("in-band");
         let at = input

@@ -1,0 +1,106 @@
+//! Answering the tool calls of one assistant message, in order, each once.
+
+use cwl::{Accepted, Annotation, Block, DELIMITER, DelimiterOutcome, EpisodeKind, Message};
+
+use super::{Agent, AgentError, Event};
+use crate::tools::{ExecContext, ToolOutput};
+
+impl Agent {
+    /// Answers every tool call of `message` (already pushed) with a result,
+    /// in call order. Delimiter calls get the engine's outcome; other calls
+    /// run in the toolbox, told which exploration episode is active at that
+    /// point of the message (`active` is the episode before it).
+    pub(super) async fn answer_calls(
+        &mut self,
+        message: &Message,
+        outcomes: Vec<DelimiterOutcome>,
+        mut active: Option<(String, EpisodeKind)>,
+    ) -> Result<(), AgentError> {
+        let Message::Assistant { content } = message else {
+            return Ok(());
+        };
+        for block in content {
+            let Block::ToolCall(call) = block else {
+                continue;
+            };
+            let output = if call.name == DELIMITER {
+                match outcomes.iter().find(|o| o.call_id == call.id) {
+                    Some(outcome) => {
+                        self.report_delimiter(outcome, &call.arguments, &mut active);
+                        ToolOutput {
+                            content: outcome.text(),
+                            is_error: outcome.is_error(),
+                        }
+                    }
+                    None => ToolOutput::error(
+                        "internal error: the engine did not answer this delimiter call",
+                    ),
+                }
+            } else {
+                let exploration = match &active {
+                    Some((name, EpisodeKind::Expl)) => Some(name.clone()),
+                    _ => None,
+                };
+                self.toolbox
+                    .execute(call, &ExecContext { exploration })
+                    .await
+            };
+            self.stats.tool_calls += 1;
+            if output.is_error {
+                self.stats.tool_errors += 1;
+            }
+            let result = output.into_result(call);
+            self.observer.event(&Event::ToolResult {
+                id: result.call_id.clone(),
+                name: result.tool_name.clone(),
+                arguments: call.arguments.clone(),
+                is_error: result.is_error,
+                content: result.content.clone(),
+            });
+            self.push(Message::ToolResult(result), None, None)?;
+        }
+        Ok(())
+    }
+
+    /// Tells the observer what a delimiter call did and tracks the active
+    /// episode through the message.
+    fn report_delimiter(
+        &mut self,
+        outcome: &DelimiterOutcome,
+        arguments: &str,
+        active: &mut Option<(String, EpisodeKind)>,
+    ) {
+        let parsed = Annotation::parse(arguments).ok();
+        let event = match &outcome.result {
+            Ok(Accepted::Started { name, kind }) => {
+                *active = Some((name.clone(), *kind));
+                let dependencies = match parsed {
+                    Some(Annotation::Start { dependencies, .. }) => dependencies,
+                    _ => Vec::new(),
+                };
+                Event::EpisodeStarted {
+                    name: name.clone(),
+                    kind: *kind,
+                    dependencies,
+                }
+            }
+            Ok(Accepted::Ended { name, kind }) => {
+                *active = None;
+                let description = match parsed {
+                    Some(Annotation::End { description, .. }) => description,
+                    _ => None,
+                };
+                Event::EpisodeEnded {
+                    name: name.clone(),
+                    kind: *kind,
+                    description,
+                }
+            }
+            Err(error) => Event::DelimiterRejected {
+                id: outcome.call_id.clone(),
+                error: error.to_string(),
+            },
+        };
+        self.observer.event(&event);
+    }
+}

@@ -1,0 +1,403 @@
+//! The agent: one session of tasks run by a model through the tools, with
+//! the prompt held under the budget by the CWL engine.
+//!
+//! [`Agent::create`] starts a session (system prompt and project
+//! instructions as protected prologue), [`Agent::resume`] rebuilds one from
+//! its file, and [`Agent::run_task`] runs one user turn to its end: the
+//! model answers without tool calls. Before every model call the engine
+//! enforces the budget and a fresh [status block](status) is appended at
+//! the request's tail. Everything that happens is written to the session
+//! file as it happens and reported to an [`Observer`].
+
+mod calls;
+mod event;
+pub mod status;
+mod turn;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cwl::{Config, Context, Message, O200k, Record, TokenCounter, TranscriptError};
+use serde::Serialize;
+
+use crate::provider::{ModelInfo, Provider, ProviderError, ReasoningEffort};
+use crate::session::{self, SessionError, SessionInfo, SessionWriter};
+use crate::tools::Toolbox;
+
+pub use event::{Collect, Event, Observer, Silent};
+pub use status::STATUS_RESERVE;
+
+/// Model calls one task may take by default before the run is stopped.
+pub const DEFAULT_MAX_TURNS: usize = 200;
+
+/// How the agent runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentOptions {
+    /// The model: its name as the server knows it, window and prices.
+    pub model: ModelInfo,
+    /// Token budget τ for a whole request (conversation, tools and status
+    /// block). The engine gets this less [`STATUS_RESERVE`].
+    pub budget: usize,
+    /// Tokens of the model's window kept free for its answer: a request
+    /// over `window - output_reserve` is never sent.
+    pub output_reserve: usize,
+    /// Model calls one task may take before the run stops.
+    pub max_turns: usize,
+    /// Output limit sent with each request (`None`: the provider's default).
+    pub max_output_tokens: Option<u32>,
+    /// Reasoning effort sent with each request.
+    pub reasoning: Option<ReasoningEffort>,
+    /// Whether the status block shows `git status --short`.
+    pub git_status: bool,
+}
+
+impl AgentOptions {
+    /// Options for `model` with the default budget (80k) and limits.
+    pub fn new(model: ModelInfo) -> Self {
+        AgentOptions {
+            model,
+            budget: cwl::DEFAULT_BUDGET,
+            output_reserve: 0,
+            max_turns: DEFAULT_MAX_TURNS,
+            max_output_tokens: None,
+            reasoning: None,
+            git_status: true,
+        }
+    }
+
+    /// The budget the engine enforces on the conversation: the budget (at
+    /// most the hard limit) less the status block's reserve.
+    pub fn engine_budget(&self) -> usize {
+        self.budget
+            .min(self.hard_limit())
+            .saturating_sub(STATUS_RESERVE)
+    }
+
+    /// The largest request ever sent: the window less the output reserve.
+    pub fn hard_limit(&self) -> usize {
+        usize::try_from(self.model.context_window)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(self.output_reserve)
+    }
+}
+
+/// Why a run stopped before its task was done. The session file is
+/// complete up to the failure in every case.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The budget cannot hold even the status block.
+    #[error("budget of {budget} tokens is too small: at least {} tokens are needed (the status block alone reserves {STATUS_RESERVE})", STATUS_RESERVE + 1)]
+    BudgetTooSmall {
+        /// The budget given.
+        budget: usize,
+    },
+    /// The model call failed (after retries, when the failure was transient).
+    #[error("model call failed: {0}")]
+    Provider(#[from] ProviderError),
+    /// The task took too many model calls.
+    #[error(
+        "the model made {limit} calls on this task without finishing (limit: --max-turns {limit}); stopped, the session is saved"
+    )]
+    MaxTurns {
+        /// The limit.
+        limit: usize,
+    },
+    /// The next request would not fit the model's window.
+    #[error(
+        "the next request needs {tokens} tokens but the model's window allows {limit}; stopped without sending it, the session is saved (nothing more can be evicted: the open episode or the user turns are too large)"
+    )]
+    WindowExceeded {
+        /// Tokens of the request.
+        tokens: usize,
+        /// The hard limit.
+        limit: usize,
+    },
+    /// The model sent a message the transcript cannot take.
+    #[error("the model sent an invalid message: {0}")]
+    Transcript(#[from] TranscriptError),
+    /// The session file could not be written or read.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The output went away (a closed pipe); the run stopped quietly.
+    #[error("output closed")]
+    OutputClosed,
+}
+
+/// Figures of the run so far.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Stats {
+    /// Tasks started.
+    pub tasks: usize,
+    /// Model calls that succeeded.
+    pub requests: usize,
+    /// Prompt tokens the provider reported, summed.
+    pub input_tokens: u64,
+    /// Of which served from the provider's cache.
+    pub cached_input_tokens: u64,
+    /// Generated tokens, summed.
+    pub output_tokens: u64,
+    /// Cost in US dollars of the calls (0 when the model has no prices).
+    pub cost_usd: f64,
+    /// Whether the model's prices are known.
+    pub priced: bool,
+    /// The largest request sent, in locally counted (calibrated) tokens.
+    pub max_request_tokens: usize,
+    /// Eviction passes that changed the view.
+    pub eviction_passes: usize,
+    /// Episodes touched by those passes (counted once per pass).
+    pub episodes_evicted: usize,
+    /// Tokens removed by those passes.
+    pub tokens_evicted: usize,
+    /// Model calls made while the budget could not be met.
+    pub over_budget_requests: usize,
+    /// Tool calls answered (delimiter included).
+    pub tool_calls: usize,
+    /// Of which answered with an error.
+    pub tool_errors: usize,
+}
+
+/// What one finished task gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskOutcome {
+    /// Model calls it took.
+    pub turns: usize,
+    /// The model's final text.
+    pub answer: String,
+}
+
+/// A running session.
+pub struct Agent {
+    provider: Box<dyn Provider>,
+    toolbox: Toolbox,
+    context: Context,
+    counter: Arc<dyn TokenCounter>,
+    writer: SessionWriter,
+    options: AgentOptions,
+    observer: Box<dyn Observer>,
+    stats: Stats,
+    budget_unmet: bool,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("session", &self.writer.path())
+            .field("context", &self.context)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// Starts a new session in `session_dir`: writes the header, pushes the
+    /// system prompt and the project instructions of the toolbox's root.
+    pub fn create(
+        provider: Box<dyn Provider>,
+        toolbox: Toolbox,
+        options: AgentOptions,
+        session_dir: &Path,
+        observer: Box<dyn Observer>,
+    ) -> Result<Agent, AgentError> {
+        check_budget(&options)?;
+        let mut tools = toolbox.specs();
+        tools.push(cwl::delimiter_spec());
+        let info = SessionInfo {
+            id: session::new_id(),
+            timestamp: session::now(),
+            cwd: toolbox.root().display().to_string(),
+            provider: provider.name().to_string(),
+            model: options.model.name.clone(),
+            budget: options.budget as u64,
+            tools: tools.clone(),
+        };
+        let writer = SessionWriter::create(session_dir, &info)?;
+        let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
+        let context = Context::new(
+            Config::with_budget(options.engine_budget()),
+            Arc::clone(&counter),
+            tools,
+        );
+        let mut agent = Agent {
+            provider,
+            context,
+            counter,
+            writer,
+            observer,
+            stats: Stats {
+                priced: options.model.input_price.is_some() && options.model.output_price.is_some(),
+                ..Stats::default()
+            },
+            options,
+            toolbox,
+            budget_unmet: false,
+        };
+        for message in crate::prompt::prologue(agent.toolbox.root()) {
+            agent.push(message, None, None)?;
+        }
+        if agent.context.tokens() > agent.options.engine_budget() {
+            agent.note(format!(
+                "the prologue (system prompt, tools, project instructions) already takes {} tokens, over the budget of {}: every request will be over budget",
+                agent.context.tokens(),
+                agent.options.budget
+            ))?;
+        }
+        Ok(agent)
+    }
+
+    /// Continues the session in file `path`: replays it into a fresh
+    /// engine (the same view as when it stopped), cuts a torn last line,
+    /// and answers tool calls left without a result with an error result
+    /// (they are never run twice).
+    pub fn resume(
+        provider: Box<dyn Provider>,
+        toolbox: Toolbox,
+        options: AgentOptions,
+        path: &Path,
+        observer: Box<dyn Observer>,
+    ) -> Result<Agent, AgentError> {
+        check_budget(&options)?;
+        let loaded = session::read(path)?;
+        let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
+        let replayed =
+            session::replay(&loaded, path, Arc::clone(&counter), options.engine_budget())?;
+        let writer = SessionWriter::reopen(path, loaded.valid_len)?;
+        let mut agent = Agent {
+            provider,
+            context: replayed.context,
+            counter,
+            writer,
+            observer,
+            stats: Stats {
+                priced: options.model.input_price.is_some() && options.model.output_price.is_some(),
+                ..Stats::default()
+            },
+            options,
+            toolbox,
+            budget_unmet: false,
+        };
+        for warning in loaded.warnings.iter().chain(&replayed.warnings) {
+            agent.note(warning.clone())?;
+        }
+        let root = agent.toolbox.root().display().to_string();
+        if root != loaded.info.cwd {
+            agent.note(format!(
+                "resumed in {root}; the session was started in {}",
+                loaded.info.cwd
+            ))?;
+        }
+        if agent.options.budget as u64 != loaded.info.budget {
+            agent.note(format!(
+                "budget changed from {} to {} tokens",
+                loaded.info.budget, agent.options.budget
+            ))?;
+        }
+        for call in replayed.pending {
+            let (text, is_error) = call.delimiter.unwrap_or_else(|| {
+                let text = "Not run: the session stopped before this tool call ran. Run it again if it is still needed.";
+                (text.to_string(), true)
+            });
+            agent.push(
+                Message::tool_result(call.id, call.name, text, is_error),
+                None,
+                None,
+            )?;
+        }
+        agent.note(format!(
+            "resumed session {} ({} earlier tasks, {} of {} tokens in view)",
+            loaded.info.id,
+            replayed.tasks,
+            agent.context.tokens(),
+            agent.options.budget
+        ))?;
+        Ok(agent)
+    }
+
+    /// The engine state: view, tokens, episodes.
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+
+    /// Figures of this run.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &AgentOptions {
+        &self.options
+    }
+
+    /// The session file.
+    pub fn session_path(&self) -> PathBuf {
+        self.writer.path().to_owned()
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> String {
+        self.writer.id()
+    }
+
+    /// The observer, to report more events (the CLI's summary) or ask
+    /// whether the output is gone.
+    pub fn observer(&mut self) -> &mut dyn Observer {
+        self.observer.as_mut()
+    }
+
+    /// Appends `message` to the engine and the session file.
+    fn push(
+        &mut self,
+        message: Message,
+        usage: Option<cwl::Usage>,
+        cost_usd: Option<f64>,
+    ) -> Result<Vec<cwl::DelimiterOutcome>, AgentError> {
+        let outcomes = self.context.push(message.clone())?;
+        self.writer.append(&Record::Message {
+            timestamp: Some(session::now()),
+            message,
+            usage,
+            cost_usd,
+        })?;
+        Ok(outcomes)
+    }
+
+    /// Records a note and tells the observer.
+    fn note(&mut self, text: String) -> Result<(), AgentError> {
+        self.writer.append(&Record::Note {
+            timestamp: Some(session::now()),
+            text: text.clone(),
+        })?;
+        self.observer.event(&Event::Note { text });
+        Ok(())
+    }
+}
+
+fn check_budget(options: &AgentOptions) -> Result<(), AgentError> {
+    let budget = options.budget.min(options.hard_limit());
+    if budget <= STATUS_RESERVE {
+        return Err(AgentError::BudgetTooSmall { budget });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engine_budget_leaves_room_for_the_status_block_and_the_window() {
+        let mut options = AgentOptions::new(ModelInfo::unknown("m"));
+        assert_eq!(options.budget, 80_000);
+        assert_eq!(options.engine_budget(), 80_000 - STATUS_RESERVE);
+        options.model.context_window = 50_000;
+        options.output_reserve = 8_000;
+        assert_eq!(options.hard_limit(), 42_000);
+        assert_eq!(options.engine_budget(), 42_000 - STATUS_RESERVE);
+        options.budget = STATUS_RESERVE;
+        assert!(matches!(
+            check_budget(&options),
+            Err(AgentError::BudgetTooSmall {
+                budget: STATUS_RESERVE
+            })
+        ));
+    }
+}

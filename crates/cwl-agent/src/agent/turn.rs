@@ -1,0 +1,313 @@
+//! One task: model call, tool results, again, until the model answers
+//! without tool calls.
+
+use cwl::{Block, Message, Record};
+
+use super::status::{self, Status};
+use super::{Agent, AgentError, Event, TaskOutcome};
+use crate::provider::{Request, Response, StopReason, StreamEvent};
+
+/// A model call ready to send: the messages (view plus status block) and
+/// what they count.
+struct Prepared {
+    messages: Vec<Message>,
+    breakpoint: Option<usize>,
+    /// Calibrated tokens of the request.
+    tokens: usize,
+    /// Uncalibrated tokens of the request, for the next calibration.
+    local: usize,
+}
+
+impl Agent {
+    /// Runs one user turn to its end.
+    ///
+    /// The task ends when the model answers without tool calls, or sends an
+    /// empty reply (not pushed: the transcript takes no empty assistant
+    /// message; a note records it). It fails, with the session saved, when
+    /// the model call fails, the task takes more than `max_turns` calls, or
+    /// the next request would not fit the model's window.
+    pub async fn run_task(&mut self, text: &str) -> Result<TaskOutcome, AgentError> {
+        self.stats.tasks += 1;
+        let task = self.stats.tasks;
+        self.observer.event(&Event::TaskStarted {
+            task,
+            text: text.to_string(),
+        });
+        self.push(Message::user(text), None, None)?;
+        let mut turns = 0;
+        loop {
+            if self.observer.closed() {
+                return Err(AgentError::OutputClosed);
+            }
+            if turns >= self.options.max_turns {
+                let error = AgentError::MaxTurns {
+                    limit: self.options.max_turns,
+                };
+                self.note(error.to_string())?;
+                return Err(error);
+            }
+            turns += 1;
+            let response = self.call_model().await?;
+            let content = clean(response.message);
+            if content.is_empty() {
+                self.note(format!(
+                    "the model sent an empty reply (stop reason: {:?}); task {task} ends here",
+                    response.stop_reason
+                ))?;
+                return self.finish(task, turns, String::new());
+            }
+            let cost = self.options.model.cost(&response.usage);
+            let active = self
+                .context
+                .active_episode()
+                .map(|(name, kind)| (name.to_string(), kind));
+            let message = Message::Assistant { content };
+            let outcomes = match self.push(message.clone(), Some(response.usage), cost) {
+                Ok(outcomes) => outcomes,
+                Err(error) => {
+                    self.note(error.to_string())?;
+                    return Err(error);
+                }
+            };
+            if message.tool_calls().next().is_none() {
+                match response.stop_reason {
+                    StopReason::MaxTokens => self
+                        .note("the answer hit the output token limit and may be cut off".into())?,
+                    StopReason::Refusal => self.note("the model refused".into())?,
+                    _ => {}
+                }
+                return self.finish(task, turns, answer_text(&message));
+            }
+            self.answer_calls(&message, outcomes, active).await?;
+        }
+    }
+
+    fn finish(
+        &mut self,
+        task: usize,
+        turns: usize,
+        answer: String,
+    ) -> Result<TaskOutcome, AgentError> {
+        self.observer.event(&Event::TaskFinished { task, turns });
+        Ok(TaskOutcome { turns, answer })
+    }
+
+    /// Enforces the budget, builds the request and sends it.
+    async fn call_model(&mut self) -> Result<Response, AgentError> {
+        self.enforce()?;
+        let prepared = self.prepare().await;
+        let limit = self.options.hard_limit();
+        if prepared.tokens > limit {
+            let error = AgentError::WindowExceeded {
+                tokens: prepared.tokens,
+                limit,
+            };
+            self.note(error.to_string())?;
+            return Err(error);
+        }
+        if self.budget_unmet {
+            self.stats.over_budget_requests += 1;
+        }
+        let request = Request {
+            model: &self.options.model.name,
+            messages: &prepared.messages,
+            tools: self.context.tools(),
+            max_output_tokens: self.options.max_output_tokens,
+            cache_breakpoint: prepared.breakpoint,
+            reasoning: self.options.reasoning,
+        };
+        let observer = &mut self.observer;
+        let mut on_event = |event: StreamEvent| {
+            let event = match event {
+                StreamEvent::TextDelta(text) => Event::TextDelta { text },
+                StreamEvent::ReasoningDelta(text) => Event::ReasoningDelta { text },
+                StreamEvent::ToolCallStarted { .. } => return,
+                StreamEvent::Retrying {
+                    attempt,
+                    wait,
+                    reason,
+                    discarded_output,
+                } => Event::Retrying {
+                    attempt,
+                    wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    reason,
+                    discarded_output,
+                },
+            };
+            observer.event(&event);
+        };
+        let response = match self.provider.stream(&request, &mut on_event).await {
+            Ok(response) => response,
+            Err(error) => {
+                let error = AgentError::Provider(error);
+                self.note(error.to_string())?;
+                return Err(error);
+            }
+        };
+        self.account(&prepared, &response)?;
+        Ok(response)
+    }
+
+    /// Runs the eviction pass; records and reports it when it did anything.
+    fn enforce(&mut self) -> Result<(), AgentError> {
+        let report = self.context.enforce();
+        if !report.evicted() && report.budget_met {
+            self.budget_unmet = false;
+            return Ok(());
+        }
+        self.writer.append(&Record::Enforce {
+            budget: report.budget as u64,
+            report: serde_json::to_value(&report).unwrap_or_default(),
+        })?;
+        if report.evicted() {
+            self.stats.eviction_passes += 1;
+            self.stats.episodes_evicted += report.episodes.len();
+            self.stats.tokens_evicted += report.tokens_removed();
+            self.observer.event(&Event::Evicted {
+                tokens_before: report.tokens_before,
+                tokens_after: report.tokens_after,
+                budget: report.budget,
+                episodes: report.episodes.clone(),
+            });
+        }
+        if !report.budget_met && !self.budget_unmet {
+            self.observer.event(&Event::BudgetUnmet {
+                tokens: report.tokens_after,
+                budget: report.budget,
+            });
+        }
+        self.budget_unmet = !report.budget_met;
+        Ok(())
+    }
+
+    /// The request's messages: the view, then the status block when the
+    /// view ends with a user turn or a tool result (always, in this loop).
+    async fn prepare(&mut self) -> Prepared {
+        let git = if self.options.git_status {
+            status::git_status(self.toolbox.root()).await
+        } else {
+            None
+        };
+        let status = Status {
+            git,
+            tokens: self.context.tokens(),
+            budget: self.options.budget,
+            active: self
+                .context
+                .active_episode()
+                .map(|(name, kind)| (name.to_string(), kind)),
+            budget_unmet: self.budget_unmet,
+        };
+        let mut messages: Vec<Message> = self.context.view().cloned().collect();
+        let breakpoint = messages.len().checked_sub(1);
+        let mut extra = 0;
+        if matches!(
+            messages.last(),
+            Some(Message::User { .. } | Message::ToolResult(_))
+        ) {
+            let block = status.message(self.counter.as_ref());
+            extra = cwl::tokens::message_tokens(self.counter.as_ref(), &block);
+            messages.push(block);
+        }
+        Prepared {
+            messages,
+            breakpoint,
+            tokens: self.context.tokens() + extra,
+            local: self.context.counted_tokens() + extra,
+        }
+    }
+
+    /// Books a response's usage and calibrates the engine's count.
+    fn account(&mut self, prepared: &Prepared, response: &Response) -> Result<(), AgentError> {
+        let usage = response.usage;
+        self.stats.requests += 1;
+        self.stats.input_tokens += usage.input_tokens;
+        self.stats.cached_input_tokens += usage.cached_input_tokens;
+        self.stats.output_tokens += usage.output_tokens;
+        let cost = self.options.model.cost(&usage);
+        self.stats.cost_usd += cost.unwrap_or(0.0);
+        self.stats.max_request_tokens = self.stats.max_request_tokens.max(prepared.tokens);
+        let offset = self.context.tokens() as i64 - self.context.counted_tokens() as i64;
+        let changes = usage.input_tokens as i64 - prepared.local as i64 != offset;
+        // An unchanged offset is not recorded: replaying it would be a no-op.
+        if usage.input_tokens > 0 && changes {
+            let reported = usize::try_from(usage.input_tokens).unwrap_or(usize::MAX);
+            self.context.calibrate(prepared.local, reported);
+            self.writer.append(&Record::Calibrate {
+                local: prepared.local as u64,
+                reported: usage.input_tokens,
+            })?;
+        }
+        self.observer.event(&Event::Response {
+            request: self.stats.requests,
+            request_tokens: prepared.tokens,
+            context_tokens: self.context.tokens(),
+            budget: self.options.budget,
+            usage,
+            cost_usd: cost,
+        });
+        Ok(())
+    }
+}
+
+/// The blocks of an assistant message without those that carry nothing
+/// (empty text, reasoning with neither text nor signature); none for any
+/// other role.
+fn clean(message: Message) -> Vec<Block> {
+    match message {
+        Message::Assistant { content } => content
+            .into_iter()
+            .filter(|block| match block {
+                Block::Text { text } => !text.trim().is_empty(),
+                Block::Reasoning { text, signature } => {
+                    !text.is_empty() || signature.as_deref().is_some_and(|s| !s.is_empty())
+                }
+                Block::ToolCall(_) => true,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn answer_text(message: &Message) -> String {
+    let Message::Assistant { content } = message else {
+        return String::new();
+    };
+    content
+        .iter()
+        .filter_map(|block| match block {
+            Block::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cwl::ToolCall;
+
+    #[test]
+    fn clean_drops_empty_blocks_only() {
+        let message = Message::Assistant {
+            content: vec![
+                Block::Text { text: " \n".into() },
+                Block::Reasoning {
+                    text: String::new(),
+                    signature: None,
+                },
+                Block::Reasoning {
+                    text: String::new(),
+                    signature: Some("redacted_thinking:abc".into()),
+                },
+                Block::ToolCall(ToolCall::new("c", "ls", "{}")),
+                Block::Text { text: "ok".into() },
+            ],
+        };
+        let content = clean(message);
+        assert_eq!(content.len(), 3);
+        assert_eq!(answer_text(&Message::Assistant { content }), "ok");
+        assert!(clean(Message::user("x")).is_empty());
+    }
+}

@@ -1,0 +1,273 @@
+//! The agent's commands for the `cwl` binary: argument structs (clap) and
+//! one `run_*` function per command. Each function builds its own tokio
+//! runtime, so the binary calls them from plain `main`.
+//!
+//! | command        | args             | function         |
+//! |----------------|------------------|------------------|
+//! | `cwl run`      | [`RunArgs`]      | [`run_run`]      |
+//! | `cwl chat`     | [`ChatArgs`]     | [`run_chat`]     |
+//! | `cwl sessions` | [`SessionsArgs`] | [`run_sessions`] |
+//! | `cwl demo`     | [`DemoArgs`]     | [`run_demo`]     |
+
+mod chat;
+mod run;
+mod sessions;
+mod setup;
+
+use std::path::PathBuf;
+
+use clap::Args;
+use cwl::Budget;
+
+use crate::provider::{ProviderKind, ReasoningEffort};
+
+/// Options shared by `cwl run` and `cwl chat`: model, budget, workspace,
+/// session.
+#[derive(Debug, Clone, Default, Args)]
+pub struct AgentArgs {
+    /// Model API: `openai` (Chat Completions and compatible servers) or
+    /// `anthropic` (Messages). Default: the config file's, else `anthropic`
+    /// when only ANTHROPIC_API_KEY is set, else `openai`.
+    #[arg(long, value_name = "NAME", env = "CWL_PROVIDER")]
+    pub provider: Option<ProviderKind>,
+
+    /// Model name as the server knows it. Default: the config file's, else
+    /// gpt-5 (openai) or claude-sonnet-4-5 (anthropic).
+    #[arg(long, value_name = "NAME", env = "CWL_MODEL")]
+    pub model: Option<String>,
+
+    /// Base URL of the API (overrides OPENAI_BASE_URL / ANTHROPIC_BASE_URL),
+    /// e.g. http://localhost:8000/v1 for a local OpenAI-compatible server.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+
+    /// Token budget for each request: 80000, 80k, or a share of the model's
+    /// context window such as 50%. Old episodes are evicted to stay under
+    /// it. Default: 80k (a resumed session keeps its own).
+    #[arg(long, value_name = "TOKENS|Nk|N%")]
+    pub budget: Option<Budget>,
+
+    /// Directory the agent works in; write and edit are refused outside it.
+    /// Default: the current directory (a resumed session's own directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+
+    /// Where session files are kept. Default: cwl/sessions in the user data
+    /// directory (~/.local/share/cwl/sessions on Linux).
+    #[arg(long, value_name = "DIR", env = "CWL_SESSION_DIR")]
+    pub session_dir: Option<PathBuf>,
+
+    /// Config file (TOML). Default: cwl/config.toml in the user config
+    /// directory (~/.config/cwl/config.toml on Linux) if it exists.
+    #[arg(long, value_name = "FILE", env = "CWL_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Continue a saved session (id, unique id prefix, or file path) with
+    /// exactly the context it had.
+    #[arg(long, value_name = "SESSION")]
+    pub resume: Option<String>,
+
+    /// Model calls one task may take before the run stops (default 200).
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<usize>,
+
+    /// Let write and edit change files outside --cwd.
+    #[arg(long)]
+    pub allow_outside_writes: bool,
+
+    /// Ask the model to reason: low, medium or high.
+    #[arg(long, value_name = "EFFORT", value_parser = parse_effort)]
+    pub reasoning: Option<ReasoningEffort>,
+
+    /// Print events as JSON lines on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cwl run`: run tasks non-interactively, one after another, in one
+/// session.
+#[derive(Debug, Clone, Default, Args)]
+#[command(after_help = "\
+Tasks run in order in ONE session: PROMPT first, then each --task. With \
+neither, each non-empty line of stdin (when it is not a terminal) is a task. \
+A task ends when the model answers without calling tools. The exit status is \
+0 when every task ran; otherwise the session is saved and can be continued \
+with --resume.
+
+Examples:
+  cwl run \"fix the failing test in src/parse.rs\"
+  cwl run --budget 40k --task \"add a --verbose flag\" --task \"document it in README\"
+  cwl run --resume 20250301-142233-9f3c --task \"now add tests\"")]
+pub struct RunArgs {
+    /// Model, budget, workspace and session options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+
+    /// A task (user turn); repeat for several, run in order.
+    #[arg(long = "task", value_name = "TEXT")]
+    pub tasks: Vec<String>,
+
+    /// The first task.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Option<String>,
+}
+
+/// `cwl chat`: an interactive session, one task per line.
+#[derive(Debug, Clone, Default, Args)]
+#[command(after_help = "\
+Type a task and press Enter; the agent works until it answers. /status shows \
+the context, /exit (or Ctrl-D) ends the session, which can be continued later \
+with `cwl chat --resume ID` or `cwl run --resume ID`.")]
+pub struct ChatArgs {
+    /// Model, budget, workspace and session options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+/// `cwl sessions`: list saved sessions.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SessionsArgs {
+    /// Where session files are kept (default as for `cwl run`).
+    #[arg(long, value_name = "DIR", env = "CWL_SESSION_DIR")]
+    pub session_dir: Option<PathBuf>,
+
+    /// Config file (TOML), for its session_dir.
+    #[arg(long, value_name = "FILE", env = "CWL_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Show at most N sessions, most recent first (0: all).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: usize,
+
+    /// Print one JSON object per session instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cwl demo`: the agent loop, tools and engine driven by a built-in
+/// scripted model; no API key, no network.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = "\
+The demo creates a throwaway git repository in a temporary directory, runs \
+several tasks on it in one session with a small budget so that eviction \
+happens, and prints what happened and where the session file is.")]
+pub struct DemoArgs {
+    /// Token budget for each request (small, so eviction shows).
+    #[arg(long, value_name = "TOKENS|Nk", default_value = "3500")]
+    pub budget: Budget,
+
+    /// Where the session file is written (default as for `cwl run`).
+    #[arg(long, value_name = "DIR", env = "CWL_SESSION_DIR")]
+    pub session_dir: Option<PathBuf>,
+
+    /// Keep the demo repository instead of deleting it at the end.
+    #[arg(long)]
+    pub keep: bool,
+
+    /// Print events as JSON lines on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Default for DemoArgs {
+    fn default() -> Self {
+        DemoArgs {
+            budget: Budget::Tokens(crate::demo::DEFAULT_BUDGET),
+            session_dir: None,
+            keep: false,
+            json: false,
+        }
+    }
+}
+
+/// Runs `cwl run`.
+pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(run::run(args))
+}
+
+/// Runs `cwl chat`.
+pub fn run_chat(args: ChatArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(chat::chat(args))
+}
+
+/// Runs `cwl sessions`.
+pub fn run_sessions(args: SessionsArgs) -> anyhow::Result<()> {
+    sessions::sessions(args)
+}
+
+/// Runs `cwl demo`.
+pub fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(async move {
+        crate::demo::run(crate::demo::DemoOptions {
+            budget: args.budget,
+            session_dir: args.session_dir,
+            keep: args.keep,
+            json: args.json,
+        })
+        .await
+        .map(|_| ())
+    })
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context as _;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")
+}
+
+fn parse_effort(text: &str) -> Result<ReasoningEffort, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "low" => Ok(ReasoningEffort::Low),
+        "medium" => Ok(ReasoningEffort::Medium),
+        "high" => Ok(ReasoningEffort::High),
+        other => Err(format!("expected low, medium or high, not {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Run {
+        #[command(flatten)]
+        args: RunArgs,
+    }
+
+    #[test]
+    fn run_args_parse_in_order() {
+        let run = Run::try_parse_from([
+            "run",
+            "--provider",
+            "anthropic",
+            "--budget",
+            "50%",
+            "--task",
+            "one",
+            "--task",
+            "two",
+            "first",
+            "--reasoning",
+            "high",
+        ])
+        .unwrap()
+        .args;
+        assert_eq!(run.agent.provider, Some(ProviderKind::Anthropic));
+        assert_eq!(run.agent.budget, Some(Budget::Percent(50.0)));
+        assert_eq!(run.tasks, ["one", "two"]);
+        assert_eq!(run.prompt.as_deref(), Some("first"));
+        assert_eq!(run.agent.reasoning, Some(ReasoningEffort::High));
+        for bad in [
+            &["run", "--budget", "lots"][..],
+            &["run", "--provider", "gemini"],
+            &["run", "--reasoning", "max"],
+        ] {
+            let error = Run::try_parse_from(bad).unwrap_err().to_string();
+            assert!(error.contains(bad[2]), "{error}");
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The optional config file: defaults for the command line and model table
+//! entries.
+//!
+//! Read from `--config FILE` (or `CWL_CONFIG`), else from
+//! `<config dir>/cwl/config.toml` (`~/.config/cwl/config.toml` on Linux)
+//! when it exists. Every key is optional; command-line flags win.
+//!
+//! ```toml
+//! provider = "anthropic"          # or "openai"
+//! model = "claude-sonnet-4-5"
+//! base_url = "http://localhost:8080/v1"   # for the configured provider
+//! budget = "80k"                  # tokens, 80k, 1.5M or 50% of the window
+//! session_dir = "/home/me/cwl-sessions"
+//! max_turns = 200
+//!
+//! [[models]]                      # add or replace model table entries
+//! name = "qwen3-coder"
+//! context_window = 262144
+//! max_output_tokens = 32768
+//! input_price = 0.30              # US dollars per million tokens
+//! output_price = 1.20
+//! ```
+//!
+//! API keys are not read from this file: they come from the environment
+//! (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`) only.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::provider::ModelInfo;
+
+/// The config file's contents.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Default provider (`openai` or `anthropic`).
+    pub provider: Option<String>,
+    /// Default model.
+    pub model: Option<String>,
+    /// Base URL for the configured provider (a flag or the provider's
+    /// environment variable overrides it).
+    pub base_url: Option<String>,
+    /// Default budget (`80000`, `80k`, `50%`).
+    pub budget: Option<String>,
+    /// Where sessions are stored.
+    pub session_dir: Option<PathBuf>,
+    /// Model calls a task may take.
+    pub max_turns: Option<usize>,
+    /// Model table entries; each replaces the built-in entry of that name.
+    #[serde(default)]
+    pub models: Vec<ModelInfo>,
+}
+
+/// A config file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (it names the line and key).
+        message: String,
+    },
+}
+
+/// The default config file: `<config dir>/cwl/config.toml`.
+pub fn default_path() -> Option<PathBuf> {
+    dirs::config_dir().map(|dir| dir.join("cwl").join("config.toml"))
+}
+
+/// Loads `explicit` (which must exist), else the default file if there is
+/// one, else an empty config.
+pub fn load(explicit: Option<&Path>) -> Result<FileConfig, ConfigError> {
+    let path = match explicit {
+        Some(path) => path.to_owned(),
+        None => match default_path() {
+            Some(path) if path.is_file() => path,
+            _ => return Ok(FileConfig::default()),
+        },
+    };
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    parse(&text).map_err(|message| ConfigError::Parse { path, message })
+}
+
+/// Parses config text.
+pub fn parse(text: &str) -> Result<FileConfig, String> {
+    toml::from_str(text).map_err(|e| e.to_string().trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_key() {
+        let config = parse(
+            r#"
+provider = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "http://localhost:1/v1"
+budget = "50%"
+session_dir = "/tmp/s"
+max_turns = 12
+
+[[models]]
+name = "local-model"
+context_window = 32000
+input_price = 0.5
+output_price = 1.5
+"#,
+        )
+        .unwrap();
+        assert_eq!(config.provider.as_deref(), Some("anthropic"));
+        assert_eq!(config.budget.as_deref(), Some("50%"));
+        assert_eq!(config.max_turns, Some(12));
+        assert_eq!(config.models.len(), 1);
+        assert_eq!(config.models[0].context_window, 32_000);
+        assert_eq!(config.models[0].input_price, Some(0.5));
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_bad_files() {
+        let error = parse("modle = \"x\"").unwrap_err();
+        assert!(error.contains("modle"), "{error}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "budget = [").unwrap();
+        let error = load(Some(&path)).unwrap_err().to_string();
+        assert!(error.contains("c.toml"), "{error}");
+        assert!(matches!(
+            load(Some(&dir.path().join("missing.toml"))),
+            Err(ConfigError::Read { .. })
+        ));
+        assert_eq!(parse("").unwrap(), FileConfig::default());
+    }
+}

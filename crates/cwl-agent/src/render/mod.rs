@@ -1,0 +1,508 @@
+//! Showing a run: the model's text streamed to stdout, compact lines for
+//! tool calls, episodes and evictions on stderr, a summary at the end; or,
+//! with `--json`, every event as one JSON line on stdout.
+//!
+//! Colors only when stderr is a terminal and `NO_COLOR` is unset. A closed
+//! pipe never panics: the first failed write marks the renderer closed,
+//! nothing more is written, and the agent stops at its next step.
+
+pub mod describe;
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::agent::status::human_tokens;
+use crate::agent::{Event, Observer, Stats};
+
+/// How to render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RenderOptions {
+    /// JSON lines instead of text.
+    pub json: bool,
+    /// ANSI colors on stderr.
+    pub color: bool,
+}
+
+impl RenderOptions {
+    /// Text or JSON, with colors when stderr is a terminal and `NO_COLOR`
+    /// is not set to a non-empty value.
+    pub fn detect(json: bool) -> Self {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        RenderOptions {
+            json,
+            color: !json && !no_color && std::io::stderr().is_terminal(),
+        }
+    }
+}
+
+/// The end-of-run figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary<'a> {
+    /// Figures of the run.
+    #[serde(flatten)]
+    pub stats: &'a Stats,
+    /// The user's budget.
+    pub budget: usize,
+    /// The session file.
+    pub session: &'a Path,
+}
+
+#[derive(Clone, Copy)]
+enum Style {
+    Dim,
+    Episode,
+    Evict,
+    Warn,
+    Error,
+    Good,
+}
+
+impl Style {
+    fn code(self) -> &'static str {
+        match self {
+            Style::Dim => "\x1b[2m",
+            Style::Episode => "\x1b[36m",
+            Style::Evict => "\x1b[33m",
+            Style::Warn => "\x1b[1;33m",
+            Style::Error => "\x1b[31m",
+            Style::Good => "\x1b[32m",
+        }
+    }
+}
+
+/// Writes events to stdout and stderr (or any two writers).
+pub struct Renderer {
+    out: Box<dyn Write + Send>,
+    err: Box<dyn Write + Send>,
+    options: RenderOptions,
+    closed: bool,
+    /// Whether stdout's last text did not end with a newline.
+    mid_line: bool,
+    last_request: Option<(usize, usize)>,
+}
+
+impl std::fmt::Debug for Renderer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Renderer")
+            .field("options", &self.options)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Renderer {
+    /// A renderer on the process's stdout and stderr.
+    pub fn stdio(options: RenderOptions) -> Self {
+        Renderer::new(
+            Box::new(std::io::stdout()),
+            Box::new(std::io::stderr()),
+            options,
+        )
+    }
+
+    /// A renderer on two writers: `out` for the model's text (or all JSON),
+    /// `err` for the compact lines.
+    pub fn new(
+        out: Box<dyn Write + Send>,
+        err: Box<dyn Write + Send>,
+        options: RenderOptions,
+    ) -> Self {
+        Renderer {
+            out,
+            err,
+            options,
+            closed: false,
+            mid_line: false,
+            last_request: None,
+        }
+    }
+
+    /// Whether output is JSON.
+    pub fn is_json(&self) -> bool {
+        self.options.json
+    }
+
+    /// Prints an informational line on stderr (as a JSON `note` in JSON mode).
+    pub fn info(&mut self, text: &str) {
+        if self.options.json {
+            self.json(&Event::Note {
+                text: text.to_string(),
+            });
+        } else {
+            self.line(None, text);
+        }
+    }
+
+    /// Prints the end-of-run summary: tasks, requests, tokens, cost, the
+    /// largest request against the budget, evictions and the session file.
+    pub fn summary(&mut self, summary: &Summary<'_>) {
+        if self.options.json {
+            #[derive(Serialize)]
+            struct Line<'a> {
+                event: &'static str,
+                #[serde(flatten)]
+                summary: &'a Summary<'a>,
+            }
+            self.json(&Line {
+                event: "summary",
+                summary,
+            });
+            return;
+        }
+        let s = summary.stats;
+        let cost = if s.priced {
+            format!("${:.4}", s.cost_usd)
+        } else {
+            "cost unknown (no prices for this model)".to_string()
+        };
+        let cached = if s.cached_input_tokens > 0 {
+            format!(" ({} cached)", human_tokens(s.cached_input_tokens as usize))
+        } else {
+            String::new()
+        };
+        self.line(
+            Some(Style::Good),
+            &format!(
+                "{} tasks · {} requests · {} in{cached} / {} out · {cost}",
+                s.tasks,
+                s.requests,
+                human_tokens(s.input_tokens as usize),
+                human_tokens(s.output_tokens as usize),
+            ),
+        );
+        self.line(
+            None,
+            &format!(
+                "largest request {} of budget {} · {} eviction passes removed {} from {} episodes",
+                human_tokens(s.max_request_tokens),
+                human_tokens(summary.budget),
+                s.eviction_passes,
+                human_tokens(s.tokens_evicted),
+                s.episodes_evicted,
+            ),
+        );
+        self.line(None, &format!("session: {}", summary.session.display()));
+    }
+
+    fn json<T: Serialize>(&mut self, value: &T) {
+        if self.closed {
+            return;
+        }
+        let Ok(mut line) = serde_json::to_string(value) else {
+            return;
+        };
+        line.push('\n');
+        let written = self
+            .out
+            .write_all(line.as_bytes())
+            .and_then(|()| self.out.flush());
+        self.closed |= written.is_err();
+    }
+
+    fn text(&mut self, text: &str) {
+        if self.closed || text.is_empty() {
+            return;
+        }
+        let written = self
+            .out
+            .write_all(text.as_bytes())
+            .and_then(|()| self.out.flush());
+        self.closed |= written.is_err();
+        self.mid_line = !text.ends_with('\n');
+    }
+
+    fn end_text_line(&mut self) {
+        if self.mid_line {
+            self.text("\n");
+        }
+    }
+
+    fn line(&mut self, style: Option<Style>, text: &str) {
+        self.end_text_line();
+        if self.closed {
+            return;
+        }
+        let line = match style {
+            Some(style) if self.options.color => format!("{}{text}\x1b[0m\n", style.code()),
+            _ => format!("{text}\n"),
+        };
+        let written = self
+            .err
+            .write_all(line.as_bytes())
+            .and_then(|()| self.err.flush());
+        self.closed |= written.is_err();
+    }
+
+    fn human(&mut self, event: &Event) {
+        match event {
+            Event::TaskStarted { task, text } => {
+                let first = describe::shorten(&describe::one_line(text), 80);
+                self.line(Some(Style::Good), &format!("── task {task}: {first}"));
+            }
+            Event::TextDelta { text } => self.text(text),
+            Event::ReasoningDelta { .. } | Event::Response { .. } => {}
+            Event::ToolResult {
+                name,
+                arguments,
+                is_error,
+                content,
+                ..
+            } => {
+                if name == cwl::DELIMITER {
+                    return;
+                }
+                let call = describe::call(name, arguments);
+                let result = describe::result(content, *is_error);
+                if *is_error {
+                    self.line(Some(Style::Error), &format!("  ✗ {call} · {result}"));
+                } else {
+                    self.line(Some(Style::Dim), &format!("  ▸ {call} · {result}"));
+                }
+            }
+            Event::EpisodeStarted {
+                name,
+                kind,
+                dependencies,
+            } => {
+                let deps = if dependencies.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ← {}", dependencies.join(", "))
+                };
+                self.line(Some(Style::Episode), &format!("⟨{kind}⟩ {name}{deps}"));
+            }
+            Event::EpisodeEnded {
+                name,
+                kind,
+                description,
+            } => {
+                let text = match description {
+                    Some(d) => format!("⟨/{kind}⟩ {name}: {}", describe::shorten(&describe::one_line(d), 90)),
+                    None => format!("⟨/{kind}⟩ {name}"),
+                };
+                self.line(Some(Style::Episode), &text);
+            }
+            Event::DelimiterRejected { error, .. } => {
+                self.line(Some(Style::Error), &format!("  ✗ delimiter · {error}"));
+            }
+            Event::Evicted {
+                tokens_before,
+                tokens_after,
+                episodes,
+                ..
+            } => {
+                for episode in episodes {
+                    self.line(Some(Style::Evict), &describe::eviction(episode));
+                }
+                self.line(
+                    Some(Style::Dim),
+                    &format!(
+                        "  context {} → {}",
+                        human_tokens(*tokens_before),
+                        human_tokens(*tokens_after)
+                    ),
+                );
+            }
+            Event::BudgetUnmet { tokens, budget } => self.line(
+                Some(Style::Warn),
+                &format!(
+                    "⚠ budget cannot be met: {} / {} and nothing more is evictable; the agent is told to close its episode",
+                    human_tokens(*tokens),
+                    human_tokens(*budget)
+                ),
+            ),
+            Event::Retrying {
+                attempt,
+                wait_ms,
+                reason,
+                discarded_output,
+            } => {
+                let discarded = if *discarded_output {
+                    " (partial output discarded)"
+                } else {
+                    ""
+                };
+                self.line(
+                    Some(Style::Warn),
+                    &format!(
+                        "↻ attempt {attempt} failed, retrying in {:.1}s{discarded}: {}",
+                        *wait_ms as f64 / 1000.0,
+                        describe::shorten(reason, 120)
+                    ),
+                );
+            }
+            Event::Note { text } => self.line(Some(Style::Warn), &format!("· {text}")),
+            Event::TaskFinished { task, turns } => {
+                let gauge = self
+                    .last_request
+                    .map(|(used, budget)| format!(" · request {}", describe::gauge(used, budget)))
+                    .unwrap_or_default();
+                self.line(
+                    Some(Style::Good),
+                    &format!("✓ task {task} done in {turns} model calls{gauge}"),
+                );
+            }
+        }
+    }
+}
+
+impl Observer for Renderer {
+    fn event(&mut self, event: &Event) {
+        if let Event::Response {
+            request_tokens,
+            budget,
+            ..
+        } = event
+        {
+            self.last_request = Some((*request_tokens, *budget));
+        }
+        if self.options.json {
+            self.json(event);
+        } else {
+            self.human(event);
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.closed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Buffer {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    struct Broken;
+
+    impl Write for Broken {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+    }
+
+    fn events() -> Vec<Event> {
+        vec![
+            Event::TaskStarted {
+                task: 1,
+                text: "fix it".into(),
+            },
+            Event::EpisodeStarted {
+                name: "locate-auth".into(),
+                kind: cwl::EpisodeKind::Expl,
+                dependencies: vec![],
+            },
+            Event::ToolResult {
+                id: "c1".into(),
+                name: "grep".into(),
+                arguments: r#"{"pattern":"login"}"#.into(),
+                is_error: false,
+                content: "a:1\nb:2\n".into(),
+            },
+            Event::TextDelta {
+                text: "Done".into(),
+            },
+            Event::TaskFinished { task: 1, turns: 3 },
+        ]
+    }
+
+    #[test]
+    fn text_goes_to_stdout_and_compact_lines_to_stderr() {
+        let (out, err) = (Buffer::default(), Buffer::default());
+        let mut renderer = Renderer::new(
+            Box::new(out.clone()),
+            Box::new(err.clone()),
+            RenderOptions::default(),
+        );
+        for event in events() {
+            renderer.event(&event);
+        }
+        assert_eq!(out.text(), "Done\n");
+        let err = err.text();
+        assert!(err.contains("⟨expl⟩ locate-auth\n"), "{err}");
+        assert!(err.contains("  ▸ grep \"login\" · 2 lines\n"), "{err}");
+        assert!(err.contains("✓ task 1 done in 3 model calls"), "{err}");
+        assert!(!err.contains('\x1b'), "no colors unless asked");
+    }
+
+    #[test]
+    fn json_mode_writes_one_event_per_line() {
+        let (out, err) = (Buffer::default(), Buffer::default());
+        let options = RenderOptions {
+            json: true,
+            color: false,
+        };
+        let mut renderer = Renderer::new(Box::new(out.clone()), Box::new(err.clone()), options);
+        for event in events() {
+            renderer.event(&event);
+        }
+        let stats = Stats::default();
+        renderer.summary(&Summary {
+            stats: &stats,
+            budget: 4000,
+            session: Path::new("/s.jsonl"),
+        });
+        let lines: Vec<serde_json::Value> = out
+            .text()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 6);
+        assert_eq!(lines[1]["event"], "episode_started");
+        assert_eq!(lines[1]["kind"], "expl");
+        assert_eq!(lines[5]["event"], "summary");
+        assert_eq!(lines[5]["session"], "/s.jsonl");
+        assert!(err.text().is_empty());
+    }
+
+    #[test]
+    fn a_closed_pipe_marks_the_renderer_closed_without_panicking() {
+        let mut renderer =
+            Renderer::new(Box::new(Broken), Box::new(Broken), RenderOptions::default());
+        assert!(!renderer.closed());
+        for event in events() {
+            renderer.event(&event);
+        }
+        assert!(renderer.closed());
+        renderer.info("still quiet");
+    }
+
+    #[test]
+    fn colors_wrap_stderr_lines_only() {
+        let (out, err) = (Buffer::default(), Buffer::default());
+        let options = RenderOptions {
+            json: false,
+            color: true,
+        };
+        let mut renderer = Renderer::new(Box::new(out.clone()), Box::new(err.clone()), options);
+        for event in events() {
+            renderer.event(&event);
+        }
+        assert!(err.text().contains("\x1b[36m⟨expl⟩ locate-auth\x1b[0m"));
+        assert!(!out.text().contains('\x1b'));
+    }
+}

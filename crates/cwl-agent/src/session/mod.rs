@@ -1,0 +1,169 @@
+//! The session store: one append-only JSONL file per session, one
+//! [`cwl::Record`] a line.
+//!
+//! The file keeps everything: the header (model, budget, tools), every
+//! message in order (also those the engine later evicts from the view),
+//! each eviction pass that changed the view ([`Record::Enforce`]), each
+//! calibration, usage and cost per model call, and notes. Each record is
+//! written with one `write` call as soon as it happens, so a crash loses at
+//! most the line being written; [`read`] detects such a torn last line and
+//! skips it with a warning. API keys are never part of any record.
+//!
+//! Resuming ([`replay`]) replays the records into a fresh [`cwl::Context`]:
+//! the same pushes, calibrations and enforcements at the same points give
+//! the same view, byte for byte.
+
+mod list;
+mod read;
+mod resume;
+mod store;
+
+use std::path::PathBuf;
+
+use cwl::{Record, ToolSpec};
+
+pub use list::{SessionSummary, list};
+pub use read::{Loaded, read};
+pub use resume::{PendingCall, Replayed, find, replay};
+pub use store::{SessionWriter, new_id};
+
+/// Why a session file could not be written, read or replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// A file system operation failed.
+    #[error("session file {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A line in the middle of the file is not a record.
+    #[error("session file {path} line {line}: not a session record ({reason})")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// Why it could not be read.
+        reason: String,
+    },
+    /// The file does not start with a session header.
+    #[error("session file {0} does not start with a session header")]
+    NoHeader(PathBuf),
+    /// The header has a format version this build does not read.
+    #[error("session file {path} has format version {version}; this cwl reads version {supported}")]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// The file's version.
+        version: u32,
+        /// The version this build writes and reads.
+        supported: u32,
+    },
+    /// A recorded message cannot be replayed into the engine.
+    #[error("session file {path} line {line}: cannot replay message: {reason}")]
+    Replay {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// The engine's complaint.
+        reason: String,
+    },
+    /// No session matches the name given.
+    #[error("no session `{name}` in {dir} (run `cwl sessions` to list them)")]
+    NotFound {
+        /// What was asked for.
+        name: String,
+        /// Where we looked.
+        dir: PathBuf,
+    },
+    /// Several sessions match a prefix.
+    #[error("`{name}` matches several sessions: {matches}; give more of the id")]
+    Ambiguous {
+        /// What was asked for.
+        name: String,
+        /// The ids it matches.
+        matches: String,
+    },
+    /// No data directory is known and none was given.
+    #[error("no session directory: the user data directory is unknown; pass --session-dir")]
+    NoDataDir,
+}
+
+/// The header of a session: what it is, from its first line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    /// The session id (also the file stem).
+    pub id: String,
+    /// When the session was created (RFC 3339).
+    pub timestamp: String,
+    /// The agent's working directory.
+    pub cwd: String,
+    /// Provider name.
+    pub provider: String,
+    /// Model name.
+    pub model: String,
+    /// The user's token budget for a whole request.
+    pub budget: u64,
+    /// The tools offered, `delimiter` included.
+    pub tools: Vec<ToolSpec>,
+}
+
+impl SessionInfo {
+    /// The header record.
+    pub fn record(&self) -> Record {
+        Record::Session {
+            version: cwl::record::SESSION_FORMAT_VERSION,
+            id: self.id.clone(),
+            timestamp: self.timestamp.clone(),
+            cwd: self.cwd.clone(),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            budget: self.budget,
+            tools: self.tools.clone(),
+        }
+    }
+
+    /// The header in `record`, with its format version.
+    pub fn from_record(record: &Record) -> Option<(SessionInfo, u32)> {
+        match record {
+            Record::Session {
+                version,
+                id,
+                timestamp,
+                cwd,
+                provider,
+                model,
+                budget,
+                tools,
+            } => Some((
+                SessionInfo {
+                    id: id.clone(),
+                    timestamp: timestamp.clone(),
+                    cwd: cwd.clone(),
+                    provider: provider.clone(),
+                    model: model.clone(),
+                    budget: *budget,
+                    tools: tools.clone(),
+                },
+                *version,
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// The default session directory: `<user data dir>/cwl/sessions`
+/// (`~/.local/share/cwl/sessions` on Linux).
+pub fn default_dir() -> Result<PathBuf, SessionError> {
+    dirs::data_dir()
+        .map(|dir| dir.join("cwl").join("sessions"))
+        .ok_or(SessionError::NoDataDir)
+}
+
+/// The current time in RFC 3339, as records carry it.
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

@@ -1,0 +1,288 @@
+//! Rebuilding a session's engine state from its records.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cwl::{Config, Context, Message, Record, TokenCounter};
+
+use super::{Loaded, SessionError};
+
+/// A tool call that never got its result (the session stopped before it
+/// ran).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingCall {
+    /// The call id.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// For a delimiter call: the engine's answer (text, is error), already
+    /// applied to the episode graph when the call was pushed.
+    pub delimiter: Option<(String, bool)>,
+}
+
+/// The engine state rebuilt from a session file.
+pub struct Replayed {
+    /// The context, exactly as it was after the last record.
+    pub context: Context,
+    /// Tool calls that never got a result (the session stopped while they
+    /// were due), oldest first.
+    pub pending: Vec<PendingCall>,
+    /// User turns in the transcript.
+    pub tasks: usize,
+    /// Where the replay disagreed with what was recorded (should be empty).
+    pub warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for Replayed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replayed")
+            .field("context", &self.context)
+            .field("pending", &self.pending)
+            .field("tasks", &self.tasks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Replays `loaded` into a fresh context counting with `counter`: messages
+/// are pushed, calibrations and enforcements re-applied at the same points
+/// with the recorded budgets. `budget` is the engine budget set at the start
+/// (later [`Record::Enforce`] lines carry their own).
+pub fn replay(
+    loaded: &Loaded,
+    path: &Path,
+    counter: Arc<dyn TokenCounter>,
+    budget: usize,
+) -> Result<Replayed, SessionError> {
+    let mut context = Context::new(
+        Config::with_budget(budget),
+        counter,
+        loaded.info.tools.clone(),
+    );
+    let mut names: HashMap<String, String> = HashMap::new();
+    let mut answers: HashMap<String, (String, bool)> = HashMap::new();
+    let mut tasks = 0;
+    let mut warnings = Vec::new();
+    for (line, record) in &loaded.records {
+        match record {
+            Record::Message { message, .. } => {
+                if matches!(message, Message::User { .. }) {
+                    tasks += 1;
+                }
+                for call in message.tool_calls() {
+                    names.insert(call.id.clone(), call.name.clone());
+                }
+                let outcomes =
+                    context
+                        .push(message.clone())
+                        .map_err(|error| SessionError::Replay {
+                            path: path.to_owned(),
+                            line: *line,
+                            reason: error.to_string(),
+                        })?;
+                for outcome in outcomes {
+                    answers.insert(
+                        outcome.call_id.clone(),
+                        (outcome.text(), outcome.is_error()),
+                    );
+                }
+            }
+            Record::Enforce { budget, report } => {
+                context.set_budget(usize::try_from(*budget).unwrap_or(usize::MAX));
+                let replayed = context.enforce();
+                let recorded = report
+                    .get("tokens_after")
+                    .and_then(serde_json::Value::as_u64);
+                if recorded.is_some_and(|t| t != replayed.tokens_after as u64) {
+                    warnings.push(format!(
+                        "line {line}: the eviction pass left {} tokens on replay but {} when recorded (was the session written with another tokenizer?)",
+                        replayed.tokens_after,
+                        recorded.unwrap_or_default()
+                    ));
+                }
+            }
+            Record::Calibrate { local, reported } => context.calibrate(
+                usize::try_from(*local).unwrap_or(usize::MAX),
+                usize::try_from(*reported).unwrap_or(usize::MAX),
+            ),
+            Record::Session { .. } | Record::Note { .. } => {}
+        }
+    }
+    context.set_budget(budget);
+    let pending = context
+        .pending_calls()
+        .into_iter()
+        .map(|id| PendingCall {
+            id: id.to_string(),
+            name: names.get(id).cloned().unwrap_or_default(),
+            delimiter: answers.get(id).cloned(),
+        })
+        .collect();
+    Ok(Replayed {
+        context,
+        pending,
+        tasks,
+        warnings,
+    })
+}
+
+/// The file of session `name` in `dir`: a path to a file, an exact id, or
+/// a unique prefix of one.
+pub fn find(dir: &Path, name: &str) -> Result<PathBuf, SessionError> {
+    let as_path = Path::new(name);
+    if as_path.is_file() {
+        return Ok(as_path.to_owned());
+    }
+    let exact = dir.join(format!("{name}.jsonl"));
+    if exact.is_file() {
+        return Ok(exact);
+    }
+    let not_found = || SessionError::NotFound {
+        name: name.to_string(),
+        dir: dir.to_owned(),
+    };
+    let entries = std::fs::read_dir(dir).map_err(|_| not_found())?;
+    let mut matches: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| {
+            path.extension().is_some_and(|e| e == "jsonl")
+                && path
+                    .file_stem()
+                    .is_some_and(|stem| stem.to_string_lossy().starts_with(name))
+        })
+        .collect();
+    matches.sort();
+    match matches.len() {
+        0 => Err(not_found()),
+        1 => Ok(matches.remove(0)),
+        _ => Err(SessionError::Ambiguous {
+            name: name.to_string(),
+            matches: matches
+                .iter()
+                .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{SessionInfo, SessionWriter, read};
+    use cwl::{Block, Estimate, ToolCall};
+
+    fn info() -> SessionInfo {
+        SessionInfo {
+            id: "r1".into(),
+            timestamp: "2025-01-01T00:00:00Z".into(),
+            cwd: "/tmp".into(),
+            provider: "openai".into(),
+            model: "m".into(),
+            budget: 100,
+            tools: vec![cwl::delimiter_spec()],
+        }
+    }
+
+    fn assistant(calls: &[(&str, &str, &str)]) -> Message {
+        Message::Assistant {
+            content: calls
+                .iter()
+                .map(|(id, name, args)| Block::ToolCall(ToolCall::new(*id, *name, *args)))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn replay_reports_pending_calls_and_counts_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = SessionWriter::create(dir.path(), &info()).unwrap();
+        let start = r#"{"action":"start","name":"e","type":"expl"}"#;
+        let messages = [
+            Message::system("sys"),
+            Message::user("task"),
+            assistant(&[
+                ("c1", "read", "{}"),
+                ("c2", "bash", "{}"),
+                ("c3", "delimiter", start),
+            ]),
+            Message::tool_result("c1", "read", "text", false),
+        ];
+        for message in messages {
+            writer
+                .append(&Record::Message {
+                    timestamp: None,
+                    message,
+                    usage: None,
+                    cost_usd: None,
+                })
+                .unwrap();
+        }
+        let loaded = read(writer.path()).unwrap();
+        let replayed = replay(&loaded, writer.path(), Arc::new(Estimate), 50).unwrap();
+        assert_eq!(
+            replayed.pending,
+            vec![
+                PendingCall {
+                    id: "c2".into(),
+                    name: "bash".into(),
+                    delimiter: None
+                },
+                PendingCall {
+                    id: "c3".into(),
+                    name: "delimiter".into(),
+                    delimiter: Some(("Started expl episode `e`.".into(), false))
+                },
+            ]
+        );
+        assert_eq!(replayed.context.active_episode().map(|(n, _)| n), Some("e"));
+        assert_eq!(replayed.tasks, 1);
+        assert_eq!(replayed.context.budget(), 50);
+        assert_eq!(replayed.context.view().count(), 4);
+    }
+
+    #[test]
+    fn replay_errors_name_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = SessionWriter::create(dir.path(), &info()).unwrap();
+        writer
+            .append(&Record::Message {
+                timestamp: None,
+                message: Message::tool_result("nope", "read", "x", false),
+                usage: None,
+                cost_usd: None,
+            })
+            .unwrap();
+        let loaded = read(writer.path()).unwrap();
+        let error = replay(&loaded, writer.path(), Arc::new(Estimate), 50).unwrap_err();
+        assert!(error.to_string().contains("line 2"), "{error}");
+        assert!(error.to_string().contains("nope"), "{error}");
+    }
+
+    #[test]
+    fn find_accepts_paths_ids_and_unique_prefixes() {
+        let dir = tempfile::tempdir().unwrap();
+        for id in [
+            "20250101-000000-aaaa",
+            "20250101-000000-aabb",
+            "20250202-000000-cccc",
+        ] {
+            std::fs::write(dir.path().join(format!("{id}.jsonl")), "").unwrap();
+        }
+        let full = dir.path().join("20250202-000000-cccc.jsonl");
+        assert_eq!(find(dir.path(), full.to_str().unwrap()).unwrap(), full);
+        assert_eq!(find(dir.path(), "20250202-000000-cccc").unwrap(), full);
+        assert_eq!(find(dir.path(), "20250202").unwrap(), full);
+        let ambiguous = find(dir.path(), "20250101-000000-aa")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            ambiguous.contains("aaaa") && ambiguous.contains("aabb"),
+            "{ambiguous}"
+        );
+        assert!(matches!(
+            find(dir.path(), "zzz"),
+            Err(SessionError::NotFound { .. })
+        ));
+    }
+}

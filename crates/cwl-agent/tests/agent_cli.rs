@@ -1,0 +1,209 @@
+//! The `cwl_agent::cli` entry points end to end: flags, config file,
+//! sessions on disk, resume, failures and the demo.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use cwl::{Budget, Usage};
+use cwl_agent::cli::{self, AgentArgs, DemoArgs, RunArgs, SessionsArgs};
+use cwl_agent::provider::ProviderKind;
+use cwl_agent::provider::testing::{Reply, ScriptedServer};
+use cwl_agent::session;
+use support::*;
+
+/// A runtime for the scripted server; the CLI runs on its own runtime on
+/// the test's thread.
+fn server(replies: Vec<Reply>) -> (tokio::runtime::Runtime, ScriptedServer) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(ScriptedServer::start(replies)).unwrap();
+    (runtime, server)
+}
+
+fn agent_args(server: &ScriptedServer, cwd: &Path, sessions: &Path, config: &Path) -> AgentArgs {
+    AgentArgs {
+        provider: Some(ProviderKind::OpenAi),
+        model: Some("gpt-test".into()),
+        base_url: Some(format!("{}/v1", server.url())),
+        cwd: Some(cwd.to_owned()),
+        session_dir: Some(sessions.to_owned()),
+        config: Some(config.to_owned()),
+        ..AgentArgs::default()
+    }
+}
+
+fn empty_config(dir: &Path) -> PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(&path, "").unwrap();
+    path
+}
+
+fn answer(text_: &str) -> Reply {
+    Reply::openai(&assistant(vec![text(text_)]), Usage::default())
+}
+
+#[test]
+fn run_executes_every_task_in_one_session_and_resume_continues_it() {
+    let (_rt, server) = server(vec![answer("one"), answer("two"), answer("three")]);
+    let work = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let config = empty_config(sessions.path());
+    let args = RunArgs {
+        agent: agent_args(&server, work.path(), sessions.path(), &config),
+        tasks: vec!["second".into()],
+        prompt: Some("first".into()),
+    };
+    cli::run_run(args).unwrap();
+    let listed = session::list(sessions.path()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].tasks, listed[0].requests), (2, 2));
+    assert_eq!(listed[0].model, "gpt-test");
+    assert_eq!(listed[0].budget, cwl::DEFAULT_BUDGET as u64);
+    assert_eq!(listed[0].first_task.as_deref(), Some("first"));
+    let bodies: Vec<_> = server.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(user_turns(&bodies[1]), ["first", "second"]);
+    assert_eq!(bodies[1]["model"], "gpt-test");
+
+    let mut resume = agent_args(&server, work.path(), sessions.path(), &config);
+    resume.cwd = None;
+    resume.model = None;
+    resume.resume = Some(listed[0].id[..15].to_string());
+    cli::run_run(RunArgs {
+        agent: resume,
+        tasks: vec!["third".into()],
+        prompt: None,
+    })
+    .unwrap();
+    let listed = session::list(sessions.path()).unwrap();
+    assert_eq!(listed.len(), 1, "resume appends to the same session");
+    assert_eq!(listed[0].tasks, 3);
+    let last = server.requests()[2].json();
+    assert_eq!(user_turns(&last), ["first", "second", "third"]);
+    assert_eq!(
+        last["model"], "gpt-test",
+        "the model comes from the session"
+    );
+    check_openai_request(&last);
+
+    cli::run_sessions(SessionsArgs {
+        session_dir: Some(sessions.path().to_owned()),
+        config: Some(config),
+        limit: 0,
+        json: true,
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_failed_task_is_reported_with_the_resume_hint() {
+    let (_rt, server) = server(vec![Reply::status(
+        401,
+        r#"{"error":{"message":"no such key"}}"#,
+    )]);
+    let work = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let config = empty_config(sessions.path());
+    let error = cli::run_run(RunArgs {
+        agent: agent_args(&server, work.path(), sessions.path(), &config),
+        tasks: vec!["a".into(), "b".into()],
+        prompt: None,
+    })
+    .unwrap_err();
+    let text = format!("{error:#}");
+    assert!(
+        text.contains("task 1 of 2 failed; 1 later task(s) not run"),
+        "{text}"
+    );
+    assert!(text.contains("authentication failed"), "{text}");
+    assert!(text.contains("cwl run --resume"), "{text}");
+    assert_eq!(
+        session::list(sessions.path()).unwrap().len(),
+        1,
+        "the session is saved"
+    );
+}
+
+#[test]
+fn the_config_file_sets_models_and_budgets() {
+    let (_rt, server) = server(vec![answer("ok")]);
+    let work = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let config = sessions.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "budget = \"25%\"\nmax_turns = 5\n\n[[models]]\nname = \"gpt-test\"\ncontext_window = 40000\ninput_price = 1.0\noutput_price = 1.0\n",
+    )
+    .unwrap();
+    cli::run_run(RunArgs {
+        agent: agent_args(&server, work.path(), sessions.path(), &config),
+        tasks: vec!["go".into()],
+        prompt: None,
+    })
+    .unwrap();
+    let listed = session::list(sessions.path()).unwrap();
+    assert_eq!(listed[0].budget, 10_000, "25% of the configured 40k window");
+
+    std::fs::write(&config, "budget = \"lots\"\n").unwrap();
+    let error = cli::run_run(RunArgs {
+        agent: agent_args(&server, work.path(), sessions.path(), &config),
+        tasks: vec!["go".into()],
+        prompt: None,
+    })
+    .unwrap_err();
+    assert!(
+        format!("{error:#}").contains("config file: budget"),
+        "{error:#}"
+    );
+
+    std::fs::write(&config, "budgett = \"1k\"\n").unwrap();
+    let error = cli::run_run(RunArgs {
+        agent: agent_args(&server, work.path(), sessions.path(), &config),
+        tasks: vec!["go".into()],
+        prompt: None,
+    })
+    .unwrap_err();
+    assert!(format!("{error:#}").contains("budgett"), "{error:#}");
+}
+
+#[test]
+fn bad_arguments_fail_before_any_request() {
+    let (_rt, server) = server(vec![]);
+    let work = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let config = empty_config(sessions.path());
+    let run = |agent: AgentArgs| {
+        cli::run_run(RunArgs {
+            agent,
+            tasks: vec!["x".into()],
+            prompt: None,
+        })
+        .map_err(|e| format!("{e:#}"))
+    };
+    let mut args = agent_args(&server, work.path(), sessions.path(), &config);
+    args.budget = Some(Budget::Tokens(100));
+    assert!(run(args).unwrap_err().contains("too small"));
+    let mut args = agent_args(&server, work.path(), sessions.path(), &config);
+    args.cwd = Some(work.path().join("missing"));
+    assert!(run(args).unwrap_err().contains("missing"));
+    let mut args = agent_args(&server, work.path(), sessions.path(), &config);
+    args.resume = Some("nope".into());
+    assert!(run(args).unwrap_err().contains("no session `nope`"));
+    let mut args = agent_args(&server, work.path(), sessions.path(), &config);
+    args.max_turns = Some(0);
+    assert!(run(args).unwrap_err().contains("--max-turns"));
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn demo_runs_without_a_key() {
+    let sessions = tempfile::tempdir().unwrap();
+    cli::run_demo(DemoArgs {
+        session_dir: Some(sessions.path().to_owned()),
+        ..DemoArgs::default()
+    })
+    .unwrap();
+    let listed = session::list(sessions.path()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].tasks, cwl_agent::demo::TASKS.len());
+    assert_eq!(listed[0].provider, "scripted");
+}
