@@ -80,6 +80,8 @@ pub enum Accepted {
         name: String,
         /// Its kind.
         kind: EpisodeKind,
+        /// For an act: the expl episodes it declared it relies on.
+        dependencies: Vec<String>,
     },
     /// The active episode was closed.
     Ended {
@@ -87,6 +89,8 @@ pub enum Accepted {
         name: String,
         /// Its kind.
         kind: EpisodeKind,
+        /// For an expl: what it learned.
+        description: Option<String>,
     },
 }
 
@@ -99,8 +103,8 @@ impl DelimiterOutcome {
     /// The tool result text to send back to the model.
     pub fn text(&self) -> String {
         match &self.result {
-            Ok(Accepted::Started { name, kind }) => format!("Started {kind} episode `{name}`."),
-            Ok(Accepted::Ended { name, kind }) => format!("Ended {kind} episode `{name}`."),
+            Ok(Accepted::Started { name, kind, .. }) => format!("Started {kind} episode `{name}`."),
+            Ok(Accepted::Ended { name, kind, .. }) => format!("Ended {kind} episode `{name}`."),
             Err(error) => format!("Error: {error}"),
         }
     }
@@ -321,6 +325,11 @@ impl Context {
         pending.into_iter().map(|(id, _)| id).collect()
     }
 
+    /// The calibration offset in force: provider count minus local count.
+    pub fn calibration_offset(&self) -> i64 {
+        self.offset
+    }
+
     /// Calibrates the count with the provider's figure for a request the
     /// engine counted as `local` tokens; the difference applies from now on.
     pub fn calibrate(&mut self, local: usize, reported: usize) {
@@ -425,6 +434,11 @@ impl Context {
                 Accepted::Started {
                     name: episode.name().to_string(),
                     kind: episode.kind(),
+                    dependencies: episode
+                        .dependencies()
+                        .iter()
+                        .map(|&dependency| self.graph.episode(dependency).name().to_string())
+                        .collect(),
                 }
             }
             Applied::Ended(id) => {
@@ -432,6 +446,7 @@ impl Context {
                 Accepted::Ended {
                     name: episode.name().to_string(),
                     kind: episode.kind(),
+                    description: episode.description().map(str::to_string),
                 }
             }
         }

@@ -225,7 +225,8 @@ fn end_rules_are_enforced() {
         delimiter_outcome(&mut context, "c5", json!({"action": "end", "name": "a"})),
         Ok(Accepted::Ended {
             name: "a".into(),
-            kind: EpisodeKind::Act
+            kind: EpisodeKind::Act,
+            description: None,
         })
     );
 }

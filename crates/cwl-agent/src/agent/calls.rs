@@ -1,6 +1,6 @@
 //! Answering the tool calls of one assistant message, in order, each once.
 
-use cwl::{Accepted, Annotation, Block, DELIMITER, DelimiterOutcome, EpisodeKind, Message};
+use cwl::{Accepted, Block, DELIMITER, DelimiterOutcome, EpisodeKind, Message};
 
 use super::{Agent, AgentError, Event};
 use crate::tools::{ExecContext, ToolOutput};
@@ -26,7 +26,7 @@ impl Agent {
             let output = if call.name == DELIMITER {
                 match outcomes.iter().find(|o| o.call_id == call.id) {
                     Some(outcome) => {
-                        self.report_delimiter(outcome, &call.arguments, &mut active);
+                        self.report_delimiter(outcome, &mut active);
                         ToolOutput {
                             content: outcome.text(),
                             is_error: outcome.is_error(),
@@ -67,33 +67,31 @@ impl Agent {
     fn report_delimiter(
         &mut self,
         outcome: &DelimiterOutcome,
-        arguments: &str,
         active: &mut Option<(String, EpisodeKind)>,
     ) {
-        let parsed = Annotation::parse(arguments).ok();
         let event = match &outcome.result {
-            Ok(Accepted::Started { name, kind }) => {
+            Ok(Accepted::Started {
+                name,
+                kind,
+                dependencies,
+            }) => {
                 *active = Some((name.clone(), *kind));
-                let dependencies = match parsed {
-                    Some(Annotation::Start { dependencies, .. }) => dependencies,
-                    _ => Vec::new(),
-                };
                 Event::EpisodeStarted {
                     name: name.clone(),
                     kind: *kind,
-                    dependencies,
+                    dependencies: dependencies.clone(),
                 }
             }
-            Ok(Accepted::Ended { name, kind }) => {
+            Ok(Accepted::Ended {
+                name,
+                kind,
+                description,
+            }) => {
                 *active = None;
-                let description = match parsed {
-                    Some(Annotation::End { description, .. }) => description,
-                    _ => None,
-                };
                 Event::EpisodeEnded {
                     name: name.clone(),
                     kind: *kind,
-                    description,
+                    description: description.clone(),
                 }
             }
             Err(error) => Event::DelimiterRejected {

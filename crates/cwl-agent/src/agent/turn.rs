@@ -227,7 +227,7 @@ impl Agent {
         let cost = self.options.model.cost(&usage);
         self.stats.cost_usd += cost.unwrap_or(0.0);
         self.stats.max_request_tokens = self.stats.max_request_tokens.max(prepared.tokens);
-        let offset = self.context.tokens() as i64 - self.context.counted_tokens() as i64;
+        let offset = self.context.calibration_offset();
         let changes = usage.input_tokens as i64 - prepared.local as i64 != offset;
         // An unchanged offset is not recorded: replaying it would be a no-op.
         if usage.input_tokens > 0 && changes {
