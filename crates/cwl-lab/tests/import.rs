@@ -431,7 +431,7 @@ fn openai_chat_imports_reasoning_calls_and_tools() {
     let whats: Vec<&str> = imported.warnings.iter().map(|w| w.what.as_str()).collect();
     assert_eq!(whats.len(), 5, "{whats:#?}");
     assert!(
-        whats[0].starts_with("tools[1]: not {") && whats[0].ends_with("tool skipped"),
+        whats[0].starts_with("tools[1]: a tool must be {") && whats[0].ends_with("tool skipped"),
         "{}",
         whats[0]
     );

@@ -108,7 +108,7 @@ fn parse_message(value: &Value, names: &mut HashMap<String, String>) -> Result<M
                     .iter()
                     .enumerate()
                     .map(|(index, call)| {
-                        parse_call(call).map_err(|what| format!("tool_calls[{index}]: {what}"))
+                        parse_tool_call(call).map_err(|what| format!("tool_calls[{index}]: {what}"))
                     })
                     .collect::<Result<Vec<_>, _>>()?,
                 Some(_) => return Err("`tool_calls` must be an array".into()),
@@ -150,7 +150,9 @@ fn parse_message(value: &Value, names: &mut HashMap<String, String>) -> Result<M
     }
 }
 
-fn parse_call(value: &Value) -> Result<ToolCall, String> {
+/// Reads one entry of an assistant message's `tool_calls`; the error says
+/// what is missing or malformed.
+pub fn parse_tool_call(value: &Value) -> Result<ToolCall, String> {
     let Value::Object(fields) = value else {
         return Err("a tool call must be a JSON object".into());
     };
@@ -172,7 +174,9 @@ fn parse_call(value: &Value) -> Result<ToolCall, String> {
     })
 }
 
-fn parse_tool(value: &Value) -> Result<ToolSpec, String> {
+/// Reads one tool definition, `{"type":"function","function":{...}}` or
+/// the bare function object; the error says what is wrong.
+pub fn parse_tool(value: &Value) -> Result<ToolSpec, String> {
     let function = match value.get("function") {
         Some(Value::Object(function)) => function,
         _ => match value {

@@ -8,8 +8,8 @@
 //! newlines, other parts as `[type]` placeholders). A malformed message is
 //! skipped with a warning naming its index; the rest is imported.
 
-use ::cwl::{Block, Message, ToolCall, ToolResult, ToolSpec};
-use serde_json::{Map, Value, json};
+use ::cwl::{Block, Message, ToolResult};
+use serde_json::{Map, Value};
 
 use super::common::{Outcome, Sink, content_text};
 use super::{Meta, Stats};
@@ -32,7 +32,7 @@ pub(crate) fn import(
                 None | Some(Value::Null) => {}
                 Some(Value::Array(tools)) => {
                     for (index, tool) in tools.iter().enumerate() {
-                        match tool_spec(tool) {
+                        match ::cwl::openai::parse_tool(tool) {
                             Ok(spec) => meta.tools.push(spec),
                             Err(what) => {
                                 sink.warn(None, format!("tools[{index}]: {what}; tool skipped"))
@@ -109,7 +109,7 @@ fn convert(message: &Value) -> Result<Option<Message>, String> {
                 None | Some(Value::Null) => {}
                 Some(Value::Array(calls)) => {
                     for (index, call) in calls.iter().enumerate() {
-                        let call = tool_call(call)
+                        let call = ::cwl::openai::parse_tool_call(call)
                             .map_err(|what| format!("tool_calls[{index}]: {what}"))?;
                         blocks.push(Block::ToolCall(call));
                     }
@@ -123,43 +123,6 @@ fn convert(message: &Value) -> Result<Option<Message>, String> {
         }
         other => return Err(format!("unknown role `{other}`")),
     }))
-}
-
-fn tool_call(call: &Value) -> Result<ToolCall, String> {
-    let Value::Object(fields) = call else {
-        return Err("not a JSON object".into());
-    };
-    let id = string(fields, "id")?.ok_or("no `id`")?;
-    let Some(Value::Object(function)) = fields.get("function") else {
-        return Err("no `function` object".into());
-    };
-    let name = string(function, "name")?.ok_or("no `function.name`")?;
-    let arguments = match function.get("arguments") {
-        None | Some(Value::Null) => "{}".to_string(),
-        Some(Value::String(arguments)) => arguments.clone(),
-        Some(other) => other.to_string(),
-    };
-    Ok(ToolCall::new(id, name, arguments))
-}
-
-fn tool_spec(tool: &Value) -> Result<ToolSpec, String> {
-    let function = match tool.get("function") {
-        Some(Value::Object(function)) => function,
-        _ => match tool {
-            Value::Object(fields) if fields.contains_key("name") => fields,
-            _ => return Err("not {\"type\":\"function\",\"function\":{...}}".into()),
-        },
-    };
-    Ok(ToolSpec {
-        name: string(function, "name")?.ok_or("no `name`")?.to_string(),
-        description: string(function, "description")?
-            .unwrap_or_default()
-            .to_string(),
-        parameters: function
-            .get("parameters")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-    })
 }
 
 fn string<'a>(fields: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
