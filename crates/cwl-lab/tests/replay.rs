@@ -415,6 +415,9 @@ fn real_pi_trace_replays_cleanly() {
         .unwrap()
         .stats
         .summary();
-    assert_eq!(cwl.over_budget_share, 0.0);
-    assert_eq!(cwl.budget_unmet, Some(0));
+    // Over budget only where the engine said so: an episode closed by the
+    // latest response waits one model call before it can be evicted.
+    let over = (cwl.over_budget_share * cwl.requests as f64).round() as u64;
+    assert!(cwl.over_budget_share < 0.01, "{}", cwl.over_budget_share);
+    assert_eq!(cwl.budget_unmet, Some(over));
 }

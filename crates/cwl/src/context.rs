@@ -366,6 +366,7 @@ impl Context {
     }
 
     fn push_assistant(&mut self, seq: u64, content: Vec<Block>) -> Vec<DelimiterOutcome> {
+        self.graph.set_frontier(seq);
         let mut outcomes = Vec::new();
         let mut meta = Vec::with_capacity(content.len());
         let mut total = MESSAGE_OVERHEAD;

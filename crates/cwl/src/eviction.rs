@@ -27,7 +27,7 @@ impl Context {
             let Some(target) = self.graph.next_target() else {
                 report.budget_met = false;
                 report.warnings.push(format!(
-                    "budget cannot be met: {} tokens remain over the budget of {budget} and nothing left is evictable (prologue, user turns, the active episode, or expl episodes an active act depends on)",
+                    "budget cannot be met: {} tokens remain over the budget of {budget} and nothing left is evictable (prologue, user turns, the active episode, episodes the latest response closed, or expl episodes that a remaining act depends on)",
                     self.tokens() - budget
                 ));
                 break;

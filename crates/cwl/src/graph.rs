@@ -114,6 +114,7 @@ pub struct Graph {
     gap: Option<EpisodeId>,
     gaps: u32,
     live: Vec<EpisodeId>,
+    frontier: u64,
 }
 
 /// The effect of an accepted annotation.
@@ -308,16 +309,26 @@ impl Graph {
     /// The episode the next eviction step would operate on: the oldest
     /// closed act, else the oldest closed expl whose dependents are all
     /// fully evicted; `None` when nothing is evictable.
+    ///
+    /// An episode that reaches into the latest model response is in flight:
+    /// that response must reach the model again unmodified (providers such
+    /// as Anthropic reject an altered last assistant turn, and the model
+    /// must see that it just finished the work). It becomes a candidate
+    /// after the next response. While an act is in flight no expl is
+    /// chosen either, so acts still go first.
     pub fn next_target(&self) -> Option<EpisodeId> {
         let episodes = &self.episodes;
         let closed = |id: &&EpisodeId| episodes[**id as usize].state == EpisodeState::Closed;
-        if let Some(&act) = self
+        let settled = |id: EpisodeId| episodes[id as usize].last_seq < self.frontier;
+        let mut acts = self
             .live
             .iter()
             .filter(closed)
-            .find(|id| episodes[**id as usize].kind == EpisodeKind::Act)
-        {
-            return Some(act);
+            .copied()
+            .filter(|id| episodes[*id as usize].kind == EpisodeKind::Act)
+            .peekable();
+        if acts.peek().is_some() {
+            return acts.find(|&id| settled(id));
         }
         let newest_live_act = self
             .live
@@ -327,9 +338,15 @@ impl Graph {
             .copied();
         self.live.iter().filter(closed).copied().find(|&id| {
             let episode = &episodes[id as usize];
-            episode.live_dependents == 0
+            settled(id)
+                && episode.live_dependents == 0
                 && (episode.annotated || newest_live_act.is_none_or(|act| act < id))
         })
+    }
+
+    /// Records that the latest model response sits at `seq`.
+    pub(crate) fn set_frontier(&mut self, seq: u64) {
+        self.frontier = seq;
     }
 
     /// The next level to apply to `id`, if any is left.

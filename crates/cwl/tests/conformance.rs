@@ -300,6 +300,7 @@ fn act_episodes_are_evicted_before_older_expl_episodes() {
         .start_act("change", &["look"])
         .tool("edit", &bulk(300))
         .end_act()
+        .say("next")
         .user("next");
     let messages = script.build();
     let mut context = context(&messages, 100_000);
@@ -323,7 +324,8 @@ fn levels_apply_in_order_and_stop_as_soon_as_the_budget_is_met() {
         .start_expl("e")
         .tool_with_reasoning(&reasoning, "read", &read)
         .tool("grep", &grep)
-        .end_expl("learned");
+        .end_expl("learned")
+        .say("next");
     let messages = script.build();
 
     let full = context(&messages, 100_000).tokens();
@@ -366,7 +368,8 @@ fn reasoning_level_applies_to_expl_only() {
         .end_expl("learned")
         .start_act("a", &["e"])
         .tool_with_reasoning(&"r".repeat(400), "bash", &bulk(200))
-        .end_act();
+        .end_act()
+        .say("next");
     let messages = script.build();
     let mut context = context(&messages, 100_000);
     context.set_budget(context.tokens() - 10);
@@ -398,6 +401,7 @@ fn full_removal_leaves_the_expl_description_as_residue_and_keeps_user_turns() {
         .user("also check the tests")
         .tool("read", &bulk(200))
         .end_expl("Auth lives in src/auth.rs")
+        .say("next")
         .user("thanks");
     let messages = script.build();
     let mut context = context(&messages, 60);
@@ -409,7 +413,10 @@ fn full_removal_leaves_the_expl_description_as_residue_and_keeps_user_turns() {
     let view: Vec<Message> = context.view().cloned().collect();
     assert_eq!(
         texts(&view),
-        vec!["[evicted expl episode `locate-auth`: Auth lives in src/auth.rs]".to_string()]
+        vec![
+            "[evicted expl episode `locate-auth`: Auth lives in src/auth.rs]".to_string(),
+            "next".to_string()
+        ]
     );
     let users: Vec<&Message> = view
         .iter()
@@ -434,7 +441,8 @@ fn full_removal_of_an_act_leaves_nothing() {
         .end_expl("learned")
         .start_act("a", &["e"])
         .tool("edit", &bulk(200))
-        .end_act();
+        .end_act()
+        .say("next");
     let messages = script.build();
     let mut context = context(&messages, 100_000);
     let before: Vec<Message> = context.view().cloned().collect();
@@ -503,7 +511,8 @@ fn a_dependency_on_an_evicted_expl_is_recorded_and_nothing_is_restored() {
         .user("task")
         .start_expl("e")
         .tool("read", &bulk(300))
-        .end_expl("learned");
+        .end_expl("learned")
+        .say("next");
     let mut context = context(&script.build(), 50);
     context.enforce();
     assert!(context.graph().episodes()[0].is_removed());
@@ -513,7 +522,12 @@ fn a_dependency_on_an_evicted_expl_is_recorded_and_nothing_is_restored() {
         json!({"action": "start", "name": "a", "type": "act", "dependencies": ["e"]}),
     );
     assert!(outcome.is_ok());
-    assert_eq!(context.graph().episodes()[1].dependencies(), &[0]);
+    let act = context
+        .graph()
+        .episodes()
+        .iter()
+        .find(|episode| episode.name() == "a");
+    assert_eq!(act.map(|act| act.dependencies()), Some(&[0][..]));
     let view: Vec<Message> = context.view().cloned().collect();
     assert!(!has_output(&view, &bulk(300)));
 }
@@ -528,7 +542,8 @@ fn unannotated_segments_are_kept_until_later_acts_are_gone() {
         .tool("read", &bulk(300)) // unannotated, between episodes
         .start_act("a", &["e"])
         .tool("edit", &bulk(300))
-        .end_act();
+        .end_act()
+        .say("next");
     let messages = script.build();
     let mut context = context(&messages, 100_000);
     context.set_budget(context.tokens() - 320);
@@ -583,7 +598,8 @@ fn tool_calls_and_results_leave_together() {
         .start_expl("e")
         .tool("grep", &bulk(300))
         .tool("read", &bulk(10))
-        .end_expl("learned");
+        .end_expl("learned")
+        .say("next");
     let messages = script.build();
     let mut context = context(&messages, 100_000);
     context.set_budget(context.tokens() - 100);
@@ -613,7 +629,8 @@ fn eviction_persists_so_the_prefix_only_changes_where_eviction_happens() {
         .end_expl("learned")
         .start_act("a", &["e"])
         .tool("edit", &bulk(300))
-        .end_act();
+        .end_act()
+        .say("next");
     let mut context = context(&script.build(), 100_000);
     context.set_budget(context.tokens() - 100);
     assert!(context.enforce().evicted());
@@ -651,6 +668,10 @@ fn a_result_for_an_evicted_pending_call_is_dropped() {
     context
         .push(Message::tool_result("x", "delimiter", "ok", false))
         .expect("x");
+    // Out of order on purpose: a later response before the read's result.
+    context
+        .push(Message::assistant_text("meanwhile"))
+        .expect("reply");
     context.enforce();
     context
         .push(Message::tool_result("r", "read", bulk(100), false))
@@ -690,6 +711,9 @@ fn out_of_band_annotations_cost_nothing_and_leave_a_residue_message() {
             description: Some("read main.rs".into()),
         })
         .expect("end");
+    context
+        .push(Message::assistant_text("read it"))
+        .expect("reply");
     context.push(Message::user("next")).expect("user");
     context.set_budget(30);
     context.enforce();
@@ -699,6 +723,7 @@ fn out_of_band_annotations_cost_nothing_and_leave_a_residue_message() {
         vec![
             Message::user("task"),
             Message::assistant_text("[evicted expl episode `look`: read main.rs]"),
+            Message::assistant_text("read it"),
             Message::user("next"),
         ]
     );
@@ -817,4 +842,56 @@ fn the_pass_is_deterministic() {
         )
     };
     assert_eq!(run(), run());
+}
+
+#[test]
+fn an_episode_the_latest_response_closed_waits_for_the_next_response() {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("e")
+        .tool_with_reasoning("thinking hard", "read", &bulk(300))
+        .end_expl("learned");
+    let mut context = context(&script.build(), 50);
+    let report = context.enforce();
+    assert!(
+        !report.budget_met,
+        "the last response must reach the model unmodified"
+    );
+    assert!(report.episodes.is_empty());
+    context
+        .push(Message::assistant_text("next"))
+        .expect("reply");
+    let report = context.enforce();
+    assert!(report.budget_met);
+    assert_eq!(report.episodes[0].name, "e");
+}
+
+#[test]
+fn while_an_act_is_in_flight_no_expl_is_touched() {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("old")
+        .tool("read", &bulk(300))
+        .end_expl("old learned")
+        .start_expl("e")
+        .end_expl("learned")
+        .start_act("a", &["e"])
+        .tool("edit", &bulk(300))
+        .end_act();
+    let mut context = context(&script.build(), 50);
+    let report = context.enforce();
+    assert!(report.episodes.is_empty(), "{report:?}");
+    assert!(!report.budget_met);
+    context
+        .push(Message::assistant_text("done"))
+        .expect("reply");
+    let report = context.enforce();
+    let names: Vec<&str> = report
+        .episodes
+        .iter()
+        .map(|episode| episode.name.as_str())
+        .collect();
+    assert_eq!(names[0], "a");
 }

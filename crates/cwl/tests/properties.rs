@@ -166,6 +166,18 @@ fn check_view(
         );
         prop_assert!(context.tokens() > report.budget);
     }
+    let last_response = |messages: &[Message]| {
+        messages
+            .iter()
+            .rev()
+            .find(|message| matches!(message, Message::Assistant { .. }))
+            .cloned()
+    };
+    prop_assert_eq!(
+        last_response(input),
+        last_response(&view),
+        "the latest response is untouched"
+    );
     let graph = context.graph();
     let first_start = graph
         .episodes()
