@@ -1,40 +1,15 @@
 //! `cwl demo`: the scripted model drives the real loop, tools and engine.
 
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use cwl::{Budget, O200k};
 use cwl_agent::demo::{self, DemoOptions, TASKS};
-use cwl_agent::render::{RenderOptions, Renderer};
+use cwl_agent::render::{RenderOptions, capture};
 use cwl_agent::session;
-
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Buffer {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
 
 async fn run(json: bool, keep: bool) -> (demo::DemoReport, String, String, tempfile::TempDir) {
     let sessions = tempfile::tempdir().unwrap();
-    let (out, err) = (Buffer::default(), Buffer::default());
-    let renderer = Renderer::new(
-        Box::new(out.clone()),
-        Box::new(err.clone()),
-        RenderOptions { json, color: false },
-    );
+    let (renderer, out, err) = capture::renderer(RenderOptions { json, color: false });
     let report = demo::run_with(
         DemoOptions {
             budget: Budget::Tokens(demo::DEFAULT_BUDGET),

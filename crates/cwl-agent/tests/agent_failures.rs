@@ -53,26 +53,26 @@ async fn transient_failures_are_retried_and_tools_run_once() {
         .split_inclusive("\n\n")
         .take(3)
         .collect();
-    let server = ScriptedServer::start([
-        Reply::status(429, r#"{"error":{"message":"slow down"}}"#).with_header("retry-after", "0"),
-        Reply::status(500, r#"{"error":{"message":"boom"}}"#),
-        Reply::openai(&append, Usage::default()),
-        Reply::Drop(partial),
-        Reply::openai(&answer, Usage::default()),
-    ])
-    .await
-    .unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
-    let (mut agent, shared) = openai_agent(&server, dir.path(), sessions.path(), options(50_000));
-    let outcome = agent.run_task("count").await.unwrap();
+    let mut t = Scripted::start(
+        [
+            Reply::status(429, r#"{"error":{"message":"slow down"}}"#)
+                .with_header("retry-after", "0"),
+            Reply::status(500, r#"{"error":{"message":"boom"}}"#),
+            Reply::openai(&append, Usage::default()),
+            Reply::Drop(partial),
+            Reply::openai(&answer, Usage::default()),
+        ],
+        options(50_000),
+    )
+    .await;
+    let outcome = t.agent.run_task("count").await.unwrap();
     assert_eq!(outcome.answer, "All done.");
-    assert_eq!(server.requests().len(), 5);
+    assert_eq!(t.server.requests().len(), 5);
     assert_eq!(
-        std::fs::read_to_string(dir.path().join("count.txt")).unwrap(),
+        std::fs::read_to_string(t.dir.path().join("count.txt")).unwrap(),
         "ran\n"
     );
-    let retries: Vec<(u32, bool)> = events(&shared)
+    let retries: Vec<(u32, bool)> = events(&t.shared)
         .iter()
         .filter_map(|e| match e {
             Event::Retrying {
@@ -86,30 +86,29 @@ async fn transient_failures_are_retried_and_tools_run_once() {
     assert_eq!(retries, [(1, false), (2, false), (1, true)]);
     // The answer's text was streamed twice (partial, then whole) but
     // recorded once.
-    let loaded = session::read(&agent.session_path()).unwrap();
+    let loaded = session::read(&t.agent.session_path()).unwrap();
     let answers = loaded
         .records
         .iter()
         .filter(|(_, r)| matches!(r, Record::Message { message, .. } if *message == answer))
         .count();
     assert_eq!(answers, 1);
-    for request in server.requests() {
+    for request in t.server.requests() {
         check_openai_request(&request.json());
     }
 }
 
 #[tokio::test]
 async fn an_auth_failure_stops_with_a_clear_error_and_the_session_saved() {
-    let server = ScriptedServer::start([Reply::status(
-        401,
-        r#"{"error":{"message":"invalid api key"}}"#,
-    )])
-    .await
-    .unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
-    let (mut agent, _) = openai_agent(&server, dir.path(), sessions.path(), options(50_000));
-    let error = agent.run_task("anything").await.unwrap_err();
+    let mut t = Scripted::start(
+        [Reply::status(
+            401,
+            r#"{"error":{"message":"invalid api key"}}"#,
+        )],
+        options(50_000),
+    )
+    .await;
+    let error = t.agent.run_task("anything").await.unwrap_err();
     assert!(matches!(error, AgentError::Provider(_)));
     let text = error.to_string();
     assert!(text.contains("authentication failed (HTTP 401)"), "{text}");
@@ -117,8 +116,8 @@ async fn an_auth_failure_stops_with_a_clear_error_and_the_session_saved() {
         text.contains("OPENAI_API_KEY") && text.contains("invalid api key"),
         "{text}"
     );
-    assert_eq!(server.requests().len(), 1, "not retried");
-    let path = agent.session_path();
+    assert_eq!(t.server.requests().len(), 1, "not retried");
+    let path = t.agent.session_path();
     assert!(
         notes(&path)
             .iter()
@@ -135,17 +134,16 @@ async fn an_auth_failure_stops_with_a_clear_error_and_the_session_saved() {
 
 #[tokio::test]
 async fn a_malformed_stream_fails_clearly() {
-    let server = ScriptedServer::start([Reply::Sse("data: {\"choices\": [oops\n\n".into())])
-        .await
-        .unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
-    let (mut agent, _) = openai_agent(&server, dir.path(), sessions.path(), options(50_000));
-    let text = agent.run_task("anything").await.unwrap_err().to_string();
+    let mut t = Scripted::start(
+        [Reply::Sse("data: {\"choices\": [oops\n\n".into())],
+        options(50_000),
+    )
+    .await;
+    let text = t.agent.run_task("anything").await.unwrap_err().to_string();
     assert!(text.contains("malformed response"), "{text}");
-    assert_eq!(server.requests().len(), 1);
+    assert_eq!(t.server.requests().len(), 1);
     assert!(
-        notes(&agent.session_path())
+        notes(&t.agent.session_path())
             .iter()
             .any(|n| n.contains("malformed"))
     );
@@ -174,18 +172,13 @@ async fn tool_errors_go_back_to_the_model_and_the_task_goes_on() {
         end("u7", None),
     ]);
     let third = assistant(vec![text("Recovered.")]);
-    let server = ScriptedServer::start(openai_replies(&[first, second, third]))
-        .await
-        .unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
-    let (mut agent, shared) = openai_agent(&server, dir.path(), sessions.path(), options(50_000));
+    let mut t = Scripted::start(openai_replies(&[first, second, third]), options(50_000)).await;
     assert_eq!(
-        agent.run_task("try things").await.unwrap().answer,
+        t.agent.run_task("try things").await.unwrap().answer,
         "Recovered."
     );
 
-    let requests = server.requests();
+    let requests = t.server.requests();
     let results = tool_contents(&requests[1].json());
     assert_eq!(results.len(), 5);
     assert!(
@@ -223,18 +216,18 @@ async fn tool_errors_go_back_to_the_model_and_the_task_goes_on() {
     assert!(later[4].contains("x.txt"), "{}", later[4]);
     assert!(later[5].contains("outside the workspace"), "{}", later[5]);
     assert_eq!(
-        std::fs::read_to_string(dir.path().join("x.txt")).unwrap(),
+        std::fs::read_to_string(t.dir.path().join("x.txt")).unwrap(),
         "x"
     );
-    assert!(!dir.path().parent().unwrap().join("outside.txt").exists());
+    assert!(!t.dir.path().parent().unwrap().join("outside.txt").exists());
 
-    let rejected = events(&shared)
+    let rejected = events(&t.shared)
         .iter()
         .filter(|e| matches!(e, Event::DelimiterRejected { .. }))
         .count();
     assert_eq!(rejected, 2);
-    assert_eq!(agent.stats().tool_errors, 7);
-    let errors = session::read(&agent.session_path())
+    assert_eq!(t.agent.stats().tool_errors, 7);
+    let errors = session::read(&t.agent.session_path())
         .unwrap()
         .records
         .iter()
@@ -251,20 +244,15 @@ async fn max_turns_stops_a_looping_model() {
     let looping: Vec<Message> = (0..3)
         .map(|i| assistant(vec![call(&format!("l{i}"), "ls", json!({}))]))
         .collect();
-    let server = ScriptedServer::start(openai_replies(&looping))
-        .await
-        .unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
     let mut opts = options(50_000);
     opts.max_turns = 3;
-    let (mut agent, _) = openai_agent(&server, dir.path(), sessions.path(), opts);
-    let error = agent.run_task("loop").await.unwrap_err();
+    let mut t = Scripted::start(openai_replies(&looping), opts).await;
+    let error = t.agent.run_task("loop").await.unwrap_err();
     assert!(matches!(error, AgentError::MaxTurns { limit: 3 }));
     assert!(error.to_string().contains("--max-turns 3"), "{error}");
-    assert_eq!(server.requests().len(), 3);
+    assert_eq!(t.server.requests().len(), 3);
     assert!(
-        notes(&agent.session_path())
+        notes(&t.agent.session_path())
             .iter()
             .any(|n| n.contains("--max-turns 3"))
     );
@@ -276,32 +264,27 @@ async fn a_request_over_the_window_is_never_sent() {
         start("w1", "read-all", "expl", &[]),
         call("w2", "read", json!({"path": "src/auth.rs"})),
     ]);
-    let server = ScriptedServer::start(openai_replies(&[reply]))
-        .await
-        .unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
     let mut opts = options(2_800);
     opts.model = model(3_000);
-    let (mut agent, shared) = openai_agent(&server, dir.path(), sessions.path(), opts);
-    let error = agent.run_task("read everything").await.unwrap_err();
+    let mut t = Scripted::start(openai_replies(&[reply]), opts).await;
+    let error = t.agent.run_task("read everything").await.unwrap_err();
     let AgentError::WindowExceeded { tokens, limit } = error else {
         panic!("expected WindowExceeded, got {error}");
     };
     assert_eq!(limit, 3_000);
     assert!(tokens > 3_000);
     assert_eq!(
-        server.requests().len(),
+        t.server.requests().len(),
         1,
         "the oversized request was not sent"
     );
     assert!(
-        events(&shared)
+        events(&t.shared)
             .iter()
             .any(|e| matches!(e, Event::BudgetUnmet { .. }))
     );
     assert!(
-        notes(&agent.session_path())
+        notes(&t.agent.session_path())
             .iter()
             .any(|n| n.contains("window"))
     );
@@ -319,21 +302,18 @@ async fn an_unmet_budget_is_shown_and_reminded_until_the_episode_closes() {
             Some("auth.rs has login and check_0..check_39"),
         )]),
         assistant(vec![text("Done.")]),
+        assistant(vec![text("Nothing else.")]),
     ];
-    let server = ScriptedServer::start(openai_replies(&replies))
-        .await
-        .unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
-    let (mut agent, shared) = openai_agent(&server, dir.path(), sessions.path(), options(2_800));
-    agent.run_task("read everything").await.unwrap();
-    let requests = server.requests();
+    let mut t = Scripted::start(openai_replies(&replies), options(2_800)).await;
+    t.agent.run_task("read everything").await.unwrap();
+    t.agent.run_task("anything else?").await.unwrap();
+    let requests = t.server.requests();
     assert!(!status_of(&requests[0].json()).contains("close your episode"));
     assert!(status_of(&requests[1].json()).contains("close your episode"));
     assert!(status_of(&requests[1].json()).contains("episode: expl `read-all` is active"));
     let last = status_of(&requests[2].json());
     assert!(!last.contains("close your episode"), "{last}");
-    let events = events(&shared);
+    let events = events(&t.shared);
     assert_eq!(
         events
             .iter()
@@ -342,32 +322,30 @@ async fn an_unmet_budget_is_shown_and_reminded_until_the_episode_closes() {
         1
     );
     assert!(events.iter().any(|e| matches!(e, Event::Evicted { .. })));
-    assert_eq!(agent.stats().over_budget_requests, 1);
-    assert!(openai_request_tokens(&requests[2].json()) <= 2_800);
+    // Request 2 still carries the episode its own latest response closed;
+    // it is evicted before request 3.
+    assert_eq!(t.agent.stats().over_budget_requests, 2);
+    assert!(openai_request_tokens(&requests[2].json()) > 2_800);
+    assert!(openai_request_tokens(&requests[3].json()) <= 2_800);
 }
 
 #[tokio::test]
 async fn an_empty_reply_ends_the_task_without_touching_the_transcript() {
     let replies = [assistant(vec![]), assistant(vec![text("Second.")])];
-    let server = ScriptedServer::start(openai_replies(&replies))
-        .await
-        .unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
-    let (mut agent, _) = openai_agent(&server, dir.path(), sessions.path(), options(50_000));
-    let outcome = agent.run_task("first").await.unwrap();
+    let mut t = Scripted::start(openai_replies(&replies), options(50_000)).await;
+    let outcome = t.agent.run_task("first").await.unwrap();
     assert_eq!((outcome.turns, outcome.answer.as_str()), (1, ""));
-    agent.run_task("second").await.unwrap();
-    let body = server.requests()[1].json();
+    t.agent.run_task("second").await.unwrap();
+    let body = t.server.requests()[1].json();
     check_openai_request(&body);
     assert_eq!(user_turns(&body), ["first", "second"]);
     assert!(
-        notes(&agent.session_path())
+        notes(&t.agent.session_path())
             .iter()
             .any(|n| n.contains("empty reply"))
     );
     assert_eq!(
-        agent
+        t.agent
             .context()
             .view()
             .filter(|m| matches!(m, Message::Assistant { .. }))
@@ -386,15 +364,10 @@ async fn resume_answers_unrun_calls_and_skips_a_torn_line() {
         )]),
         assistant(vec![text("Ran it.")]),
     ];
-    let server = ScriptedServer::start(openai_replies(&replies))
-        .await
-        .unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
-    let (mut agent, _) = openai_agent(&server, dir.path(), sessions.path(), options(50_000));
-    agent.run_task("run it").await.unwrap();
-    let path = agent.session_path();
-    drop(agent);
+    let mut t = Scripted::start(openai_replies(&replies), options(50_000)).await;
+    t.agent.run_task("run it").await.unwrap();
+    let path = t.agent.session_path();
+    drop(t.agent);
 
     // Simulate a crash right after the model asked for the call: cut the
     // file after that message and leave half a line behind.
@@ -413,7 +386,7 @@ async fn resume_answers_unrun_calls_and_skips_a_torn_line() {
         .await
         .unwrap();
     let (shared, observer) = collector();
-    let toolbox = Toolbox::new(dir.path(), ToolConfig::default()).unwrap();
+    let toolbox = Toolbox::new(t.dir.path(), ToolConfig::default()).unwrap();
     let mut resumed =
         Agent::resume(openai(&next), toolbox, options(50_000), &path, observer).unwrap();
     assert!(resumed.context().pending_calls().is_empty());
@@ -426,7 +399,7 @@ async fn resume_answers_unrun_calls_and_skips_a_torn_line() {
         tool_contents(&body)
     );
     assert_eq!(
-        std::fs::read_to_string(dir.path().join("count.txt")).unwrap(),
+        std::fs::read_to_string(t.dir.path().join("count.txt")).unwrap(),
         "ran\n",
         "the call is never run twice"
     );

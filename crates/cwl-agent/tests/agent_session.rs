@@ -92,20 +92,17 @@ async fn run_session(
         .enumerate()
         .map(|(i, m)| Reply::openai(m, usage(i)))
         .collect();
-    let server = ScriptedServer::start(replies).await.unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
-    let (mut agent, shared) = openai_agent(&server, dir.path(), sessions.path(), options(BUDGET));
+    let mut t = Scripted::start(replies, options(BUDGET)).await;
     for (task, expected) in [T1, T2, T3].iter().zip([
         "Marked login as checked.",
         "store.rs has save and 40 load functions.",
         "Wrote SUMMARY.md.",
     ]) {
-        let outcome = agent.run_task(task).await.unwrap();
+        let outcome = t.agent.run_task(task).await.unwrap();
         assert_eq!(outcome.answer, expected);
     }
-    let events = events(&shared);
-    (server, agent, dir, sessions, events)
+    let events = events(&t.shared);
+    (t.server, t.agent, t.dir, t.sessions, events)
 }
 
 #[tokio::test]
@@ -346,12 +343,9 @@ async fn calibration_uses_the_provider_count() {
         ),
         Reply::openai(&assistant(vec![text("ok")]), Usage::default()),
     ];
-    let server = ScriptedServer::start(replies).await.unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
-    let (mut agent, shared) = openai_agent(&server, dir.path(), sessions.path(), options(20_000));
-    agent.run_task("list").await.unwrap();
-    let local = session::read(&agent.session_path())
+    let mut t = Scripted::start(replies, options(20_000)).await;
+    t.agent.run_task("list").await.unwrap();
+    let local = session::read(&t.agent.session_path())
         .unwrap()
         .records
         .iter()
@@ -361,16 +355,16 @@ async fn calibration_uses_the_provider_count() {
         })
         .expect("a calibration record");
     assert_eq!(local.1, 9_000);
-    let first_request = openai_request_tokens(&server.requests()[0].json());
+    let first_request = openai_request_tokens(&t.server.requests()[0].json());
     assert_eq!(
         local.0 as usize, first_request,
         "the local count is the request's own count"
     );
     assert_eq!(
-        agent.context().tokens() as i64 - agent.context().counted_tokens() as i64,
+        t.agent.context().tokens() as i64 - t.agent.context().counted_tokens() as i64,
         9_000 - local.0 as i64
     );
-    let responses: Vec<usize> = events(&shared)
+    let responses: Vec<usize> = events(&t.shared)
         .iter()
         .filter_map(|e| match e {
             Event::Response { request_tokens, .. } => Some(*request_tokens),
@@ -381,7 +375,7 @@ async fn calibration_uses_the_provider_count() {
         responses[1] > 9_000,
         "the second request is counted calibrated: {responses:?}"
     );
-    assert!((agent.stats().cost_usd - (9_000.0 + 2.0 * 5.0) / 1e6).abs() < 1e-12);
+    assert!((t.agent.stats().cost_usd - (9_000.0 + 2.0 * 5.0) / 1e6).abs() < 1e-12);
 }
 
 #[tokio::test]

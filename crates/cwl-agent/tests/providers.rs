@@ -70,6 +70,22 @@ async fn run(
     run_request(provider, &request).await
 }
 
+/// Sends the one-message request "x" with no tools, ignoring the events.
+async fn ask(provider: &dyn Provider) -> Result<Response, ProviderError> {
+    run(provider, &[Message::user("x")], &[]).await.0
+}
+
+/// A scripted server that answers with `replies` in order.
+async fn serve(replies: impl IntoIterator<Item = Reply>) -> ScriptedServer {
+    ScriptedServer::start(replies).await.unwrap()
+}
+
+/// A scripted server that answers one request, in the format of `reply`,
+/// with the assistant text "ok".
+async fn serve_ok(reply: fn(&Message, Usage) -> Reply) -> ScriptedServer {
+    serve([reply(&Message::assistant_text("ok"), Usage::default())]).await
+}
+
 async fn run_request(
     provider: &dyn Provider,
     request: &Request<'_>,
@@ -133,7 +149,7 @@ async fn openai_assembles_text_reasoning_and_split_tool_calls() {
             "prompt_tokens_details": {"cached_tokens": 1024}}}),
     ]);
     body += "data: [DONE]\n\n";
-    let server = ScriptedServer::start([Reply::Sse(body)]).await.unwrap();
+    let server = serve([Reply::Sse(body)]).await;
     let provider = openai(&server, RetryPolicy::none());
     let (result, events) = run(&provider, &[Message::user("go")], &tools()).await;
     let response = result.unwrap();
@@ -203,7 +219,7 @@ async fn openai_reads_the_reasoning_field_and_accepts_a_missing_done() {
         delta(json!({"content": "fine"})),
         json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
     ]);
-    let server = ScriptedServer::start([Reply::Sse(body)]).await.unwrap();
+    let server = serve([Reply::Sse(body)]).await;
     let provider = openai(&server, RetryPolicy::none());
     let (result, _) = run(&provider, &[Message::user("go")], &[]).await;
     let response = result.unwrap();
@@ -227,12 +243,7 @@ async fn openai_reads_the_reasoning_field_and_accepts_a_missing_done() {
 
 #[tokio::test]
 async fn openai_request_body_has_the_chat_completions_shape() {
-    let server = ScriptedServer::start([Reply::openai(
-        &Message::assistant_text("ok"),
-        Usage::default(),
-    )])
-    .await
-    .unwrap();
+    let server = serve_ok(Reply::openai).await;
     let provider = openai(&server, RetryPolicy::none());
     let messages = vec![
         Message::system("You are terse."),
@@ -300,16 +311,15 @@ async fn openai_request_body_has_the_chat_completions_shape() {
 
 #[tokio::test]
 async fn keys_are_optional_off_the_public_endpoints() {
-    let server = ScriptedServer::start([
+    let server = serve([
         Reply::openai(&Message::assistant_text("a"), Usage::default()),
         Reply::anthropic(&Message::assistant_text("b"), Usage::default()),
     ])
-    .await
-    .unwrap();
+    .await;
     let local = OpenAiProvider::new(OpenAiConfig::new(format!("{}/v1", server.url()))).unwrap();
-    run(&local, &[Message::user("x")], &[]).await.0.unwrap();
+    ask(&local).await.unwrap();
     let local = AnthropicProvider::new(AnthropicConfig::new(server.url())).unwrap();
-    run(&local, &[Message::user("x")], &[]).await.0.unwrap();
+    ask(&local).await.unwrap();
     let requests = server.requests();
     assert_eq!(requests[0].path, "/v1/chat/completions");
     assert_eq!(requests[0].header("authorization"), None);
@@ -349,13 +359,10 @@ async fn openai_error_inside_the_stream_is_reported() {
         delta(json!({"content": "par"})),
         json!({"error": {"message": "context length exceeded", "type": "invalid_request_error"}}),
     ]);
-    let server = ScriptedServer::start([Reply::Sse(body)]).await.unwrap();
+    let server = serve([Reply::Sse(body)]).await;
     let (policy, waits) = recording_policy(5);
     let provider = openai(&server, policy);
-    let err = run(&provider, &[Message::user("x")], &[])
-        .await
-        .0
-        .unwrap_err();
+    let err = ask(&provider).await.unwrap_err();
     assert!(matches!(err, ProviderError::Api { .. }), "{err}");
     assert!(err.to_string().contains("context length exceeded"), "{err}");
     assert_eq!(server.requests().len(), 1);
@@ -403,7 +410,7 @@ async fn anthropic_assembles_thinking_text_and_split_tool_input() {
             "usage": {"output_tokens": 42}}),
         json!({"type": "message_stop"}),
     ]);
-    let server = ScriptedServer::start([Reply::Sse(body)]).await.unwrap();
+    let server = serve([Reply::Sse(body)]).await;
     let provider = anthropic(&server, RetryPolicy::none());
     let (result, events) = run(&provider, &[Message::user("go")], &tools()).await;
     let response = result.unwrap();
@@ -457,12 +464,7 @@ async fn anthropic_assembles_thinking_text_and_split_tool_input() {
 
 #[tokio::test]
 async fn anthropic_request_body_alternates_and_marks_cache_breakpoints() {
-    let server = ScriptedServer::start([Reply::anthropic(
-        &Message::assistant_text("ok"),
-        Usage::default(),
-    )])
-    .await
-    .unwrap();
+    let server = serve_ok(Reply::anthropic).await;
     let provider = anthropic(&server, RetryPolicy::none());
     let messages = vec![
         Message::system("Be careful."),
@@ -555,12 +557,7 @@ async fn anthropic_request_body_alternates_and_marks_cache_breakpoints() {
 
 #[tokio::test]
 async fn anthropic_reasoning_request_enables_thinking() {
-    let server = ScriptedServer::start([Reply::anthropic(
-        &Message::assistant_text("ok"),
-        Usage::default(),
-    )])
-    .await
-    .unwrap();
+    let server = serve_ok(Reply::anthropic).await;
     let provider = anthropic(&server, RetryPolicy::none());
     let messages = [Message::user("hi")];
     let mut request = Request::new("claude-test", &messages, &[]);
@@ -600,20 +597,12 @@ async fn scripted_streams_round_trip_through_both_providers() {
         cache_write_tokens: 0,
         output_tokens: 33,
     };
-    let server = ScriptedServer::start([
+    let server = serve([
         Reply::openai(&message, usage),
         Reply::anthropic(&message, usage),
     ])
-    .await
-    .unwrap();
-    let got = run(
-        &openai(&server, RetryPolicy::none()),
-        &[Message::user("x")],
-        &[],
-    )
-    .await
-    .0
-    .unwrap();
+    .await;
+    let got = ask(&openai(&server, RetryPolicy::none())).await.unwrap();
     let unsigned = Message::Assistant {
         content: match &message {
             Message::Assistant { content } => content
@@ -631,14 +620,7 @@ async fn scripted_streams_round_trip_through_both_providers() {
     };
     assert_eq!(got.message, unsigned);
     assert_eq!(got.usage, usage);
-    let got = run(
-        &anthropic(&server, RetryPolicy::none()),
-        &[Message::user("x")],
-        &[],
-    )
-    .await
-    .0
-    .unwrap();
+    let got = ask(&anthropic(&server, RetryPolicy::none())).await.unwrap();
     assert_eq!(got.message, message);
     assert_eq!(got.usage, usage);
     assert_eq!(server.remaining(), 0);
@@ -648,7 +630,7 @@ async fn scripted_streams_round_trip_through_both_providers() {
 
 #[tokio::test]
 async fn rate_limit_honours_retry_after_then_succeeds() {
-    let server = ScriptedServer::start([
+    let server = serve([
         Reply::status(
             429,
             r#"{"error":{"message":"Rate limit reached","type":"rate_limit"}}"#,
@@ -657,8 +639,7 @@ async fn rate_limit_honours_retry_after_then_succeeds() {
         Reply::status(429, "slow down").with_header("retry-after", "3600"),
         Reply::openai(&Message::assistant_text("finally"), Usage::default()),
     ])
-    .await
-    .unwrap();
+    .await;
     let (policy, waits) = recording_policy(5);
     let provider = openai(&server, policy);
     let (result, events) = run(&provider, &[Message::user("x")], &[]).await;
@@ -693,7 +674,7 @@ async fn rate_limit_honours_retry_after_then_succeeds() {
 
 #[tokio::test]
 async fn server_errors_back_off_then_succeed() {
-    let server = ScriptedServer::start([
+    let server = serve([
         Reply::status(500, "internal error"),
         Reply::status(
             529,
@@ -701,8 +682,7 @@ async fn server_errors_back_off_then_succeed() {
         ),
         Reply::anthropic(&Message::assistant_text("ok"), Usage::default()),
     ])
-    .await
-    .unwrap();
+    .await;
     let (policy, waits) = recording_policy(5);
     let provider = anthropic(&server, policy);
     let (result, events) = run(&provider, &[Message::user("x")], &[]).await;
@@ -724,20 +704,16 @@ async fn server_errors_back_off_then_succeed() {
 
 #[tokio::test]
 async fn auth_errors_fail_at_once_naming_the_variable() {
-    let server = ScriptedServer::start([
+    let server = serve([
         Reply::status(401, r#"{"error":{"message":"Incorrect API key provided"}}"#),
         Reply::status(
             403,
             r#"{"type":"error","error":{"type":"permission_error","message":"nope"}}"#,
         ),
     ])
-    .await
-    .unwrap();
+    .await;
     let (policy, waits) = recording_policy(5);
-    let err = run(&openai(&server, policy.clone()), &[Message::user("x")], &[])
-        .await
-        .0
-        .unwrap_err();
+    let err = ask(&openai(&server, policy.clone())).await.unwrap_err();
     assert!(
         matches!(err, ProviderError::Auth { status: 401, .. }),
         "{err}"
@@ -747,10 +723,7 @@ async fn auth_errors_fail_at_once_naming_the_variable() {
         text.contains("OPENAI_API_KEY") && text.contains("Incorrect API key"),
         "{text}"
     );
-    let err = run(&anthropic(&server, policy), &[Message::user("x")], &[])
-        .await
-        .0
-        .unwrap_err();
+    let err = ask(&anthropic(&server, policy)).await.unwrap_err();
     assert!(err.to_string().contains("ANTHROPIC_API_KEY"), "{err}");
     assert_eq!(server.requests().len(), 2);
     assert!(waits.lock().unwrap().is_empty());
@@ -758,17 +731,13 @@ async fn auth_errors_fail_at_once_naming_the_variable() {
 
 #[tokio::test]
 async fn client_errors_are_not_retried() {
-    let server = ScriptedServer::start([Reply::status(
+    let server = serve([Reply::status(
         400,
         r#"{"error":{"message":"messages: roles must alternate"}}"#,
     )])
-    .await
-    .unwrap();
+    .await;
     let (policy, _) = recording_policy(5);
-    let err = run(&anthropic(&server, policy), &[Message::user("x")], &[])
-        .await
-        .0
-        .unwrap_err();
+    let err = ask(&anthropic(&server, policy)).await.unwrap_err();
     assert!(
         matches!(err, ProviderError::Status { status: 400, .. }),
         "{err}"
@@ -793,13 +762,12 @@ async fn a_stream_dropped_mid_way_is_retried_from_scratch() {
             json!({"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "read", "arguments": "{\"pa"}}]}),
         ),
     ]);
-    let server = ScriptedServer::start([
+    let server = serve([
         Reply::Drop(partial),
         Reply::Close,
         Reply::openai(&full, Usage::default()),
     ])
-    .await
-    .unwrap();
+    .await;
     let (policy, waits) = recording_policy(5);
     let (result, events) = run(&openai(&server, policy), &[Message::user("x")], &[]).await;
     let response = result.unwrap();
@@ -844,18 +812,14 @@ async fn repeated_drops_give_up_after_the_attempt_limit() {
         json!({"type": "message_start", "message": {"usage": {"input_tokens": 5}}}),
         json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
     ]);
-    let server = ScriptedServer::start([
+    let server = serve([
         Reply::Drop(partial.clone()),
         Reply::Sse(partial),
         Reply::Close,
     ])
-    .await
-    .unwrap();
+    .await;
     let (policy, waits) = recording_policy(3);
-    let err = run(&anthropic(&server, policy), &[Message::user("x")], &[])
-        .await
-        .0
-        .unwrap_err();
+    let err = ask(&anthropic(&server, policy)).await.unwrap_err();
     let ProviderError::RetriesExhausted { attempts, last } = &err else {
         panic!("expected RetriesExhausted, got {err}");
     };
@@ -872,15 +836,10 @@ async fn repeated_drops_give_up_after_the_attempt_limit() {
 #[tokio::test]
 async fn a_stream_that_ends_without_finishing_is_truncated() {
     let cut = sse(&[delta(json!({"content": "half"}))]);
-    let server = ScriptedServer::start([Reply::Sse(cut)]).await.unwrap();
-    let err = run(
-        &openai(&server, RetryPolicy::none()),
-        &[Message::user("x")],
-        &[],
-    )
-    .await
-    .0
-    .unwrap_err();
+    let server = serve([Reply::Sse(cut)]).await;
+    let err = ask(&openai(&server, RetryPolicy::none()))
+        .await
+        .unwrap_err();
     assert!(matches!(err, ProviderError::Truncated { .. }), "{err}");
     assert!(err.is_retryable());
     assert!(err.to_string().contains("[DONE]"), "{err}");
@@ -892,17 +851,13 @@ async fn anthropic_overload_inside_the_stream_is_retried() {
         json!({"type": "message_start", "message": {"usage": {"input_tokens": 5}}}),
         json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
     ]);
-    let server = ScriptedServer::start([
+    let server = serve([
         Reply::Sse(overloaded),
         Reply::anthropic(&Message::assistant_text("ok"), Usage::default()),
     ])
-    .await
-    .unwrap();
+    .await;
     let (policy, _) = recording_policy(5);
-    let response = run(&anthropic(&server, policy), &[Message::user("x")], &[])
-        .await
-        .0
-        .unwrap();
+    let response = ask(&anthropic(&server, policy)).await.unwrap();
     assert_eq!(response.message, Message::assistant_text("ok"));
     assert_eq!(response.attempts, 2);
 }
@@ -915,12 +870,9 @@ async fn malformed_json_in_the_stream_is_a_clear_error() {
         "{}data: {{\"choices\": [oops\n\n",
         sse(&[delta(json!({"content": "ok"}))])
     );
-    let server = ScriptedServer::start([Reply::Sse(body)]).await.unwrap();
+    let server = serve([Reply::Sse(body)]).await;
     let (policy, _) = recording_policy(5);
-    let err = run(&openai(&server, policy), &[Message::user("x")], &[])
-        .await
-        .0
-        .unwrap_err();
+    let err = ask(&openai(&server, policy)).await.unwrap_err();
     assert!(matches!(err, ProviderError::Malformed { .. }), "{err}");
     let text = err.to_string();
     assert!(
@@ -946,21 +898,17 @@ async fn malformed_anthropic_events_are_clear_errors() {
             "delta": {"type": "text_delta", "text": "x"}}),
     ]);
     let untyped = "event: message_start\ndata: {\"message\": {}}\n\n".to_string();
-    let server = ScriptedServer::start([
+    let server = serve([
         Reply::Sse(orphan_delta),
         Reply::Sse(wrong_kind),
         Reply::Sse(untyped),
         Reply::status(200, r#"{"id": "msg", "content": []}"#),
     ])
-    .await
-    .unwrap();
+    .await;
     let provider = anthropic(&server, RetryPolicy::none());
     let mut messages = Vec::new();
     for _ in 0..4 {
-        let err = run(&provider, &[Message::user("x")], &[])
-            .await
-            .0
-            .unwrap_err();
+        let err = ask(&provider).await.unwrap_err();
         assert!(matches!(err, ProviderError::Malformed { .. }), "{err}");
         messages.push(err.to_string());
     }
@@ -988,15 +936,10 @@ async fn malformed_anthropic_events_are_clear_errors() {
 
 #[tokio::test]
 async fn an_exhausted_script_answers_400() {
-    let server = ScriptedServer::start([]).await.unwrap();
-    let err = run(
-        &openai(&server, RetryPolicy::none()),
-        &[Message::user("x")],
-        &[],
-    )
-    .await
-    .0
-    .unwrap_err();
+    let server = serve([]).await;
+    let err = ask(&openai(&server, RetryPolicy::none()))
+        .await
+        .unwrap_err();
     assert!(
         err.to_string()
             .contains("no scripted reply left for request 1"),

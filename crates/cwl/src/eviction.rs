@@ -20,16 +20,24 @@ impl Context {
             tokens_after: 0,
             budget,
             budget_met: true,
+            deferred: false,
             episodes: Vec::new(),
             warnings: Vec::new(),
         };
         'pass: while self.tokens() > budget {
             let Some(target) = self.graph.next_target() else {
                 report.budget_met = false;
-                report.warnings.push(format!(
-                    "budget cannot be met: {} tokens remain over the budget of {budget} and nothing left is evictable (prologue, user turns, the active episode, episodes the latest response closed, or expl episodes that a remaining act depends on)",
-                    self.tokens() - budget
-                ));
+                let over = self.tokens() - budget;
+                if self.graph.waiting_on_response() {
+                    report.deferred = true;
+                    report.warnings.push(format!(
+                        "budget exceeded by {over} tokens until the next response: what can go next reaches into the latest response, which is sent unmodified"
+                    ));
+                } else {
+                    report.warnings.push(format!(
+                        "budget cannot be met: {over} tokens remain over the budget of {budget} and nothing left is evictable (prologue, user turns, the active episode, or expl episodes that a remaining act depends on)"
+                    ));
+                }
                 break;
             };
             let episode = self.graph.episode(target);

@@ -317,9 +317,19 @@ impl Graph {
     /// after the next response. While an act is in flight no expl is
     /// chosen either, so acts still go first.
     pub fn next_target(&self) -> Option<EpisodeId> {
+        self.target(self.frontier)
+    }
+
+    /// Whether an episode that reaches into the latest response would be a
+    /// candidate if that response were settled.
+    pub fn waiting_on_response(&self) -> bool {
+        self.next_target().is_none() && self.target(u64::MAX).is_some()
+    }
+
+    fn target(&self, frontier: u64) -> Option<EpisodeId> {
         let episodes = &self.episodes;
         let closed = |id: &&EpisodeId| episodes[**id as usize].state == EpisodeState::Closed;
-        let settled = |id: EpisodeId| episodes[id as usize].last_seq < self.frontier;
+        let settled = |id: EpisodeId| episodes[id as usize].last_seq < frontier;
         let mut acts = self
             .live
             .iter()

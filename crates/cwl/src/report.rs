@@ -16,6 +16,11 @@ pub struct Report {
     pub budget: usize,
     /// Whether the prompt now fits the budget.
     pub budget_met: bool,
+    /// Set when the budget was missed only because what could go reaches
+    /// into the latest model response: it becomes evictable after the next
+    /// response, so the overshoot lasts one model call.
+    #[serde(default)]
+    pub deferred: bool,
     /// The episodes touched, in the order they were touched.
     pub episodes: Vec<EpisodeReport>,
     /// Anything the caller should know ("budget cannot be met", ignored

@@ -858,6 +858,8 @@ fn an_episode_the_latest_response_closed_waits_for_the_next_response() {
         !report.budget_met,
         "the last response must reach the model unmodified"
     );
+    assert!(report.deferred);
+    assert!(report.warnings[0].contains("until the next response"));
     assert!(report.episodes.is_empty());
     context
         .push(Message::assistant_text("next"))

@@ -164,6 +164,7 @@ fn check_view(
             context.graph().next_target().is_none(),
             "unmet only when no candidate is left"
         );
+        prop_assert_eq!(report.deferred, context.graph().waiting_on_response());
         prop_assert!(context.tokens() > report.budget);
     }
     let last_response = |messages: &[Message]| {

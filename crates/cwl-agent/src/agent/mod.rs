@@ -148,7 +148,8 @@ pub struct Stats {
     pub episodes_evicted: usize,
     /// Tokens removed by those passes.
     pub tokens_evicted: usize,
-    /// Model calls made while the budget could not be met.
+    /// Model calls made while the conversation was over budget (the pass
+    /// could not meet it, or had to wait one call for the latest response).
     pub over_budget_requests: usize,
     /// Tool calls answered (delimiter included).
     pub tool_calls: usize,
@@ -176,6 +177,8 @@ pub struct Agent {
     observer: Box<dyn Observer>,
     stats: Stats,
     budget_unmet: bool,
+    /// Whether the last pass left the conversation over budget (deferred or not).
+    over_budget: bool,
 }
 
 impl std::fmt::Debug for Agent {
@@ -217,20 +220,9 @@ impl Agent {
             Arc::clone(&counter),
             tools,
         );
-        let mut agent = Agent {
-            provider,
-            context,
-            counter,
-            writer,
-            observer,
-            stats: Stats {
-                priced: options.model.input_price.is_some() && options.model.output_price.is_some(),
-                ..Stats::default()
-            },
-            options,
-            toolbox,
-            budget_unmet: false,
-        };
+        let mut agent = Agent::assemble(
+            provider, toolbox, options, observer, context, counter, writer,
+        );
         for message in crate::prompt::prologue(agent.toolbox.root()) {
             agent.push(message, None, None)?;
         }
@@ -261,20 +253,15 @@ impl Agent {
         let replayed =
             session::replay(&loaded, path, Arc::clone(&counter), options.engine_budget())?;
         let writer = SessionWriter::reopen(path, loaded.valid_len)?;
-        let mut agent = Agent {
+        let mut agent = Agent::assemble(
             provider,
-            context: replayed.context,
+            toolbox,
+            options,
+            observer,
+            replayed.context,
             counter,
             writer,
-            observer,
-            stats: Stats {
-                priced: options.model.input_price.is_some() && options.model.output_price.is_some(),
-                ..Stats::default()
-            },
-            options,
-            toolbox,
-            budget_unmet: false,
-        };
+        );
         for warning in loaded.warnings.iter().chain(&replayed.warnings) {
             agent.note(warning.clone())?;
         }
@@ -310,6 +297,34 @@ impl Agent {
             agent.options.budget
         ))?;
         Ok(agent)
+    }
+
+    /// An agent over `context`, writing to `writer`, with no figures yet.
+    fn assemble(
+        provider: Box<dyn Provider>,
+        toolbox: Toolbox,
+        options: AgentOptions,
+        observer: Box<dyn Observer>,
+        context: Context,
+        counter: Arc<dyn TokenCounter>,
+        writer: SessionWriter,
+    ) -> Agent {
+        let priced = options.model.input_price.is_some() && options.model.output_price.is_some();
+        Agent {
+            provider,
+            toolbox,
+            context,
+            counter,
+            writer,
+            options,
+            observer,
+            stats: Stats {
+                priced,
+                ..Stats::default()
+            },
+            budget_unmet: false,
+            over_budget: false,
+        }
     }
 
     /// The engine state: view, tokens, episodes.

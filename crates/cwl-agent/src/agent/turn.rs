@@ -105,7 +105,7 @@ impl Agent {
             self.note(error.to_string())?;
             return Err(error);
         }
-        if self.budget_unmet {
+        if self.over_budget {
             self.stats.over_budget_requests += 1;
         }
         let request = Request {
@@ -151,7 +151,10 @@ impl Agent {
     /// Runs the eviction pass; records and reports it when it did anything.
     fn enforce(&mut self) -> Result<(), AgentError> {
         let report = self.context.enforce();
-        if !report.evicted() && report.budget_met {
+        self.over_budget = !report.budget_met;
+        // A pass that evicted nothing changed no state; only a real miss is
+        // worth a record (a deferred one clears at the next call).
+        if !report.evicted() && (report.budget_met || report.deferred) {
             self.budget_unmet = false;
             return Ok(());
         }
@@ -170,13 +173,15 @@ impl Agent {
                 episodes: report.episodes.clone(),
             });
         }
-        if !report.budget_met && !self.budget_unmet {
+        // A deferred miss clears itself at the next call: nothing to tell.
+        let unmet = !report.budget_met && !report.deferred;
+        if unmet && !self.budget_unmet {
             self.observer.event(&Event::BudgetUnmet {
                 tokens: report.tokens_after,
                 budget: report.budget,
             });
         }
-        self.budget_unmet = !report.budget_met;
+        self.budget_unmet = unmet;
         Ok(())
     }
 

@@ -9,6 +9,8 @@
 //! Providers never run tools.
 
 pub mod anthropic;
+mod api;
+mod endpoint;
 mod error;
 mod http;
 pub mod models;
@@ -26,6 +28,8 @@ use cwl::{Message, ToolSpec, Usage};
 use futures_util::future::BoxFuture;
 
 pub use anthropic::{AnthropicConfig, AnthropicProvider};
+pub use api::{Api, ApiConfig};
+pub use endpoint::ApiProvider;
 pub use error::ProviderError;
 pub use models::{ModelInfo, ModelTable};
 pub use openai::{OpenAiConfig, OpenAiProvider};
@@ -272,11 +276,6 @@ impl<'a> Sink<'a> {
             self.emit(StreamEvent::ReasoningDelta(delta.to_string()));
         }
     }
-}
-
-/// Reads an environment variable, treating an empty value as unset.
-pub(crate) fn env_var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 #[cfg(test)]

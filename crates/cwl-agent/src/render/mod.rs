@@ -6,6 +6,8 @@
 //! pipe never panics: the first failed write marks the renderer closed,
 //! nothing more is written, and the agent stops at its next step.
 
+#[cfg(any(test, feature = "testing"))]
+pub mod capture;
 pub mod describe;
 
 use std::io::{IsTerminal, Write};
@@ -372,27 +374,8 @@ impl Observer for Renderer {
 
 #[cfg(test)]
 mod tests {
+    use super::capture::renderer;
     use super::*;
-    use std::sync::{Arc, Mutex};
-
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Buffer {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Buffer {
-        fn text(&self) -> String {
-            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-        }
-    }
 
     struct Broken;
 
@@ -432,12 +415,7 @@ mod tests {
 
     #[test]
     fn text_goes_to_stdout_and_compact_lines_to_stderr() {
-        let (out, err) = (Buffer::default(), Buffer::default());
-        let mut renderer = Renderer::new(
-            Box::new(out.clone()),
-            Box::new(err.clone()),
-            RenderOptions::default(),
-        );
+        let (mut renderer, out, err) = renderer(RenderOptions::default());
         for event in events() {
             renderer.event(&event);
         }
@@ -451,12 +429,10 @@ mod tests {
 
     #[test]
     fn json_mode_writes_one_event_per_line() {
-        let (out, err) = (Buffer::default(), Buffer::default());
-        let options = RenderOptions {
+        let (mut renderer, out, err) = renderer(RenderOptions {
             json: true,
             color: false,
-        };
-        let mut renderer = Renderer::new(Box::new(out.clone()), Box::new(err.clone()), options);
+        });
         for event in events() {
             renderer.event(&event);
         }
@@ -493,12 +469,10 @@ mod tests {
 
     #[test]
     fn colors_wrap_stderr_lines_only() {
-        let (out, err) = (Buffer::default(), Buffer::default());
-        let options = RenderOptions {
+        let (mut renderer, out, err) = renderer(RenderOptions {
             json: false,
             color: true,
-        };
-        let mut renderer = Renderer::new(Box::new(out.clone()), Box::new(err.clone()), options);
+        });
         for event in events() {
             renderer.event(&event);
         }

@@ -163,6 +163,39 @@ pub fn openai_agent(
     (agent, shared)
 }
 
+/// A scripted server and a new OpenAI-backed agent wired to it, working
+/// in a fresh [`workspace`] and saving its session in a directory of its
+/// own. Fields drop in order: the agent before the directories it uses.
+pub struct Scripted {
+    /// The agent.
+    pub agent: Agent,
+    /// What the agent reported (read with [`events`]).
+    pub shared: Arc<Mutex<Collect>>,
+    /// Where the session is saved.
+    pub sessions: tempfile::TempDir,
+    /// The workspace.
+    pub dir: tempfile::TempDir,
+    /// The server answering the agent's requests.
+    pub server: ScriptedServer,
+}
+
+impl Scripted {
+    /// Starts a server answering `replies` and an agent with `options`.
+    pub async fn start(replies: impl IntoIterator<Item = Reply>, options: AgentOptions) -> Self {
+        let server = ScriptedServer::start(replies).await.unwrap();
+        let dir = workspace();
+        let sessions = tempfile::tempdir().unwrap();
+        let (agent, shared) = openai_agent(&server, dir.path(), sessions.path(), options);
+        Scripted {
+            agent,
+            shared,
+            sessions,
+            dir,
+            server,
+        }
+    }
+}
+
 /// Tokens of an OpenAI request body, counted as the engine counts.
 pub fn openai_request_tokens(body: &Value) -> usize {
     let request = cwl::openai::parse_request(body).expect("request parses as chat completions");

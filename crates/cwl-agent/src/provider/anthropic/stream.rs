@@ -141,13 +141,24 @@ impl Assembly {
         u.output_tokens = usage.output_tokens.or(u.output_tokens);
     }
 
-    fn index(wire: &Wire, event: &SseEvent, events: &Events) -> Result<usize, ProviderError> {
-        wire.index.ok_or_else(|| {
+    /// The block index of a content block event and its `field`, whose
+    /// value is `payload`; both are required.
+    fn block_event<'w>(
+        wire: &Wire,
+        payload: Option<&'w Value>,
+        field: &str,
+        event: &SseEvent,
+        events: &Events,
+    ) -> Result<(usize, &'w Value), ProviderError> {
+        let missing = |what: &str| {
             events.malformed(format!(
-                "event {} ({}) has no block index",
+                "event {} ({}) has no {what}",
                 event.number, wire.kind
             ))
-        })
+        };
+        let index = wire.index.ok_or_else(|| missing("block index"))?;
+        let payload = payload.ok_or_else(|| missing(field))?;
+        Ok((index, payload))
     }
 
     fn start(
@@ -157,13 +168,13 @@ impl Assembly {
         events: &Events,
         sink: &mut Sink<'_>,
     ) -> Result<(), ProviderError> {
-        let index = Self::index(wire, event, events)?;
-        let block = wire.content_block.as_ref().ok_or_else(|| {
-            events.malformed(format!(
-                "event {} (content_block_start) has no content_block",
-                event.number
-            ))
-        })?;
+        let (index, block) = Self::block_event(
+            wire,
+            wire.content_block.as_ref(),
+            "content_block",
+            event,
+            events,
+        )?;
         let optional = |key: &str| {
             block
                 .get(key)
@@ -219,13 +230,7 @@ impl Assembly {
         events: &Events,
         sink: &mut Sink<'_>,
     ) -> Result<(), ProviderError> {
-        let index = Self::index(wire, event, events)?;
-        let delta = wire.delta.as_ref().ok_or_else(|| {
-            events.malformed(format!(
-                "event {} (content_block_delta) has no delta",
-                event.number
-            ))
-        })?;
+        let (index, delta) = Self::block_event(wire, wire.delta.as_ref(), "delta", event, events)?;
         let kind = delta.get("type").and_then(Value::as_str).unwrap_or("");
         let Some((_, part)) = self.parts.iter_mut().find(|(i, _)| *i == index) else {
             return Err(events.malformed(format!(
