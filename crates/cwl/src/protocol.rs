@@ -119,9 +119,6 @@ pub enum DelimiterError {
     /// A dependency on an act episode.
     #[error("dependency `{0}` is an act episode; dependencies must name expl episodes")]
     DependencyNotExpl(String),
-    /// A dependency on an expl episode that is still open.
-    #[error("dependency `{0}` is still active; end it with a description first")]
-    DependencyNotClosed(String),
     /// An end with nothing open.
     #[error("no episode is active; start one with {{\"action\":\"start\",...}} first")]
     NothingActive,

@@ -141,51 +141,19 @@ fn start_rules_are_enforced() {
 
 #[test]
 fn a_dependency_must_be_closed() {
+    // An expl that is not closed is the active one, so starting an act that
+    // depends on it is refused by the one-active-episode rule.
     let mut script = Script::new();
     script.user("task").start_expl("e1");
     let mut context = context(&script.build(), 100_000);
-    let end_and_start = Message::Assistant {
-        content: vec![Block::ToolCall(ToolCall::new(
-            "c",
-            "delimiter",
-            json!({"action": "start", "name": "a", "type": "act", "dependencies": ["e1"]})
-                .to_string(),
-        ))],
-    };
-    let outcomes = context.push(end_and_start).expect("push");
-    // e1 is active, so the start fails on "one active episode" before the dependency check.
-    assert_eq!(
-        outcomes[0].result,
-        Err(DelimiterError::AlreadyActive("e1".into()))
-    );
-    let graph = cwl::Graph::default();
-    let check = graph.check(&Annotation::Start {
-        name: "a".into(),
-        kind: EpisodeKind::Act,
-        dependencies: vec!["e1".into()],
-    });
-    assert_eq!(check, Err(DelimiterError::UnknownDependency("e1".into())));
-}
-
-#[test]
-fn dependency_on_an_active_expl_is_rejected() {
-    // Only reachable out of band is not possible either: one active episode at
-    // a time means a still-active expl can only be the active one. The graph
-    // check still names the rule.
-    let mut context = Context::new(Config::default(), counter(), Vec::new());
-    context
-        .annotate(Annotation::Start {
-            name: "e".into(),
-            kind: EpisodeKind::Expl,
-            dependencies: vec![],
-        })
-        .expect("start");
-    let error = context.graph().check(&Annotation::Start {
-        name: "a".into(),
-        kind: EpisodeKind::Act,
-        dependencies: vec!["e".into()],
-    });
-    assert_eq!(error, Err(DelimiterError::AlreadyActive("e".into())));
+    let error = delimiter_outcome(
+        &mut context,
+        "c",
+        json!({"action": "start", "name": "a", "type": "act", "dependencies": ["e1"]}),
+    )
+    .expect_err("rejected");
+    assert_eq!(error, DelimiterError::AlreadyActive("e1".into()));
+    assert_eq!(context.active_episode(), Some(("e1", EpisodeKind::Expl)));
 }
 
 #[test]
