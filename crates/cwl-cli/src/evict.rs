@@ -110,14 +110,15 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
         "messages": openai::to_messages(&evicted.messages),
         "report": evicted.report,
     });
-    let mut stdout = std::io::stdout().lock();
-    let written = if args.pretty {
-        serde_json::to_writer_pretty(&mut stdout, &output)
+    let mut bytes = if args.pretty {
+        serde_json::to_vec_pretty(&output)
     } else {
-        serde_json::to_writer(&mut stdout, &output)
-    };
-    written.context("writing the output")?;
-    match writeln!(stdout).and_then(|()| stdout.flush()) {
+        serde_json::to_vec(&output)
+    }
+    .context("serializing the output")?;
+    bytes.push(b'\n');
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(&bytes).and_then(|()| stdout.flush()) {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("writing the output"),
     }

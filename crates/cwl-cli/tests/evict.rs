@@ -208,3 +208,29 @@ fn tool_classes_can_be_overridden() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("expected bulk or intermediate"));
 }
+
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cwl"))
+        .arg("evict")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cwl");
+    // The reader goes away before the command has read its input, so its
+    // first write meets a closed pipe.
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(transcript().to_string().as_bytes())
+        .expect("write stdin");
+    drop(stdin);
+    let output = child.wait_with_output().expect("wait");
+    assert!(output.status.success(), "{:?}", output.status);
+    assert!(
+        output.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
