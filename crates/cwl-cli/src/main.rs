@@ -2,6 +2,7 @@
 
 mod evict;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -44,6 +45,14 @@ impl std::fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("CWL_LOG"))
@@ -61,6 +70,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`cwl ... | head`): nothing left to say.
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
             let code = if error.downcast_ref::<InputError>().is_some() {
                 2
@@ -68,7 +79,7 @@ fn main() -> ExitCode {
                 1
             };
             let chain: Vec<String> = error.chain().map(ToString::to_string).collect();
-            eprintln!("cwl: error: {}", chain.join(": "));
+            let _ = writeln!(std::io::stderr(), "cwl: error: {}", chain.join(": "));
             ExitCode::from(code)
         }
     }

@@ -301,7 +301,8 @@ pub fn run_gen(args: GenArgs) -> anyhow::Result<()> {
             generate(&config, counter.as_ref(), &mut out)?
         }
     };
-    eprintln!(
+    let _ = writeln!(
+        std::io::stderr(),
         "wrote {} tasks, {} model calls, {} messages, {} episodes, {:.1} MB; sent at budget {} tokens (target {}), final history {} tokens",
         summary.tasks,
         summary.calls,
