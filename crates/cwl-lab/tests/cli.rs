@@ -20,39 +20,28 @@ fn gen_then_replay_with_a_plot() {
     let dir = tempfile::tempdir().unwrap();
     let session = dir.path().join("s.jsonl");
     let session_arg = session.to_str().unwrap();
-    let generate = Gen::try_parse_from([
-        "gen",
-        "--tasks",
-        "3",
-        "--tokens",
-        "150k",
-        "--budget",
-        "10k",
-        "--tokenizer",
-        "estimate",
-        "-o",
-        session_arg,
-    ])
-    .unwrap()
-    .args;
+    let gen_args = || {
+        Gen::try_parse_from([
+            "gen",
+            "--tasks",
+            "3",
+            "--tokens",
+            "150k",
+            "--budget",
+            "10k",
+            "--tokenizer",
+            "estimate",
+            "-o",
+            session_arg,
+        ])
+        .unwrap()
+        .args
+    };
+    let generate = gen_args();
     run_gen(generate).unwrap();
     let first = std::fs::read(&session).unwrap();
     assert!(first.starts_with(b"{\"type\":\"session\""));
-    let again = Gen::try_parse_from([
-        "gen",
-        "--tasks",
-        "3",
-        "--tokens",
-        "150k",
-        "--budget",
-        "10k",
-        "--tokenizer",
-        "estimate",
-        "-o",
-        session_arg,
-    ])
-    .unwrap()
-    .args;
+    let again = gen_args();
     run_gen(again).unwrap();
     assert_eq!(
         std::fs::read(&session).unwrap(),
