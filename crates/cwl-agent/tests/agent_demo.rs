@@ -31,7 +31,8 @@ async fn the_demo_runs_every_task_with_eviction_inside_the_budget() {
     assert_eq!(report.tasks, TASKS.len());
     assert_eq!(report.budget, demo::DEFAULT_BUDGET);
     let stats = &report.stats;
-    assert!(stats.eviction_passes >= 3, "eviction is visible: {stats:?}");
+    assert!(stats.eviction_passes >= 2, "eviction is visible: {stats:?}");
+    assert!(stats.episodes_evicted >= 5, "in batches: {stats:?}");
     assert!(stats.max_request_tokens <= report.budget, "{stats:?}");
     assert_eq!(stats.over_budget_requests, 0);
     assert!(stats.requests >= 20);
@@ -74,8 +75,11 @@ async fn the_demo_runs_every_task_with_eviction_inside_the_budget() {
     let loaded = session::read(&report.session).unwrap();
     assert!(loaded.warnings.is_empty());
     let engine_budget = report.budget - cwl_agent::agent::STATUS_RESERVE;
-    let replayed =
+    let mut replayed =
         session::replay(&loaded, &report.session, Arc::new(O200k), engine_budget).unwrap();
+    assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
+    let next = replayed.context.enforce();
+    assert!(next.budget_met, "{next:?}");
     assert!(replayed.context.tokens() <= engine_budget);
     assert_eq!(replayed.tasks, TASKS.len());
     assert!(replayed.pending.is_empty());

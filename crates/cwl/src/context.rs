@@ -6,45 +6,21 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::classes::{ToolClass, ToolClasses};
+use serde::{Deserialize, Serialize};
+
+use crate::classes::ToolClass;
+use crate::config::Config;
+use crate::evictor::{Evictor, PaperOrder};
+use crate::fold::Residues;
 use crate::graph::{Applied, EpisodeId, Graph};
 use crate::message::{Block, Message, ToolSpec};
 use crate::protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind};
+use crate::recall::RECALL;
 use crate::tokens::{self, MESSAGE_OVERHEAD, TokenCounter};
-
-/// The default token budget τ.
-pub const DEFAULT_BUDGET: usize = 80_000;
-
-/// How the engine evicts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// The token budget τ: the prompt is kept at or under it when possible.
-    pub budget: usize,
-    /// Which tools' calls are bulk output and which intermediate.
-    pub classes: ToolClasses,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            budget: DEFAULT_BUDGET,
-            classes: ToolClasses::default(),
-        }
-    }
-}
-
-impl Config {
-    /// The default configuration with another budget.
-    pub fn with_budget(budget: usize) -> Self {
-        Config {
-            budget,
-            ..Config::default()
-        }
-    }
-}
 
 /// A message the transcript cannot take; the context is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum TranscriptError {
     /// An assistant message with no blocks.
     #[error("assistant message has no content (no text, reasoning or tool call)")]
@@ -71,7 +47,8 @@ pub struct DelimiterOutcome {
     pub result: Result<Accepted, DelimiterError>,
 }
 
-/// An accepted delimiter call.
+/// An accepted delimiter call. The protocol has exactly two actions, so
+/// harnesses may match it exhaustively.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Accepted {
     /// An episode was opened.
@@ -111,7 +88,7 @@ impl DelimiterOutcome {
 }
 
 /// What a block or result is, for the strip levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Role {
     Text,
     Reasoning,
@@ -121,7 +98,7 @@ pub(crate) enum Role {
 }
 
 /// Bookkeeping for one block of an assistant message (or one tool result).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(crate) struct Meta {
     /// `None`: protected (prologue, user and system content).
     pub(crate) owner: Option<EpisodeId>,
@@ -130,7 +107,7 @@ pub(crate) struct Meta {
 }
 
 /// One message of the transcript, or its tombstone until the next cleanup.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Entry {
     pub(crate) seq: u64,
     pub(crate) message: Option<Message>,
@@ -141,7 +118,7 @@ pub(crate) struct Entry {
 }
 
 /// A tool call waiting for its result.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(crate) struct Pending {
     pub(crate) owner: Option<EpisodeId>,
     pub(crate) role: Role,
@@ -159,14 +136,16 @@ pub(crate) struct Pending {
 pub struct Context {
     pub(crate) config: Config,
     pub(crate) counter: Arc<dyn TokenCounter>,
-    tools: Vec<ToolSpec>,
-    tools_tokens: usize,
+    pub(crate) evictor: Arc<dyn Evictor>,
+    pub(crate) tools: Vec<ToolSpec>,
+    pub(crate) tools_tokens: usize,
     pub(crate) entries: Vec<Entry>,
     pub(crate) graph: Graph,
     pub(crate) pending: HashMap<String, Pending>,
-    next_seq: u64,
+    pub(crate) residues: Residues,
+    pub(crate) next_seq: u64,
     pub(crate) total: usize,
-    offset: i64,
+    pub(crate) offset: i64,
 }
 
 impl std::fmt::Debug for Context {
@@ -188,15 +167,29 @@ impl Context {
         Context {
             config,
             counter,
+            evictor: Arc::new(PaperOrder),
             tools,
             tools_tokens,
             entries: Vec::new(),
             graph: Graph::default(),
             pending: HashMap::new(),
+            residues: Residues::default(),
             next_seq: 2,
             total: tools_tokens,
             offset: 0,
         }
+    }
+
+    /// Replaces the strategy that picks targets and levels (the paper's
+    /// order by default).
+    pub fn with_evictor(mut self, evictor: Arc<dyn Evictor>) -> Self {
+        self.evictor = evictor;
+        self
+    }
+
+    /// The strategy in force.
+    pub fn evictor(&self) -> &dyn Evictor {
+        self.evictor.as_ref()
     }
 
     /// Appends a message.
@@ -209,6 +202,9 @@ impl Context {
         match message {
             Message::System { .. } | Message::User { .. } => {
                 let base = tokens::message_tokens(self.counter.as_ref(), &message);
+                if matches!(message, Message::User { .. }) && self.graph.started() {
+                    self.residues.user_turn(seq, base);
+                }
                 self.insert_protected(seq, message, base);
                 self.next_seq += 2;
                 Ok(Vec::new())
@@ -229,7 +225,7 @@ impl Context {
                 }
                 let tokens = self.counter.count(&result.content);
                 if let Some(owner) = pending.owner {
-                    self.graph.touch(owner, seq);
+                    self.graph.touch(owner, seq, MESSAGE_OVERHEAD + tokens);
                 }
                 let meta = Meta {
                     owner: pending.owner,
@@ -258,11 +254,18 @@ impl Context {
     }
 
     /// The messages to send: system prompt, protected prologue, and what
-    /// eviction left of the rest, in order.
+    /// eviction left of the rest (with the index line of folded residues
+    /// where the first of them stood), in order.
     pub fn view(&self) -> impl Iterator<Item = &Message> {
-        self.entries
+        let split = self.residues.index_at().map_or(self.entries.len(), |seq| {
+            self.entries.partition_point(|entry| entry.seq < seq)
+        });
+        let (before, after) = self.entries.split_at(split);
+        before
             .iter()
             .filter_map(|entry| entry.message.as_ref())
+            .chain(self.residues.index_message())
+            .chain(after.iter().filter_map(|entry| entry.message.as_ref()))
     }
 
     /// The tool definitions offered with every request.
@@ -367,6 +370,12 @@ impl Context {
 
     fn push_assistant(&mut self, seq: u64, content: Vec<Block>) -> Vec<DelimiterOutcome> {
         self.graph.set_frontier(seq);
+        if !content
+            .iter()
+            .any(|block| matches!(block, Block::ToolCall(_)))
+        {
+            self.residues.task_finished();
+        }
         let mut outcomes = Vec::new();
         let mut meta = Vec::with_capacity(content.len());
         let mut total = MESSAGE_OVERHEAD;
@@ -389,6 +398,16 @@ impl Context {
                     });
                     placed
                 }
+                Block::ToolCall(call) if call.name == RECALL => {
+                    let owner = match self.recall_target(&call.arguments) {
+                        Some(target) => {
+                            let (name, description) = self.recall_label(target);
+                            Some(self.graph.recalled(&name, description, seq))
+                        }
+                        None => self.graph.owner_at(seq),
+                    };
+                    (owner, Role::Call(ToolClass::Intermediate))
+                }
                 Block::ToolCall(call) => (
                     self.graph.owner_at(seq),
                     Role::Call(self.config.classes.class(&call.name)),
@@ -396,8 +415,9 @@ impl Context {
                 Block::Text { .. } => (self.graph.owner_at(seq), Role::Text),
                 Block::Reasoning { .. } => (self.graph.owner_at(seq), Role::Reasoning),
             };
+            let tokens = tokens::block_tokens(self.counter.as_ref(), block);
             if let Some(owner) = owner {
-                self.graph.touch(owner, seq);
+                self.graph.touch(owner, seq, tokens);
             }
             if let Block::ToolCall(call) = block {
                 self.pending.insert(
@@ -410,7 +430,6 @@ impl Context {
                     },
                 );
             }
-            let tokens = tokens::block_tokens(self.counter.as_ref(), block);
             total += tokens;
             meta.push(Meta {
                 owner,

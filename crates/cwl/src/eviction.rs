@@ -9,35 +9,43 @@ use crate::report::{EpisodeReport, LevelReport, Report};
 use crate::tokens::MESSAGE_OVERHEAD;
 
 impl Context {
-    /// Enforces the budget: while the prompt is over it, strips the oldest
-    /// eligible episode (acts first) level by level, re-checking after each.
+    /// Enforces the budget. When the prompt is over τ, strips candidate
+    /// episodes in the evictor's order (the paper's: oldest act, else
+    /// oldest expl), level by level, down to the low-water mark, and folds
+    /// residues past their cap; a prompt within τ is left alone, so the
+    /// view changes in rare batches.
     ///
-    /// Call before every model call. A no-op when the prompt fits.
+    /// Call before every model call.
     pub fn enforce(&mut self) -> Report {
         let budget = self.config.budget;
         let mut report = Report {
             tokens_before: self.tokens(),
             tokens_after: 0,
             budget,
+            floor: self.config.floor().min(budget),
             budget_met: true,
             deferred: false,
+            first_changed: None,
+            folded: 0,
             episodes: Vec::new(),
             warnings: Vec::new(),
         };
-        'pass: while self.tokens() > budget {
-            let Some(target) = self.graph.next_target() else {
-                report.budget_met = false;
-                let over = self.tokens() - budget;
-                if self.graph.waiting_on_response() {
-                    report.deferred = true;
-                    report.warnings.push(format!(
-                        "budget exceeded by {over} tokens until the next response: what can go next reaches into the latest response, which is sent unmodified"
-                    ));
-                } else {
-                    report.warnings.push(format!(
-                        "budget cannot be met: {over} tokens remain over the budget of {budget} and nothing left is evictable (prologue, user turns, the active episode, or expl episodes that a remaining act depends on)"
-                    ));
-                }
+        if self.tokens() <= budget {
+            report.tokens_after = self.tokens();
+            return report;
+        }
+        let evictor = std::sync::Arc::clone(&self.evictor);
+        let mut changed: Option<u64> = None;
+        let mut note = |seq: u64| changed = Some(changed.map_or(seq, |c: u64| c.min(seq)));
+        'pass: loop {
+            if let Some((seq, count)) = self.fold_residues() {
+                note(seq);
+                report.folded += count;
+            }
+            if self.tokens() <= report.floor {
+                break;
+            }
+            let Some(target) = evictor.select(self.graph.candidates()) else {
                 break;
             };
             let episode = self.graph.episode(target);
@@ -47,32 +55,58 @@ impl Context {
                 annotated: episode.is_annotated(),
                 levels: Vec::new(),
             };
-            while let Some(level) = self.graph.next_level(target) {
-                let removed = self.strip(target, level);
-                self.graph.mark(target, level);
+            let levels = evictor.levels(episode.kind());
+            while let Some(level) = self.graph.next_level(target, levels) {
+                let (removed, seq) = self.strip(target, level);
+                seq.into_iter().for_each(&mut note);
+                self.graph.mark(target, level, removed.tokens);
                 touched.levels.push(removed);
-                if self.tokens() <= budget {
+                if self.tokens() <= report.floor {
                     report.episodes.push(touched);
-                    break 'pass;
+                    continue 'pass;
                 }
+            }
+            if !self.graph.episode(target).is_removed() {
+                let (removed, seq) = self.strip(target, Level::Removed);
+                seq.into_iter().for_each(&mut note);
+                self.graph.mark(target, Level::Removed, removed.tokens);
+                touched.levels.push(removed);
             }
             report.episodes.push(touched);
         }
-        if report.evicted() {
+        if self.tokens() > budget {
+            report.budget_met = false;
+            let over = self.tokens() - budget;
+            if self.graph.waiting_on_response() && self.graph.in_flight_tokens() >= over {
+                report.deferred = true;
+                report.warnings.push(format!(
+                    "budget exceeded by {over} tokens until the next response: what can go next reaches into the latest response, which is sent unmodified"
+                ));
+            } else {
+                report.warnings.push(format!(
+                    "budget cannot be met: {over} tokens remain over the budget of {budget} and nothing left is evictable (prologue, user turns, the active episode, or expl episodes that a remaining act depends on)"
+                ));
+            }
+        }
+        if let Some(seq) = changed {
             self.entries.retain(|entry| entry.message.is_some());
+            let before = self.entries.partition_point(|entry| entry.seq < seq);
+            let index_before = self.residues.index_at().is_some_and(|at| at < seq);
+            report.first_changed = Some(before + usize::from(index_before));
         }
         report.tokens_after = self.tokens();
         report
     }
 
-    /// Removes what `level` covers from episode `target`.
-    fn strip(&mut self, target: EpisodeId, level: Level) -> LevelReport {
+    /// Removes what `level` covers from episode `target`; also returns the
+    /// stream position of the first message it changed.
+    fn strip(&mut self, target: EpisodeId, level: Level) -> (LevelReport, Option<u64>) {
         let episode = self.graph.episode(target);
         let (first, last) = (episode.first_seq, episode.last_seq);
         let start_call = episode.start_call.clone();
         let residue = match (episode.kind(), episode.description()) {
             (EpisodeKind::Expl, Some(description)) if level == Level::Removed => Some(format!(
-                "[evicted expl episode `{}`: {description}]",
+                "[evicted expl episode `{}` (#{target}): {description}]",
                 episode.name()
             )),
             _ => None,
@@ -86,6 +120,7 @@ impl Context {
         let before = self.total;
         let begin = self.entries.partition_point(|entry| entry.seq < first);
         let mut residue_placed = false;
+        let mut changed: Option<u64> = None;
         for index in begin..self.entries.len() {
             if self.entries[index].seq > last {
                 break;
@@ -96,6 +131,7 @@ impl Context {
             };
             match message {
                 Message::Assistant { content } => {
+                    let blocks = content.len();
                     for slot in (0..content.len()).rev() {
                         let meta = entry.meta[slot];
                         if meta.owner != Some(target) || !covers(level, meta.role) {
@@ -117,6 +153,7 @@ impl Context {
                                     role: Role::Residue,
                                     tokens: clamp(tokens),
                                 };
+                                self.residues.residue(entry.seq, target, tokens);
                                 residue_placed = true;
                                 removed.blocks += 1;
                                 continue;
@@ -129,10 +166,14 @@ impl Context {
                         content.remove(slot);
                         entry.meta.remove(slot);
                     }
+                    let touched = content.len() != blocks || residue_placed;
+                    if touched {
+                        changed.get_or_insert(entry.seq);
+                    }
                     let only_reasoning = content
                         .iter()
                         .all(|block| matches!(block, Block::Reasoning { .. }));
-                    if only_reasoning {
+                    if touched && only_reasoning {
                         removed.blocks += content.len();
                         self.total -= entry
                             .meta
@@ -148,6 +189,7 @@ impl Context {
                     if meta.owner == Some(target) && covers(level, meta.role) {
                         self.total -= meta.tokens as usize + entry.base as usize;
                         entry.message = None;
+                        changed.get_or_insert(entry.seq);
                     }
                 }
                 Message::System { .. } | Message::User { .. } => {}
@@ -155,15 +197,17 @@ impl Context {
         }
         if let Some(text) = residue.filter(|_| !residue_placed) {
             self.insert_residue(first, target, text);
+            changed = Some(changed.map_or(first, |seq| seq.min(first)));
         }
         removed.tokens = before.saturating_sub(self.total);
-        removed
+        (removed, changed)
     }
 
     /// Places an out-of-band episode's residue where the episode began.
     fn insert_residue(&mut self, seq: u64, owner: EpisodeId, text: String) {
         let tokens = self.counter.count(&text);
         self.total += MESSAGE_OVERHEAD + tokens;
+        self.residues.residue(seq, owner, MESSAGE_OVERHEAD + tokens);
         let at = self.entries.partition_point(|entry| entry.seq <= seq);
         self.entries.insert(
             at,

@@ -1,7 +1,10 @@
 //! The episode graph: episodes, their dependency edges and the rules that
 //! keep it a DAG of expl → act edges with at most one active episode.
+//!
+//! The graph also keeps the eviction candidates in ordered sets, so the
+//! next target is found in O(log E) however long the session.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +16,7 @@ pub type EpisodeId = u32;
 /// The strip levels of the eviction policy, least destructive first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Level {
     /// Reasoning traces (expl episodes only).
     Reasoning,
@@ -33,6 +37,16 @@ impl Level {
         Level::Removed,
     ];
 
+    /// What the level removes, in words for people.
+    pub fn label(self) -> &'static str {
+        match self {
+            Level::Reasoning => "reasoning",
+            Level::Bulk => "bulk output",
+            Level::Intermediate => "tool output",
+            Level::Removed => "removed",
+        }
+    }
+
     /// Whether the level applies to an episode of this kind.
     pub fn applies_to(self, kind: EpisodeKind) -> bool {
         self != Level::Reasoning || kind == EpisodeKind::Expl
@@ -42,6 +56,7 @@ impl Level {
 /// Whether an episode is still being worked in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum EpisodeState {
     /// Started and not ended: never evicted.
     Active,
@@ -49,16 +64,32 @@ pub enum EpisodeState {
     Closed,
 }
 
+/// What made an episode: the model, the harness, or the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Origin {
+    /// Opened and closed by `delimiter` calls (or out-of-band annotations).
+    Annotated,
+    /// One model response outside every episode: an implicit expl that
+    /// every later act depends on.
+    Unannotated,
+    /// Content brought back by `recall`: an expl, evictable like any other.
+    Recalled,
+}
+
 /// One episode of the session.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Episode {
     name: String,
     kind: EpisodeKind,
-    annotated: bool,
+    origin: Origin,
     dependencies: Vec<EpisodeId>,
     description: Option<String>,
     state: EpisodeState,
     level: Option<Level>,
+    folded: bool,
+    tokens: usize,
     live_dependents: u32,
     pub(crate) first_seq: u64,
     pub(crate) last_seq: u64,
@@ -74,9 +105,13 @@ impl Episode {
     pub fn kind(&self) -> EpisodeKind {
         self.kind
     }
+    /// What made the episode.
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
     /// False for an unannotated segment (an implicit expl episode).
     pub fn is_annotated(&self) -> bool {
-        self.annotated
+        self.origin != Origin::Unannotated
     }
     /// The expl episodes this act declared it relies on.
     pub fn dependencies(&self) -> &[EpisodeId] {
@@ -103,17 +138,47 @@ impl Episode {
     pub fn is_removed(&self) -> bool {
         self.level == Some(Level::Removed)
     }
+    /// Tokens of its content still in the view (residue excluded).
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+    /// Whether its residue was folded into the index line.
+    pub fn is_folded(&self) -> bool {
+        self.folded
+    }
+    /// Push positions (0-based, in push order) of the first and last
+    /// message the episode spans: where a session store finds its content.
+    pub fn span(&self) -> (u64, u64) {
+        (
+            self.first_seq.saturating_sub(1) / 2,
+            push_index(self.last_seq),
+        )
+    }
+}
+
+/// The push position of a message's stream position (`Context` numbers
+/// pushes 2, 4, … and out-of-band annotations the odd positions between).
+pub(crate) fn push_index(seq: u64) -> u64 {
+    seq.saturating_sub(2) / 2
 }
 
 /// The episodes of a session and the protocol state.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Graph {
     episodes: Vec<Episode>,
+    /// The most recent episode of each name.
     names: HashMap<String, EpisodeId>,
     active: Option<EpisodeId>,
     gap: Option<EpisodeId>,
-    gaps: u32,
-    live: Vec<EpisodeId>,
+    gaps_opened: u32,
+    /// Closed acts not yet removed.
+    acts: BTreeSet<EpisodeId>,
+    /// Acts not yet removed, active ones included.
+    live_acts: BTreeSet<EpisodeId>,
+    /// Closed annotated or recalled expls not yet removed with no live dependent.
+    expls: BTreeSet<EpisodeId>,
+    /// Closed unannotated segments not yet removed.
+    gaps: BTreeSet<EpisodeId>,
     frontier: u64,
 }
 
@@ -122,6 +187,56 @@ pub struct Graph {
 pub(crate) enum Applied {
     Started(EpisodeId),
     Ended(EpisodeId),
+}
+
+/// The episodes an eviction step may operate on, oldest first within each
+/// kind: closed, not in flight, not removed, and (for expl) with every
+/// dependent act fully removed.
+#[derive(Debug, Clone, Copy)]
+pub struct Candidates<'a> {
+    graph: &'a Graph,
+    frontier: u64,
+}
+
+impl Candidates<'_> {
+    /// The oldest candidate act.
+    pub fn oldest_act(&self) -> Option<EpisodeId> {
+        self.graph.acts.iter().copied().find(|&id| self.settled(id))
+    }
+
+    /// The oldest candidate expl (unannotated segments included once no
+    /// later act remains).
+    pub fn oldest_expl(&self) -> Option<EpisodeId> {
+        let graph = self.graph;
+        let annotated = graph.expls.iter().copied().find(|&id| self.settled(id));
+        let after = graph.live_acts.last().map_or(0, |act| act + 1);
+        let gap = graph
+            .gaps
+            .range(after..)
+            .copied()
+            .find(|&id| self.settled(id));
+        match (annotated, gap) {
+            (Some(a), Some(g)) => Some(a.min(g)),
+            (a, g) => a.or(g),
+        }
+    }
+
+    /// The oldest candidate of either kind.
+    pub fn oldest(&self) -> Option<EpisodeId> {
+        match (self.oldest_act(), self.oldest_expl()) {
+            (Some(a), Some(e)) => Some(a.min(e)),
+            (a, e) => a.or(e),
+        }
+    }
+
+    /// The graph the candidates come from.
+    pub fn graph(&self) -> &Graph {
+        self.graph
+    }
+
+    fn settled(&self, id: EpisodeId) -> bool {
+        self.graph.episode(id).last_seq < self.frontier
+    }
 }
 
 impl Graph {
@@ -135,6 +250,11 @@ impl Graph {
         &self.episodes[id as usize]
     }
 
+    /// The most recent episode with this name.
+    pub fn by_name(&self, name: &str) -> Option<EpisodeId> {
+        self.names.get(name).copied()
+    }
+
     /// The annotated episode being worked in, if any.
     pub fn active(&self) -> Option<EpisodeId> {
         self.active
@@ -143,6 +263,69 @@ impl Graph {
     /// Whether the prologue is over (a first episode has started).
     pub fn started(&self) -> bool {
         !self.episodes.is_empty()
+    }
+
+    /// The candidates of the next eviction step. An episode that reaches
+    /// into the latest model response is in flight and no candidate: that
+    /// response must reach the model again unmodified (providers such as
+    /// Anthropic reject an altered last assistant turn, and the model must
+    /// see the results of its own last calls). It keeps only the expl
+    /// episodes it depends on.
+    pub fn candidates(&self) -> Candidates<'_> {
+        Candidates {
+            graph: self,
+            frontier: self.frontier,
+        }
+    }
+
+    /// Whether something would be a candidate once the latest response is
+    /// settled (or the unannotated stretch it opened is closed by the
+    /// next one), though nothing is now.
+    pub fn waiting_on_response(&self) -> bool {
+        let now = self.candidates();
+        let later = Candidates {
+            graph: self,
+            frontier: u64::MAX,
+        };
+        now.oldest().is_none() && (later.oldest().is_some() || self.gap.is_some())
+    }
+
+    /// Tokens held by closed episodes and the open unannotated stretch that
+    /// reach into the latest response, and by the expl episodes they pin:
+    /// about what becomes evictable after that response.
+    pub fn in_flight_tokens(&self) -> usize {
+        let mut ids: Vec<EpisodeId> = Vec::new();
+        for (id, episode) in self.episodes.iter().enumerate().rev() {
+            if episode.last_seq < self.frontier {
+                break;
+            }
+            let waiting =
+                episode.state == EpisodeState::Closed || episode.origin == Origin::Unannotated;
+            if waiting && !episode.is_removed() {
+                ids.push(id as EpisodeId);
+                ids.extend(episode.dependencies.iter().copied());
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids.iter().map(|&id| self.episode(id).tokens).sum()
+    }
+
+    /// A name that no episode still in the view uses, derived from `name`.
+    pub fn free_name(&self, name: &str) -> String {
+        if !self.name_in_use(name) {
+            return name.to_string();
+        }
+        (2..)
+            .map(|n| format!("{name}-{n}"))
+            .find(|candidate| !self.name_in_use(candidate))
+            .unwrap_or_else(|| name.to_string())
+    }
+
+    fn name_in_use(&self, name: &str) -> bool {
+        self.names
+            .get(name)
+            .is_some_and(|&id| !self.episode(id).is_removed())
     }
 
     /// Checks an annotation against the graph without changing it.
@@ -158,8 +341,11 @@ impl Graph {
                         self.episode(active).name.clone(),
                     ));
                 }
-                if self.names.contains_key(name) {
-                    return Err(DelimiterError::DuplicateName(name.clone()));
+                if self.name_in_use(name) {
+                    return Err(DelimiterError::DuplicateName {
+                        name: name.clone(),
+                        suggestion: self.free_name(name),
+                    });
                 }
                 match kind {
                     EpisodeKind::Expl if !dependencies.is_empty() => {
@@ -177,10 +363,9 @@ impl Graph {
                     let Some(&id) = self.names.get(dependency) else {
                         return Err(DelimiterError::UnknownDependency(dependency.clone()));
                     };
-                    let episode = self.episode(id);
                     // Not yet closed means active, which the one-active rule
                     // above already refused: every dependency is closed.
-                    if episode.kind != EpisodeKind::Expl {
+                    if self.episode(id).kind != EpisodeKind::Expl {
                         return Err(DelimiterError::DependencyNotExpl(dependency.clone()));
                     }
                 }
@@ -226,31 +411,48 @@ impl Graph {
                 let dependencies: Vec<EpisodeId> =
                     dependencies.iter().map(|name| self.names[name]).collect();
                 for &dependency in &dependencies {
-                    if !self.episodes[dependency as usize].is_removed() {
-                        self.episodes[dependency as usize].live_dependents += 1;
+                    let episode = &mut self.episodes[dependency as usize];
+                    if !episode.is_removed() {
+                        episode.live_dependents += 1;
+                        self.expls.remove(&dependency);
                     }
                 }
-                let id = self.push_episode(name.clone(), kind, true, seq);
+                let id = self.push_episode(name.clone(), kind, Origin::Annotated, seq);
                 let episode = &mut self.episodes[id as usize];
                 episode.dependencies = dependencies;
                 episode.start_call = start_call;
                 self.names.insert(name, id);
                 self.active = Some(id);
+                if kind == EpisodeKind::Act {
+                    self.live_acts.insert(id);
+                }
                 Ok(Applied::Started(id))
             }
             Annotation::End { description, .. } => {
                 let id = self.active.take().ok_or(DelimiterError::NothingActive)?;
                 let episode = &mut self.episodes[id as usize];
-                episode.state = EpisodeState::Closed;
                 episode.description = description;
                 episode.last_seq = episode.last_seq.max(seq);
+                self.close(id);
                 Ok(Applied::Ended(id))
             }
         }
     }
 
-    /// The episode that owns non-user content arriving at `seq`, opening an
-    /// unannotated segment when no episode is active; `None` in the prologue.
+    /// Opens and closes at once an expl holding recalled content, named
+    /// after what it brings back.
+    pub(crate) fn recalled(&mut self, of: &str, description: String, seq: u64) -> EpisodeId {
+        let name = self.free_name(&format!("recall-{of}"));
+        let id = self.push_episode(name.clone(), EpisodeKind::Expl, Origin::Recalled, seq);
+        self.episodes[id as usize].description = Some(description);
+        self.names.insert(name, id);
+        self.close(id);
+        id
+    }
+
+    /// The episode that owns non-user content of the response at `seq`,
+    /// opening an unannotated segment for it when no episode is active;
+    /// `None` in the prologue.
     pub(crate) fn owner_at(&mut self, seq: u64) -> Option<EpisodeId> {
         if !self.started() {
             return None;
@@ -258,25 +460,59 @@ impl Graph {
         if let Some(active) = self.active {
             return Some(active);
         }
-        if let Some(gap) = self.gap {
+        if let Some(gap) = self.gap.filter(|&gap| self.episode(gap).first_seq == seq) {
             return Some(gap);
         }
-        self.gaps += 1;
-        let name = format!("(unannotated #{})", self.gaps);
-        let id = self.push_episode(name, EpisodeKind::Expl, false, seq);
+        self.close_gap();
+        self.gaps_opened += 1;
+        let name = format!("(unannotated #{})", self.gaps_opened);
+        let id = self.push_episode(name, EpisodeKind::Expl, Origin::Unannotated, seq);
         self.gap = Some(id);
         Some(id)
     }
 
-    /// Extends an episode's span to cover `seq`.
-    pub(crate) fn touch(&mut self, id: EpisodeId, seq: u64) {
+    /// Extends an episode's span to cover content of `tokens` at `seq`.
+    pub(crate) fn touch(&mut self, id: EpisodeId, seq: u64, tokens: usize) {
         let episode = &mut self.episodes[id as usize];
         episode.last_seq = episode.last_seq.max(seq);
+        episode.tokens += tokens;
+    }
+
+    /// Records that the latest model response sits at `seq`: the stretch of
+    /// unannotated content before it is complete.
+    pub(crate) fn set_frontier(&mut self, seq: u64) {
+        if self
+            .gap
+            .is_some_and(|gap| self.episode(gap).first_seq != seq)
+        {
+            self.close_gap();
+        }
+        self.frontier = seq;
     }
 
     fn close_gap(&mut self) {
         if let Some(gap) = self.gap.take() {
-            self.episodes[gap as usize].state = EpisodeState::Closed;
+            self.close(gap);
+        }
+    }
+
+    fn close(&mut self, id: EpisodeId) {
+        let episode = &mut self.episodes[id as usize];
+        episode.state = EpisodeState::Closed;
+        if episode.is_removed() {
+            return;
+        }
+        match (episode.kind, episode.origin) {
+            (EpisodeKind::Act, _) => {
+                self.acts.insert(id);
+            }
+            (EpisodeKind::Expl, Origin::Unannotated) => {
+                self.gaps.insert(id);
+            }
+            (EpisodeKind::Expl, _) if episode.live_dependents == 0 => {
+                self.expls.insert(id);
+            }
+            (EpisodeKind::Expl, _) => {}
         }
     }
 
@@ -284,101 +520,83 @@ impl Graph {
         &mut self,
         name: String,
         kind: EpisodeKind,
-        annotated: bool,
+        origin: Origin,
         seq: u64,
     ) -> EpisodeId {
         let id = EpisodeId::try_from(self.episodes.len()).unwrap_or(EpisodeId::MAX);
         self.episodes.push(Episode {
             name,
             kind,
-            annotated,
+            origin,
             dependencies: Vec::new(),
             description: None,
             state: EpisodeState::Active,
             level: None,
+            folded: false,
+            tokens: 0,
             live_dependents: 0,
             first_seq: seq,
             last_seq: seq,
             start_call: None,
         });
-        self.live.push(id);
         id
     }
 
-    /// The episode the next eviction step would operate on: the oldest
-    /// closed act, else the oldest closed expl whose dependents are all
-    /// fully evicted; `None` when nothing is evictable.
-    ///
-    /// An episode that reaches into the latest model response is in flight:
-    /// that response must reach the model again unmodified (providers such
-    /// as Anthropic reject an altered last assistant turn, and the model
-    /// must see that it just finished the work). It becomes a candidate
-    /// after the next response. While an act is in flight no expl is
-    /// chosen either, so acts still go first.
-    pub fn next_target(&self) -> Option<EpisodeId> {
-        self.target(self.frontier)
-    }
-
-    /// Whether an episode that reaches into the latest response would be a
-    /// candidate if that response were settled.
-    pub fn waiting_on_response(&self) -> bool {
-        self.next_target().is_none() && self.target(u64::MAX).is_some()
-    }
-
-    fn target(&self, frontier: u64) -> Option<EpisodeId> {
-        let episodes = &self.episodes;
-        let closed = |id: &&EpisodeId| episodes[**id as usize].state == EpisodeState::Closed;
-        let settled = |id: EpisodeId| episodes[id as usize].last_seq < frontier;
-        let mut acts = self
-            .live
-            .iter()
-            .filter(closed)
-            .copied()
-            .filter(|id| episodes[*id as usize].kind == EpisodeKind::Act)
-            .peekable();
-        if acts.peek().is_some() {
-            return acts.find(|&id| settled(id));
-        }
-        let newest_live_act = self
-            .live
-            .iter()
-            .rev()
-            .find(|id| episodes[**id as usize].kind == EpisodeKind::Act)
-            .copied();
-        self.live.iter().filter(closed).copied().find(|&id| {
-            let episode = &episodes[id as usize];
-            settled(id)
-                && episode.live_dependents == 0
-                && (episode.annotated || newest_live_act.is_none_or(|act| act < id))
-        })
-    }
-
-    /// Records that the latest model response sits at `seq`.
-    pub(crate) fn set_frontier(&mut self, seq: u64) {
-        self.frontier = seq;
-    }
-
-    /// The next level to apply to `id`, if any is left.
-    pub(crate) fn next_level(&self, id: EpisodeId) -> Option<Level> {
+    /// The next level to apply to `id` among `levels`, if any is left.
+    pub(crate) fn next_level(&self, id: EpisodeId, levels: &[Level]) -> Option<Level> {
         let episode = self.episode(id);
-        Level::ALL
-            .into_iter()
+        levels
+            .iter()
+            .copied()
             .filter(|level| level.applies_to(episode.kind))
             .find(|level| episode.level.is_none_or(|done| *level > done))
     }
 
     /// Records that `level` was applied to `id`.
-    pub(crate) fn mark(&mut self, id: EpisodeId, level: Level) {
-        self.episodes[id as usize].level = Some(level);
+    pub(crate) fn mark(&mut self, id: EpisodeId, level: Level, freed: usize) {
+        let episode = &mut self.episodes[id as usize];
+        episode.level = Some(level);
+        episode.tokens = episode.tokens.saturating_sub(freed);
+        if level == Level::Removed {
+            episode.tokens = 0;
+        }
         if level != Level::Removed {
             return;
         }
-        self.live.retain(|live| *live != id);
+        self.acts.remove(&id);
+        self.live_acts.remove(&id);
+        self.expls.remove(&id);
+        self.gaps.remove(&id);
         let dependencies = std::mem::take(&mut self.episodes[id as usize].dependencies);
         for &dependency in &dependencies {
             let episode = &mut self.episodes[dependency as usize];
             episode.live_dependents = episode.live_dependents.saturating_sub(1);
+            if episode.live_dependents == 0
+                && episode.state == EpisodeState::Closed
+                && !episode.is_removed()
+                && episode.origin != Origin::Unannotated
+            {
+                self.expls.insert(dependency);
+            }
         }
         self.episodes[id as usize].dependencies = dependencies;
+    }
+
+    /// Records that an episode's residue went into the index line.
+    pub(crate) fn fold(&mut self, id: EpisodeId) {
+        self.episodes[id as usize].folded = true;
+    }
+
+    /// The episode a `recall` argument names: a name (the most recent
+    /// episode of that name) or an id as shown in residues (`#12`).
+    pub fn resolve(&self, reference: &str) -> Option<EpisodeId> {
+        let reference = reference.trim();
+        if let Some(id) = reference
+            .strip_prefix('#')
+            .and_then(|digits| digits.parse::<EpisodeId>().ok())
+        {
+            return ((id as usize) < self.episodes.len()).then_some(id);
+        }
+        self.by_name(reference)
     }
 }

@@ -36,25 +36,36 @@
 //! ```
 
 pub mod budget;
+pub mod checkpoint;
 pub mod classes;
+pub mod config;
 pub mod context;
 mod eviction;
+pub mod evictor;
+mod fold;
 pub mod graph;
 pub mod message;
 pub mod oneshot;
 pub mod openai;
 pub mod protocol;
+pub mod recall;
 pub mod record;
 pub mod report;
 pub mod tokens;
 
 pub use budget::{Budget, BudgetError};
+pub use checkpoint::{Checkpoint, CheckpointError};
 pub use classes::{ToolClass, ToolClasses};
-pub use context::{Accepted, Config, Context, DEFAULT_BUDGET, DelimiterOutcome, TranscriptError};
-pub use graph::{Episode, EpisodeId, EpisodeState, Graph, Level};
+pub use config::{
+    Config, DEFAULT_BUDGET, DEFAULT_LOW_WATER, DEFAULT_RESIDUE_SHARE, Share, ShareError,
+};
+pub use context::{Accepted, Context, DelimiterOutcome, TranscriptError};
+pub use evictor::{Evictor, OldestFirst, PaperOrder};
+pub use graph::{Candidates, Episode, EpisodeId, EpisodeState, Graph, Level, Origin};
 pub use message::{Block, Message, ToolCall, ToolResult, ToolSpec};
 pub use oneshot::{EvictError, Evicted, evict};
 pub use protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind, delimiter_spec};
+pub use recall::{RECALL, RecallError, TranscriptStore, recall_spec};
 pub use record::{Record, Usage};
 pub use report::{EpisodeReport, LevelReport, Report};
 pub use tokens::{Estimate, O200k, TokenCounter};

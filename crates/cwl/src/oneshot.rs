@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::context::{Config, Context, TranscriptError};
+use crate::config::Config;
+use crate::context::{Context, TranscriptError};
 use crate::message::{Message, ToolSpec};
 use crate::report::Report;
 use crate::tokens::TokenCounter;

@@ -61,6 +61,7 @@ pub enum Annotation {
 /// Why a delimiter call was rejected. Each message says what to fix; a
 /// rejected call leaves the episode graph unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum DelimiterError {
     /// The arguments are not a JSON object.
     #[error(
@@ -92,9 +93,16 @@ pub enum DelimiterError {
     /// A type that is neither expl nor act.
     #[error("delimiter `type` must be \"expl\" or \"act\", not {0:?}")]
     UnknownType(String),
-    /// The name is taken.
-    #[error("an episode named `{0}` already exists in this session; choose a new, unique name")]
-    DuplicateName(String),
+    /// The name is taken by an episode still in the context.
+    #[error(
+        "an episode named `{name}` is still in the context; choose another name, e.g. `{suggestion}`"
+    )]
+    DuplicateName {
+        /// The name asked for.
+        name: String,
+        /// A free name derived from it.
+        suggestion: String,
+    },
     /// Another episode is still open.
     #[error(
         "episode `{0}` is still active; end it with {{\"action\":\"end\"}} before starting another"
@@ -273,8 +281,9 @@ that remains once the episode is evicted.
 - {\"action\":\"start\",\"name\":\"fix-login\",\"type\":\"act\",\"dependencies\":[\"find-auth\"]}: \
 action (edits, writes, commands that change things), listing the closed expl \
 episodes it relies on. End it with {\"action\":\"end\"} (no description).
-Names are unique in the session. Act episodes are evicted first; an expl \
-episode stays while an act that depends on it remains. User messages are never evicted.";
+Names are unique among episodes still in context; a dependency names the latest \
+closed expl of that name. Act episodes are evicted first; an expl episode stays while \
+an act that depends on it remains.";
 
 /// The tool definition to offer the model.
 pub fn delimiter_spec() -> ToolSpec {

@@ -14,6 +14,9 @@ pub struct Report {
     pub tokens_after: usize,
     /// The budget τ.
     pub budget: usize,
+    /// The low-water mark a triggered pass evicts down to.
+    #[serde(default)]
+    pub floor: usize,
     /// Whether the prompt now fits the budget.
     pub budget_met: bool,
     /// Set when the budget was missed only because what could go reaches
@@ -21,6 +24,14 @@ pub struct Report {
     /// response, so the overshoot lasts one model call.
     #[serde(default)]
     pub deferred: bool,
+    /// Index in the new view of the first message the pass changed: the
+    /// prefix before it is byte-identical to the previous request's, so a
+    /// provider's cache breakpoint belongs there. `None` when nothing changed.
+    #[serde(default)]
+    pub first_changed: Option<usize>,
+    /// Residues and finished user turns folded into the index line.
+    #[serde(default)]
+    pub folded: usize,
     /// The episodes touched, in the order they were touched.
     pub episodes: Vec<EpisodeReport>,
     /// Anything the caller should know ("budget cannot be met", ignored
@@ -36,7 +47,7 @@ impl Report {
 
     /// Whether the pass changed the view.
     pub fn evicted(&self) -> bool {
-        !self.episodes.is_empty()
+        self.first_changed.is_some()
     }
 }
 

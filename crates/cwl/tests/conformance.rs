@@ -81,11 +81,17 @@ fn start_rules_are_enforced() {
     let cases: Vec<(serde_json::Value, DelimiterError)> = vec![
         (
             json!({"action": "start", "name": "e1", "type": "expl"}),
-            DelimiterError::DuplicateName("e1".into()),
+            DelimiterError::DuplicateName {
+                name: "e1".into(),
+                suggestion: "e1-2".into(),
+            },
         ),
         (
             json!({"action": "start", "name": "a1", "type": "act", "dependencies": ["e1"]}),
-            DelimiterError::DuplicateName("a1".into()),
+            DelimiterError::DuplicateName {
+                name: "a1".into(),
+                suggestion: "a1-2".into(),
+            },
         ),
         (
             json!({"action": "start", "name": "a2", "type": "act"}),
@@ -382,7 +388,7 @@ fn full_removal_leaves_the_expl_description_as_residue_and_keeps_user_turns() {
     assert_eq!(
         texts(&view),
         vec![
-            "[evicted expl episode `locate-auth`: Auth lives in src/auth.rs]".to_string(),
+            "[evicted expl episode `locate-auth` (#0): Auth lives in src/auth.rs]".to_string(),
             "next".to_string()
         ]
     );
@@ -615,7 +621,7 @@ fn eviction_persists_so_the_prefix_only_changes_where_eviction_happens() {
 
 #[test]
 fn a_result_for_an_evicted_pending_call_is_dropped() {
-    let mut context = Context::new(Config::with_budget(10), counter(), Vec::new());
+    let mut context = Context::new(Config::paper(10), counter(), Vec::new());
     let open = |name: &str| json!({"action": "start", "name": name, "type": "expl"}).to_string();
     context
         .push(Message::Assistant {
@@ -651,7 +657,7 @@ fn a_result_for_an_evicted_pending_call_is_dropped() {
 
 #[test]
 fn out_of_band_annotations_cost_nothing_and_leave_a_residue_message() {
-    let mut context = Context::new(Config::with_budget(100_000), counter(), Vec::new());
+    let mut context = Context::new(Config::paper(100_000), counter(), Vec::new());
     context.push(Message::user("task")).expect("user");
     let before = context.tokens();
     context
@@ -690,7 +696,7 @@ fn out_of_band_annotations_cost_nothing_and_leave_a_residue_message() {
         view,
         vec![
             Message::user("task"),
-            Message::assistant_text("[evicted expl episode `look`: read main.rs]"),
+            Message::assistant_text("[evicted expl episode `look` (#0): read main.rs]"),
             Message::assistant_text("read it"),
             Message::user("next"),
         ]
@@ -838,7 +844,7 @@ fn an_episode_the_latest_response_closed_waits_for_the_next_response() {
 }
 
 #[test]
-fn while_an_act_is_in_flight_no_expl_is_touched() {
+fn an_act_in_flight_protects_only_its_own_dependencies() {
     let mut script = Script::new();
     script
         .user("task")
@@ -846,14 +852,28 @@ fn while_an_act_is_in_flight_no_expl_is_touched() {
         .tool("read", &bulk(300))
         .end_expl("old learned")
         .start_expl("e")
+        .tool("read", &bulk(300))
         .end_expl("learned")
         .start_act("a", &["e"])
         .tool("edit", &bulk(300))
         .end_act();
     let mut context = context(&script.build(), 50);
     let report = context.enforce();
-    assert!(report.episodes.is_empty(), "{report:?}");
-    assert!(!report.budget_met);
+    let names: Vec<&str> = report
+        .episodes
+        .iter()
+        .map(|episode| episode.name.as_str())
+        .collect();
+    assert_eq!(names, ["old"], "the unrelated expl goes; `e` waits for `a`");
+    assert!(report.deferred, "{report:?}");
+    let view: Vec<Message> = context.view().cloned().collect();
+    assert_eq!(
+        view.iter()
+            .filter(|m| has_output(std::slice::from_ref(m), &bulk(300)))
+            .count(),
+        2,
+        "e's read and a's edit stay"
+    );
     context
         .push(Message::assistant_text("done"))
         .expect("reply");
@@ -863,5 +883,5 @@ fn while_an_act_is_in_flight_no_expl_is_touched() {
         .iter()
         .map(|episode| episode.name.as_str())
         .collect();
-    assert_eq!(names[0], "a");
+    assert_eq!(names, ["a", "e"]);
 }

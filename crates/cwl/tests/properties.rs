@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Script, counter, recount, validate};
-use cwl::{Config, Context, EpisodeKind, EpisodeState, Message, evict};
+use cwl::{Config, Context, EpisodeKind, EpisodeState, Evictor, Message, PaperOrder, evict};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -126,7 +126,7 @@ fn protected(messages: &[Message]) -> Vec<&Message> {
 
 fn context(messages: &[Message], budget: usize) -> Context {
     let mut context = Context::new(
-        Config::with_budget(budget),
+        Config::paper(budget),
         counter(),
         vec![cwl::delimiter_spec()],
     );
@@ -161,10 +161,16 @@ fn check_view(
         prop_assert!(context.tokens() <= report.budget);
     } else {
         prop_assert!(
-            context.graph().next_target().is_none(),
+            PaperOrder.select(context.graph().candidates()).is_none(),
             "unmet only when no candidate is left"
         );
-        prop_assert_eq!(report.deferred, context.graph().waiting_on_response());
+        let graph = context.graph();
+        let over = context.tokens() - report.budget;
+        prop_assert_eq!(
+            report.deferred,
+            graph.waiting_on_response() && graph.in_flight_tokens() >= over,
+            "deferred only when what waits on the response covers the overshoot"
+        );
         prop_assert!(context.tokens() > report.budget);
     }
     let last_response = |messages: &[Message]| {
@@ -249,22 +255,27 @@ proptest! {
         check_view(&messages, &stateful, &report)?;
 
         let expl_touched = report.episodes.iter().any(|episode| episode.kind == EpisodeKind::Expl);
+        let latest_response = messages
+            .iter()
+            .rposition(|message| matches!(message, Message::Assistant { .. }))
+            .unwrap_or(0) as u64;
         if expl_touched {
             for episode in stateful.graph().episodes() {
-                if episode.kind() == EpisodeKind::Act && episode.state() == EpisodeState::Closed {
+                let in_flight = episode.span().1 >= latest_response;
+                if episode.kind() == EpisodeKind::Act && episode.state() == EpisodeState::Closed && !in_flight {
                     prop_assert!(episode.is_removed(), "an expl was touched while closed act {} keeps content", episode.name());
                 }
             }
         }
 
-        let oneshot = evict(messages.clone(), vec![cwl::delimiter_spec()], Config::with_budget(budget), counter())
+        let oneshot = evict(messages.clone(), vec![cwl::delimiter_spec()], Config::paper(budget), counter())
             .expect("generated transcripts are valid");
         let view: Vec<Message> = stateful.view().cloned().collect();
         prop_assert_eq!(&oneshot.messages, &view, "stateful and one-shot agree");
         prop_assert_eq!(oneshot.report.episodes.clone(), report.episodes.clone());
         prop_assert_eq!(oneshot.report.tokens_after, report.tokens_after);
 
-        let again = evict(messages, vec![cwl::delimiter_spec()], Config::with_budget(budget), counter())
+        let again = evict(messages, vec![cwl::delimiter_spec()], Config::paper(budget), counter())
             .expect("valid");
         prop_assert_eq!(
             serde_json::to_string(&again.messages).expect("json"),
@@ -276,7 +287,7 @@ proptest! {
     #[test]
     fn enforcing_before_every_call_keeps_every_invariant(ops in prop::collection::vec(op(), 1..30), budget in 50usize..3000) {
         let messages = session(&ops);
-        let mut context = Context::new(Config::with_budget(budget), counter(), vec![cwl::delimiter_spec()]);
+        let mut context = Context::new(Config::paper(budget), counter(), vec![cwl::delimiter_spec()]);
         for (index, message) in messages.iter().enumerate() {
             context.push(message.clone()).expect("valid");
             let next_is_result = matches!(messages.get(index + 1), Some(Message::ToolResult(_)));
@@ -284,6 +295,68 @@ proptest! {
                 let report = context.enforce();
                 check_view(&messages[..=index], &context, &report)?;
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The engine's defaults beyond the paper (low water, residue cap):
+    /// the view stays valid and counted, changes only when over τ and only
+    /// after the reported first change, and keeps the current task.
+    #[test]
+    fn low_water_and_residue_cap_keep_the_view_valid_and_stable(
+        ops in prop::collection::vec(op(), 1..40),
+        budget in 50usize..3000,
+        low_water in 0.3f64..1.0,
+        share in 0.05f64..0.5,
+    ) {
+        let messages = session(&ops);
+        let config = Config::with_budget(budget)
+            .low_water(cwl::Share::new(low_water).expect("in range"))
+            .residue_share(Some(cwl::Share::new(share).expect("in range")));
+        let mut context = Context::new(config, counter(), vec![cwl::delimiter_spec()]);
+        let mut previous: Vec<Message> = Vec::new();
+        for (index, message) in messages.iter().enumerate() {
+            context.push(message.clone()).expect("valid");
+            if matches!(messages.get(index + 1), Some(Message::ToolResult(_))) {
+                continue;
+            }
+            let grown: Vec<Message> = context.view().cloned().collect();
+            let report = context.enforce();
+            let view: Vec<Message> = context.view().cloned().collect();
+            validate(&view).map_err(TestCaseError::fail)?;
+            prop_assert_eq!(context.tokens(), recount(&context));
+            prop_assert_eq!(report.tokens_after, context.tokens());
+            if report.tokens_before <= budget {
+                prop_assert_eq!(&view, &grown, "within τ nothing changes");
+            }
+            match report.first_changed {
+                None => prop_assert_eq!(&view, &grown),
+                Some(first) => {
+                    prop_assert!(first <= view.len());
+                    prop_assert_eq!(&view[..first], &grown[..first], "prefix before the first change");
+                    prop_assert!(first == view.len() || first >= grown.len() || view[first] != grown[first]);
+                }
+            }
+            if report.budget_met {
+                prop_assert!(context.tokens() <= budget);
+            }
+            let input = &messages[..=index];
+            let last = |m: &[Message]| m.iter().rev().find(|m| matches!(m, Message::Assistant { .. })).cloned();
+            prop_assert_eq!(last(input), last(&view), "latest response untouched");
+            let last_user = input.iter().rev().find(|m| matches!(m, Message::User { .. }));
+            if let Some(user) = last_user {
+                prop_assert!(view.contains(user), "the current task's user turn stays");
+            }
+            let head = input.len().min(2);
+            prop_assert_eq!(&view[..head], &input[..head], "system prompt and first task stay");
+            // Pushed views only ever grow at the tail between passes.
+            if !previous.is_empty() && report.first_changed.is_none() {
+                prop_assert_eq!(&view[..previous.len().min(view.len())], &previous[..previous.len().min(view.len())]);
+            }
+            previous = view;
         }
     }
 }

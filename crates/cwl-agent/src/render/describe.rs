@@ -74,16 +74,7 @@ pub fn eviction(episode: &EpisodeReport) -> String {
             human_tokens(tokens)
         )
     } else {
-        let levels: Vec<&str> = episode
-            .levels
-            .iter()
-            .map(|l| match l.level {
-                Level::Reasoning => "reasoning",
-                Level::Bulk => "bulk output",
-                Level::Intermediate => "tool output",
-                Level::Removed => "removed",
-            })
-            .collect();
+        let levels: Vec<&str> = episode.levels.iter().map(|l| l.level.label()).collect();
         format!(
             "stripped {} {name}: {} (−{})",
             episode.kind,

@@ -114,7 +114,7 @@ pub fn counter() -> Arc<dyn TokenCounter> {
 
 /// A context holding `messages`, with the given budget.
 pub fn context(messages: &[Message], budget: usize) -> Context {
-    let mut context = Context::new(Config::with_budget(budget), counter(), Vec::new());
+    let mut context = Context::new(Config::paper(budget), counter(), Vec::new());
     for message in messages {
         context.push(message.clone()).expect("valid transcript");
     }

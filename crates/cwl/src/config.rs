@@ -1,0 +1,186 @@
+//! How the engine evicts: the budget, where a pass stops, how much room
+//! residues may take, and the tool classes.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::classes::ToolClasses;
+
+/// The default token budget τ.
+pub const DEFAULT_BUDGET: usize = 80_000;
+
+/// The default low-water mark, as a share of τ: a pass that starts over τ
+/// evicts down to it, so the cached prefix changes in rare batches. Chosen
+/// from the lab's cost/retention sweep (see the README).
+pub const DEFAULT_LOW_WATER: f64 = 0.75;
+
+/// The default share of τ that residues and finished tasks' user turns may
+/// take before the oldest fold into the index line.
+pub const DEFAULT_RESIDUE_SHARE: f64 = 0.15;
+
+/// A share in (0, 1], such as a low-water mark or a residue cap.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct Share(f64);
+
+/// A share outside (0, 1].
+#[derive(Debug, Clone, PartialEq, Error)]
+#[error("invalid share `{0}`: expected a number above 0 and at most 1 (or a percentage like 75%)")]
+pub struct ShareError(pub String);
+
+impl Share {
+    /// A share, if `value` is in (0, 1].
+    pub fn new(value: f64) -> Result<Share, ShareError> {
+        if value > 0.0 && value <= 1.0 {
+            Ok(Share(value))
+        } else {
+            Err(ShareError(value.to_string()))
+        }
+    }
+
+    /// The share as a number in (0, 1].
+    pub fn get(self) -> f64 {
+        self.0
+    }
+
+    /// This share of `tokens`, rounded down.
+    pub fn of(self, tokens: usize) -> usize {
+        (tokens as f64 * self.0).floor() as usize
+    }
+}
+
+impl TryFrom<f64> for Share {
+    type Error = ShareError;
+    fn try_from(value: f64) -> Result<Self, Self::Error> {
+        Share::new(value)
+    }
+}
+
+impl From<Share> for f64 {
+    fn from(share: Share) -> f64 {
+        share.0
+    }
+}
+
+impl std::str::FromStr for Share {
+    type Err = ShareError;
+
+    /// Reads `0.75` or `75%`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let trimmed = text.trim();
+        let invalid = || ShareError(text.to_string());
+        let value = match trimmed.strip_suffix('%') {
+            Some(percent) => percent.trim().parse::<f64>().map_err(|_| invalid())? / 100.0,
+            None => trimmed.parse::<f64>().map_err(|_| invalid())?,
+        };
+        Share::new(value).map_err(|_| invalid())
+    }
+}
+
+impl std::fmt::Display for Share {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}%", (self.0 * 1000.0).round() / 10.0)
+    }
+}
+
+/// How the engine evicts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Config {
+    /// The token budget τ: the prompt is kept at or under it when possible.
+    pub budget: usize,
+    /// Where a pass that starts over τ stops, as a share of τ (1 = stop as
+    /// soon as the prompt fits, the paper's rule).
+    pub low_water: Share,
+    /// The share of τ that residues and the user turns of finished tasks
+    /// may take before the oldest fold into one index line; `None` keeps
+    /// them all (the paper: user turns are never evicted).
+    pub residue_share: Option<Share>,
+    /// Which tools' calls are bulk output and which intermediate.
+    pub classes: ToolClasses,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            budget: DEFAULT_BUDGET,
+            low_water: Share(DEFAULT_LOW_WATER),
+            residue_share: Some(Share(DEFAULT_RESIDUE_SHARE)),
+            classes: ToolClasses::default(),
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration with another budget.
+    pub fn with_budget(budget: usize) -> Self {
+        Config {
+            budget,
+            ..Config::default()
+        }
+    }
+
+    /// Algorithm 1 exactly as the paper states it: stop as soon as the
+    /// prompt fits, never fold residues or user turns.
+    pub fn paper(budget: usize) -> Self {
+        Config {
+            budget,
+            low_water: Share(1.0),
+            residue_share: None,
+            classes: ToolClasses::default(),
+        }
+    }
+
+    /// Sets the low-water mark.
+    pub fn low_water(mut self, share: Share) -> Self {
+        self.low_water = share;
+        self
+    }
+
+    /// Sets the residue cap (`None`: off).
+    pub fn residue_share(mut self, share: Option<Share>) -> Self {
+        self.residue_share = share;
+        self
+    }
+
+    /// Sets the tool classes.
+    pub fn classes(mut self, classes: ToolClasses) -> Self {
+        self.classes = classes;
+        self
+    }
+
+    /// Tokens a pass evicts down to once triggered.
+    pub fn floor(&self) -> usize {
+        self.low_water.of(self.budget).max(1)
+    }
+
+    /// Tokens residues may take, if capped.
+    pub fn residue_cap(&self) -> Option<usize> {
+        self.residue_share.map(|share| share.of(self.budget))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_read_both_forms_and_reject_nonsense() {
+        assert_eq!("0.75".parse::<Share>().map(Share::get), Ok(0.75));
+        assert_eq!("60%".parse::<Share>().map(Share::get), Ok(0.6));
+        for bad in ["", "0", "1.5", "-1", "abc", "0%", "120%"] {
+            assert!(bad.parse::<Share>().is_err(), "{bad}");
+        }
+        assert_eq!(Share(0.75).to_string(), "75%");
+    }
+
+    #[test]
+    fn floors_and_caps_follow_the_budget() {
+        let config = Config::with_budget(80_000);
+        assert_eq!(config.floor(), 60_000);
+        assert_eq!(config.residue_cap(), Some(12_000));
+        let paper = Config::paper(80_000);
+        assert_eq!(paper.floor(), 80_000);
+        assert_eq!(paper.residue_cap(), None);
+    }
+}

@@ -1,0 +1,60 @@
+//! The seam where eviction strategies plug in: which episode a step works
+//! on and which levels it applies. The engine keeps everything else (the
+//! candidate rules, pairing, residues, the report), so every strategy
+//! keeps its guarantees.
+
+use std::fmt;
+
+use crate::graph::{Candidates, EpisodeId, Level};
+use crate::protocol::EpisodeKind;
+
+/// Chooses the target of each eviction step and the levels it gets.
+pub trait Evictor: Send + Sync + fmt::Debug {
+    /// A short name for reports.
+    fn name(&self) -> &'static str;
+
+    /// The episode to strip next, among the candidates; `None` ends the pass.
+    fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId>;
+
+    /// The levels applied to an episode of this kind, least destructive
+    /// first. [`Level::Removed`] should come last.
+    fn levels(&self, kind: EpisodeKind) -> &'static [Level];
+}
+
+/// The paper's order: the oldest act, else the oldest expl; levels
+/// reasoning (expl only), bulk output, intermediate, removal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PaperOrder;
+
+impl Evictor for PaperOrder {
+    fn name(&self) -> &'static str {
+        "cwl"
+    }
+
+    fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId> {
+        candidates.oldest_act().or_else(|| candidates.oldest_expl())
+    }
+
+    fn levels(&self, _: EpisodeKind) -> &'static [Level] {
+        &Level::ALL
+    }
+}
+
+/// The reference harness pi-cwl's order, offered for comparison: the
+/// oldest candidate of either kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OldestFirst;
+
+impl Evictor for OldestFirst {
+    fn name(&self) -> &'static str {
+        "oldest-first"
+    }
+
+    fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId> {
+        candidates.oldest()
+    }
+
+    fn levels(&self, _: EpisodeKind) -> &'static [Level] {
+        &Level::ALL
+    }
+}

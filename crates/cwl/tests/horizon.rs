@@ -1,0 +1,431 @@
+//! Conformance tests for the rules the paper leaves open, as the engine
+//! settles them for sessions of any length: in-flight episodes, per-response
+//! unannotated stretches, name reuse, low water, the residue cap, recall,
+//! checkpoints and the evictor seam.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Script, bulk, counter, has_output, recount, texts, validate};
+use cwl::{
+    Checkpoint, Config, Context, DelimiterError, Message, OldestFirst, PaperOrder, RecallError,
+    Share, TranscriptStore, delimiter_spec, recall_spec,
+};
+use serde_json::json;
+
+fn push_all(context: &mut Context, messages: &[Message]) {
+    for message in messages {
+        context.push(message.clone()).expect("valid transcript");
+    }
+}
+
+fn with(config: Config, messages: &[Message]) -> Context {
+    let mut context = Context::new(config, counter(), Vec::new());
+    push_all(&mut context, messages);
+    context
+}
+
+fn view(context: &Context) -> Vec<Message> {
+    context.view().cloned().collect()
+}
+
+fn names(report: &cwl::Report) -> Vec<&str> {
+    report.episodes.iter().map(|e| e.name.as_str()).collect()
+}
+
+#[test]
+fn a_trailing_unannotated_stretch_is_evictable_once_no_longer_in_flight() {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("e")
+        .end_expl("learned")
+        .tool("read", &bulk(300))
+        .tool("bash", &bulk(300));
+    let messages = script.build();
+    let mut context = with(Config::paper(200), &messages);
+    let report = context.enforce();
+    assert_eq!(
+        names(&report),
+        ["e", "(unannotated #1)"],
+        "the first loose response is its own closed stretch; the second is in flight"
+    );
+    assert!(report.deferred, "{report:?}");
+    assert!(has_output(&view(&context), &bulk(300)));
+    context.push(Message::assistant_text("done")).unwrap();
+    let report = context.enforce();
+    assert_eq!(names(&report), ["(unannotated #2)"]);
+    assert!(report.budget_met);
+    assert!(!has_output(&view(&context), &bulk(300)));
+}
+
+#[test]
+fn a_model_that_stops_annotating_never_pins_the_session() {
+    let mut script = Script::new();
+    script.user("task").start_expl("e").end_expl("learned");
+    for _ in 0..20 {
+        script.tool("read", &bulk(200));
+    }
+    script.say("done");
+    let mut context = with(Config::paper(1_000), &script.build());
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    assert!(context.tokens() <= 1_000);
+    validate(&view(&context)).unwrap();
+}
+
+#[test]
+fn names_are_unique_only_among_episodes_still_in_the_view() {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("find")
+        .tool("grep", &bulk(300))
+        .end_expl("first finding")
+        .say("ok");
+    let mut context = with(Config::paper(100_000), &script.build());
+
+    // While `find` is in the view its name is taken, and the error offers a free one.
+    let mut again = Script::new();
+    again.start_expl("find");
+    let outcomes = context.push(again.messages[0].clone()).unwrap();
+    assert_eq!(
+        outcomes[0].result,
+        Err(DelimiterError::DuplicateName {
+            name: "find".into(),
+            suggestion: "find-2".into()
+        })
+    );
+    assert!(outcomes[0].text().contains("e.g. `find-2`"));
+    context.push(again.messages[1].clone()).unwrap();
+
+    // Once it is removed, the name is free again.
+    context.set_budget(40);
+    context.enforce();
+    assert!(context.graph().episode(0).is_removed());
+    let mut reuse = Script::new();
+    reuse
+        .start_expl("find")
+        .tool("read", &bulk(10))
+        .end_expl("second finding")
+        .start_act("fix", &["find"])
+        .end_act();
+    context.set_budget(100_000);
+    for message in reuse.build() {
+        let outcomes = context.push(message).unwrap();
+        assert!(outcomes.iter().all(|o| !o.is_error()), "{outcomes:?}");
+    }
+    let graph = context.graph();
+    let fix = graph.by_name("fix").unwrap();
+    let dependency = graph.episode(fix).dependencies()[0];
+    assert_eq!(
+        graph.episode(dependency).description(),
+        Some("second finding"),
+        "a dependency names the most recent expl of that name"
+    );
+}
+
+#[test]
+fn a_pass_evicts_down_to_the_low_water_mark_then_leaves_the_view_alone() {
+    let mut script = Script::new();
+    script.system("sys").user("task");
+    for index in 0..10 {
+        script
+            .start_expl(&format!("e{index}"))
+            .tool("read", &bulk(100))
+            .end_expl(&format!("learned {index}"));
+    }
+    script.say("done");
+    let messages = script.build();
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let budget = total - 50;
+    let config = Config::paper(budget).low_water(Share::new(0.6).unwrap());
+    let mut context = with(config, &messages);
+    let before = view(&context);
+    let report = context.enforce();
+    assert!(report.budget_met);
+    assert_eq!(report.floor, (budget as f64 * 0.6) as usize);
+    assert!(context.tokens() <= report.floor, "{report:?}");
+    assert!(report.episodes.len() > 1, "one batch, several episodes");
+
+    let after = view(&context);
+    let first = report.first_changed.expect("changed");
+    assert_eq!(
+        before[..first],
+        after[..first],
+        "the prefix before it is intact"
+    );
+    assert_ne!(before[first], after[first]);
+
+    // Growth under τ changes nothing: the cached prefix holds.
+    context.push(Message::user("more")).unwrap();
+    context.push(Message::assistant_text("fine")).unwrap();
+    let quiet = context.enforce();
+    assert_eq!(quiet.first_changed, None);
+    assert!(quiet.episodes.is_empty());
+    assert_eq!(recount(&context), context.tokens());
+}
+
+/// A session of `tasks` finished tasks, each a user turn, one expl and one act.
+fn long_session(tasks: usize) -> Vec<Message> {
+    let mut script = Script::new();
+    script.system("sys").user("first task");
+    for task in 0..tasks {
+        if task > 0 {
+            script.user(&format!("task {task}: {}", "please ".repeat(20)));
+        }
+        script
+            .start_expl(&format!("look-{task}"))
+            .tool("grep", &bulk(200))
+            .end_expl(&format!("task {task} lives in src/module_{task}.rs"))
+            .start_act(&format!("fix-{task}"), &[&format!("look-{task}")])
+            .tool("edit", &bulk(100))
+            .end_act()
+            .say("done");
+    }
+    script.build()
+}
+
+#[test]
+fn residues_and_finished_user_turns_fold_past_their_share() {
+    let messages = long_session(200);
+    let config = Config::with_budget(3_000);
+    let mut context = Context::new(config.clone(), counter(), Vec::new());
+    let mut folded = 0;
+    for message in &messages {
+        context.push(message.clone()).unwrap();
+        if matches!(message, Message::Assistant { .. }) {
+            continue;
+        }
+        let report = context.enforce();
+        folded += report.folded;
+        assert!(
+            report.budget_met || report.deferred,
+            "τ holds at any length: {report:?}"
+        );
+    }
+    assert!(folded > 100, "{folded}");
+    let view = view(&context);
+    validate(&view).unwrap();
+    let all = texts(&view).join("\n");
+    assert!(all.contains("[folded to save context"), "{all}");
+    assert!(all.contains("older items"), "the index line is bounded too");
+    // The prologue and the current task's user turn stay.
+    assert_eq!(view[0], Message::system("sys"));
+    assert_eq!(view[1], Message::user("first task"));
+    let last_user = messages
+        .iter()
+        .rev()
+        .find(|m| matches!(m, Message::User { .. }))
+        .unwrap();
+    assert!(view.contains(last_user));
+    assert_eq!(recount(&context), context.tokens());
+}
+
+#[test]
+fn without_the_residue_cap_user_turns_are_never_evicted_and_the_budget_is_reported_unmet() {
+    let messages = long_session(200);
+    let mut context = with(Config::paper(3_000), &messages);
+    let report = context.enforce();
+    assert!(!report.budget_met);
+    assert!(!report.deferred);
+    assert!(report.warnings[0].contains("budget cannot be met"));
+    let users = |messages: &[Message]| {
+        messages
+            .iter()
+            .filter(|m| matches!(m, Message::User { .. }))
+            .count()
+    };
+    assert_eq!(users(&view(&context)), users(&messages));
+}
+
+/// A session store backed by the pushed messages, as a harness keeps them.
+struct Store(Vec<Message>);
+
+impl TranscriptStore for Store {
+    fn messages(&self, first: u64, last: u64) -> Result<Vec<Message>, String> {
+        let (first, last) = (first as usize, last as usize);
+        self.0
+            .get(first..=last)
+            .map(<[Message]>::to_vec)
+            .ok_or_else(|| format!("no messages {first}..={last}"))
+    }
+}
+
+fn recall_call(context: &mut Context, store: &mut Store, id: &str, reference: &str) -> String {
+    let call = Message::Assistant {
+        content: vec![cwl::Block::ToolCall(cwl::ToolCall::new(
+            id,
+            "recall",
+            json!({ "episode": reference }).to_string(),
+        ))],
+    };
+    store.0.push(call.clone());
+    context.push(call).unwrap();
+    let (text, error) = match context.recall(&json!({ "episode": reference }).to_string(), store) {
+        Ok(text) => (text, false),
+        Err(error) => (error.to_string(), true),
+    };
+    let result = Message::tool_result(id, "recall", text.clone(), error);
+    store.0.push(result.clone());
+    context.push(result).unwrap();
+    text
+}
+
+#[test]
+fn recall_brings_evicted_content_back_as_a_new_expl() {
+    let mut script = Script::new();
+    script
+        .system("sys")
+        .user("task")
+        .start_expl("find-auth")
+        .tool("grep", "src/auth.rs:12: fn login(user: &str)")
+        .end_expl("login is in src/auth.rs")
+        .say("ok");
+    let messages = script.build();
+    let mut store = Store(messages.clone());
+    let mut context = Context::new(
+        Config::paper(100_000),
+        counter(),
+        vec![delimiter_spec(), recall_spec()],
+    );
+    push_all(&mut context, &messages);
+
+    let refused = recall_call(&mut context, &mut store, "r0", "find-auth");
+    assert!(refused.contains("still in the context"), "{refused}");
+
+    context.set_budget(context.tokens() - 20);
+    context.push(Message::user("next")).unwrap();
+    store.0.push(Message::user("next"));
+    let report = context.enforce();
+    assert_eq!(names(&report)[0], "find-auth");
+    assert!(texts(&view(&context)).iter().any(|t| t.contains("(#0)")));
+    assert!(!has_output(
+        &view(&context),
+        "src/auth.rs:12: fn login(user: &str)"
+    ));
+
+    context.set_budget(100_000);
+    for reference in ["find-auth", "#0"] {
+        let text = recall_call(
+            &mut context,
+            &mut store,
+            &format!("r-{reference}"),
+            reference,
+        );
+        assert!(
+            text.contains("src/auth.rs:12: fn login(user: &str)"),
+            "{text}"
+        );
+        assert!(text.contains("login is in src/auth.rs"), "{text}");
+        assert!(
+            !text.contains("delimiter"),
+            "protocol calls stay out: {text}"
+        );
+    }
+    let graph = context.graph();
+    let recalled = graph
+        .by_name("recall-find-auth-2")
+        .expect("second recall named apart");
+    assert_eq!(graph.episode(recalled).origin(), cwl::Origin::Recalled);
+
+    let unknown = context.recall(r#"{"episode":"nope"}"#, &store);
+    assert!(matches!(unknown, Err(RecallError::Unknown(_))));
+    let bad = context.recall(r#"{"name":"x"}"#, &store);
+    assert_eq!(bad, Err(RecallError::BadArguments));
+
+    // Recalled content is an ordinary expl: it can be evicted again.
+    context.push(Message::assistant_text("thanks")).unwrap();
+    context.set_budget(100);
+    let report = context.enforce();
+    assert!(
+        names(&report)
+            .iter()
+            .any(|n| n.starts_with("recall-find-auth")),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn a_folded_user_turn_can_be_recalled() {
+    let messages = long_session(60);
+    let mut store = Store(messages.clone());
+    let mut context = Context::new(Config::with_budget(2_000), counter(), vec![recall_spec()]);
+    for message in &messages {
+        context.push(message.clone()).unwrap();
+        context.enforce();
+    }
+    let index = texts(&view(&context))
+        .into_iter()
+        .find(|t| t.starts_with("[folded"))
+        .expect("index line");
+    let user = index
+        .split(", ")
+        .find_map(|item| item.strip_prefix("user turn "))
+        .expect("a folded user turn is listed")
+        .trim_end_matches(']')
+        .to_string();
+    let text = recall_call(&mut context, &mut store, "ru", &user);
+    assert!(
+        text.starts_with(&format!("Recalled user turn {user}")),
+        "{text}"
+    );
+    assert!(text.contains("please"), "{text}");
+}
+
+#[test]
+fn a_checkpoint_restores_the_same_engine() {
+    let messages = long_session(30);
+    let (head, tail) = messages.split_at(messages.len() / 2);
+    let config = Config::with_budget(2_000);
+    let mut whole = Context::new(config.clone(), counter(), vec![delimiter_spec()]);
+    for message in head {
+        whole.push(message.clone()).unwrap();
+        whole.enforce();
+    }
+    let saved = serde_json::to_string(&whole.checkpoint()).unwrap();
+    let checkpoint: Checkpoint = serde_json::from_str(&saved).unwrap();
+    assert_eq!(checkpoint.pushes(), head.len() as u64);
+    let mut resumed = Context::restore(checkpoint, counter(), Arc::new(PaperOrder)).unwrap();
+    assert_eq!(view(&resumed), view(&whole));
+    for message in tail {
+        whole.push(message.clone()).unwrap();
+        resumed.push(message.clone()).unwrap();
+        assert_eq!(whole.enforce(), resumed.enforce());
+    }
+    assert_eq!(view(&resumed), view(&whole));
+    assert_eq!(resumed.tokens(), whole.tokens());
+
+    let mut future: serde_json::Value = serde_json::from_str(&saved).unwrap();
+    future["version"] = json!(99);
+    let future: Checkpoint = serde_json::from_value(future).unwrap();
+    let error = Context::restore(future, counter(), Arc::new(PaperOrder)).unwrap_err();
+    assert!(error.to_string().contains("format 99"), "{error}");
+}
+
+#[test]
+fn the_evictor_seam_changes_the_order_and_nothing_else() {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("old")
+        .tool("read", &bulk(100))
+        .end_expl("old learned")
+        .start_expl("e")
+        .end_expl("learned")
+        .start_act("a", &["e"])
+        .tool("edit", &bulk(100))
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let budget = with(Config::paper(1_000_000), &messages).tokens() - 10;
+    let mut paper = with(Config::paper(budget), &messages);
+    assert_eq!(names(&paper.enforce()), ["a"]);
+    let mut oldest = Context::new(Config::paper(budget), counter(), Vec::new())
+        .with_evictor(Arc::new(OldestFirst));
+    push_all(&mut oldest, &messages);
+    assert_eq!(oldest.evictor().name(), "oldest-first");
+    assert_eq!(names(&oldest.enforce()), ["old"]);
+    validate(&view(&oldest)).unwrap();
+}
