@@ -96,6 +96,12 @@ pub struct ReplayArgs {
     /// compact: most recent tokens kept verbatim after a summary [default 20000: pi's keepRecentTokens].
     #[arg(long, value_name = "TOKENS", default_value_t = CompactParams::default().keep_recent)]
     pub compact_keep_recent: usize,
+    /// cwl: a pass that starts over the budget evicts down to this share of it (0.75 or 75%; 1 = the paper's stop-as-soon-as-it-fits), so the cached prefix changes in rare batches.
+    #[arg(long, value_name = "SHARE", default_value_t = cwl::Config::default().low_water)]
+    pub low_water: cwl::Share,
+    /// cwl: residues and finished tasks' user turns may take this share of the budget before the oldest fold into one index line (0.15 or 15%), or `off` (the paper: user turns are never evicted).
+    #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().residue_share))]
+    pub residue_share: cwl::ResidueCap,
 }
 
 /// `cwl gen`: write a synthetic annotated session for scale tests.
@@ -171,6 +177,8 @@ impl ReplayArgs {
                 window,
                 mask_turns: self.mask_turns,
                 compact,
+                low_water: self.low_water,
+                residue_share: self.residue_share.0,
             },
             pricing: Arc::new(pricing),
             counter: self.tokenizer.counter(),

@@ -83,6 +83,30 @@ impl std::fmt::Display for Share {
     }
 }
 
+/// A residue cap as users write it: a share (`0.15`, `15%`) or `off`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResidueCap(pub Option<Share>);
+
+impl std::str::FromStr for ResidueCap {
+    type Err = ShareError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "off" | "none" => Ok(ResidueCap(None)),
+            share => share.parse().map(|share| ResidueCap(Some(share))),
+        }
+    }
+}
+
+impl std::fmt::Display for ResidueCap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(share) => share.fmt(f),
+            None => f.write_str("off"),
+        }
+    }
+}
+
 /// How the engine evicts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -172,6 +196,12 @@ mod tests {
             assert!(bad.parse::<Share>().is_err(), "{bad}");
         }
         assert_eq!(Share(0.75).to_string(), "75%");
+        assert_eq!("off".parse::<ResidueCap>(), Ok(ResidueCap(None)));
+        assert_eq!(
+            "15%".parse::<ResidueCap>().map(|cap| cap.to_string()),
+            Ok("15%".to_string())
+        );
+        assert!("2".parse::<ResidueCap>().is_err());
     }
 
     #[test]

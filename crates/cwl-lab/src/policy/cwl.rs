@@ -29,11 +29,14 @@ impl std::fmt::Debug for CwlPolicy {
 }
 
 impl CwlPolicy {
-    /// The engine at `config.budget` with default tool classes.
+    /// The engine at `config.budget`, low water and residue cap, with
+    /// default tool classes.
     pub fn new(config: &PolicyConfig, lab: &Lab) -> Self {
         CwlPolicy {
             context: Context::new(
-                Config::with_budget(config.budget),
+                Config::with_budget(config.budget)
+                    .low_water(config.low_water)
+                    .residue_share(config.residue_share),
                 lab.counter_arc(),
                 lab_tools(lab),
             ),

@@ -282,6 +282,10 @@ pub struct PolicyConfig {
     pub mask_turns: usize,
     /// `compact`'s model.
     pub compact: compact::CompactParams,
+    /// `cwl`: where a pass stops, as a share of τ.
+    pub low_water: ::cwl::Share,
+    /// `cwl`: the residue cap as a share of τ (`None`: off, the paper).
+    pub residue_share: Option<::cwl::Share>,
 }
 
 impl Default for PolicyConfig {
@@ -291,6 +295,8 @@ impl Default for PolicyConfig {
             window: 200_000,
             mask_turns: mask::DEFAULT_TURNS,
             compact: compact::CompactParams::default(),
+            low_water: ::cwl::Config::default().low_water,
+            residue_share: ::cwl::Config::default().residue_share,
         }
     }
 }

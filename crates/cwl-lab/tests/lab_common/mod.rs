@@ -147,6 +147,7 @@ pub fn config(budget: usize) -> ReplayConfig {
                 keep_recent: budget / 4,
                 ..CompactParams::default()
             },
+            ..PolicyConfig::default()
         },
         pricing: Arc::new(cost::lookup("claude-sonnet-4-5").unwrap()),
         counter: Arc::new(Estimate),
