@@ -5,7 +5,8 @@
 //! chosen [`policy`] turn by turn ([`replay`]), measures what each request
 //! would have cost and lost ([`metrics`]) and reports it as a table, JSON
 //! or a plot ([`report`]). `cwl gen` writes synthetic annotated sessions
-//! for scale tests ([`synth`]). [`cli`] holds the command-line arguments and
+//! for scale tests ([`synth`]); `cwl sweep` measures the engine's
+//! low-water trade-off against the baselines ([`sweep`]). [`cli`] holds the command-line arguments and
 //! entry points the `cwl` binary wires.
 pub mod import;
 
@@ -16,5 +17,6 @@ pub mod policy;
 pub mod replay;
 pub mod report;
 pub mod session;
+pub mod sweep;
 pub mod synth;
 pub mod transcript;

@@ -1,8 +1,9 @@
-//! Steady state: one synthetic session of 89 sequential tasks grown turn by
-//! turn until the requests sent add up to at least 80M tokens, τ = 80k. Prints the
+//! Steady state: one synthetic session of sequential tasks (89 distinct
+//! shapes, repeated) grown turn by turn until its history holds 32M tokens,
+//! τ = 80k with the engine's defaults (low water, residue cap). Prints the
 //! engine's time per turn (push, enforce, walk the view; counting is the
 //! trivial estimator, so tokenizing the new content is excluded) around
-//! 1M, 10M and 80M cumulative tokens, and the run's peak memory.
+//! 1M, 4M, 16M and 32M tokens of history, and the run's peak memory.
 //!
 //! Run: `cargo bench -p cwl --bench steady_state`
 
@@ -15,7 +16,7 @@ use serde_json::json;
 
 const BUDGET: usize = 80_000;
 const TASKS: usize = 89;
-const TARGET: u64 = 80_000_000;
+const TARGET: u64 = 32_000_000;
 
 /// A tiny deterministic PRNG (xorshift64*), enough for shaping content.
 struct Rng(u64);
@@ -166,16 +167,20 @@ fn main() {
     };
 
     let mut cumulative: u64 = 0;
+    let mut history: u64 = 0;
     let mut samples: Vec<(u64, Duration)> = Vec::new();
     let mut turns = 0usize;
     let mut evictions = 0usize;
     let mut max_request = 0usize;
     let mut task = 0usize;
-    'run: while cumulative < TARGET || task < TASKS {
+    let size = |message: &Message| cwl::tokens::message_tokens(&Estimate, message) as u64;
+    'run: while history < TARGET || task < TASKS {
         let (user, task_turns) = session.task(task % TASKS);
         task += 1;
+        history += size(&user);
         context.push(user).expect("user");
         for turn in task_turns {
+            history += turn.results.iter().map(size).sum::<u64>() + size(&turn.reply);
             let started = Instant::now();
             for result in turn.results {
                 context.push(result).expect("result");
@@ -191,8 +196,8 @@ fn main() {
             max_request = max_request.max(sent);
             cumulative += sent as u64;
             turns += 1;
-            samples.push((cumulative, elapsed));
-            if cumulative >= TARGET && task >= TASKS {
+            samples.push((history, elapsed));
+            if history >= TARGET && task >= TASKS {
                 break 'run;
             }
         }
@@ -202,10 +207,11 @@ fn main() {
         "steady state: {turns} turns over {task} tasks ({TASKS} distinct), τ = {BUDGET}, {evictions} turns with eviction"
     );
     println!(
-        "cumulative request tokens: {:.1}M; largest request: {max_request} tokens",
+        "history: {:.1}M tokens; cumulative request tokens: {:.1}M; largest request: {max_request} tokens",
+        history as f64 / 1e6,
         cumulative as f64 / 1e6
     );
-    for milestone in [1_000_000u64, 10_000_000, 80_000_000] {
+    for milestone in [1_000_000u64, 4_000_000, 16_000_000, 32_000_000] {
         let start = samples
             .iter()
             .position(|(at, _)| *at >= milestone)
@@ -217,7 +223,7 @@ fn main() {
             .collect();
         window.sort();
         println!(
-            "  at {:>3}M: per-turn engine time p50 {:>7.1} µs, p99 {:>7.1} µs (100 turns)",
+            "  at {:>3}M history: per-turn engine time p50 {:>7.1} µs, p99 {:>7.1} µs (100 turns)",
             milestone / 1_000_000,
             percentile(&window, 0.5).as_secs_f64() * 1e6,
             percentile(&window, 0.99).as_secs_f64() * 1e6,
