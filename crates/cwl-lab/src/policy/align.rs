@@ -22,8 +22,10 @@
 //!    messages between (a user turn) unmatched. Common runs at both ends
 //!    are matched first, so a view that only grew costs linear time.
 //!
-//! A matched message that is unchanged keeps its entry; a rewritten or new
-//! one (a residue) becomes a new entry. Entries passed over were evicted.
+//! A matched message that is unchanged keeps its entry; a rewritten one
+//! becomes a new entry carrying the logged content of the blocks it kept
+//! ([`Lab::derived`]); an unmatched one (a residue) is written text
+//! ([`Lab::written`]). Entries passed over were evicted.
 
 use std::sync::Arc;
 
@@ -89,7 +91,8 @@ impl Mirror {
             .zip(&origin)
             .map(|(message, j)| match j {
                 Some(j) if old[*j].message() == *message => Arc::clone(&old[*j]),
-                _ => lab.entry((*message).clone()),
+                Some(j) => lab.derived((*message).clone(), &old[*j]),
+                None => lab.written((*message).clone()),
             })
             .collect();
         self.entries.clone_from(&out);
