@@ -15,8 +15,8 @@
 //!   deepest directory containing it (`.` and the like never count);
 //! - for each symbol an expl searched (identifier runs of 4+ characters of
 //!   a `pattern`/`query`, or of a read-only shell command's operands) that
-//!   appears anywhere in the act's arguments: the latest expl that searched
-//!   it.
+//!   is also an identifier run of the act's arguments (an edit's old or new
+//!   text, a command): the latest expl that searched it.
 //!
 //! Only the latest expl per file or symbol counts: an older read of the
 //! same file is superseded. When a step touches nothing known, it stays in

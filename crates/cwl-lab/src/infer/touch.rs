@@ -44,9 +44,10 @@ const MIN_SYMBOL: usize = 4;
 pub struct Touch {
     /// Paths it names, normalized (no `./`, no trailing `/`).
     pub paths: Vec<String>,
-    /// Symbols it searches (explorations) or names (any call).
+    /// Symbols it searches: of search patterns and shell operands.
     pub symbols: Vec<String>,
-    /// All string values of its arguments, for finding symbols in.
+    /// All string values of its arguments, whose identifier runs are
+    /// matched against the symbols explorations searched.
     pub text: String,
 }
 
@@ -193,8 +194,11 @@ fn same_path(a: &str, b: &str) -> bool {
 
 /// Whether `path` lies under directory `dir` (however either is spelled).
 fn under(path: &str, dir: &str) -> bool {
-    path.len() > dir.len() + 1
-        && (path.starts_with(&format!("{dir}/")) || path.contains(&format!("/{dir}/")))
+    path.match_indices(dir).any(|(at, _)| {
+        (at == 0 || path[..at].ends_with('/'))
+            && path[at + dir.len()..].starts_with('/')
+            && path.len() > at + dir.len() + 1
+    })
 }
 
 /// What closed expl episodes touched, indexed for dependency lookups.
@@ -240,8 +244,9 @@ impl Footprints {
     /// The expl episodes that calls touching `touches` depend on, oldest
     /// first: for each path, the latest expl that touched the same file,
     /// or else the one that listed or searched its deepest known directory;
-    /// for each symbol an expl searched that the calls name, the latest such
-    /// expl. Empty when they touch nothing known.
+    /// for each identifier run of the calls' arguments that an expl
+    /// searched as a symbol, the latest such expl. Empty when they touch
+    /// nothing known.
     pub fn dependencies(&self, touches: &[Touch]) -> Vec<String> {
         let mut found = BTreeSet::new();
         for touch in touches {
@@ -264,14 +269,11 @@ impl Footprints {
                 };
                 found.extend(exact.or_else(in_dir));
             }
-            if !touch.text.is_empty() {
-                found.extend(
-                    self.symbols
-                        .iter()
-                        .filter(|(symbol, _)| touch.text.contains(symbol.as_str()))
-                        .map(|(_, i)| *i),
-                );
-            }
+            found.extend(
+                symbols(&touch.text)
+                    .iter()
+                    .filter_map(|word| self.symbols.get(word).copied()),
+            );
         }
         found.into_iter().map(|i| self.names[i].clone()).collect()
     }
