@@ -48,7 +48,10 @@ At every model call in a log, each policy builds the request that would have bee
 Reported per policy: request tokens (mean, p95, max, share over the budget), evictions per request (messages of the \
 previous request dropped or rewritten), prefix-cache reads and writes under the model's provider rules, cost in dollars, \
 and reference retention: anchors (paths, identifiers, URLs, long numbers, hashes) the model used that had appeared \
-earlier but were missing from the request (lost-anchor rate; loss-free share of the requests that had any at risk).\n\n\
+earlier but were missing from the request (lost-anchor rate; loss-free share of the requests that had any at risk); \
+content retention: the share of requests that kept, in text the log wrote (never a residue or summary), every line \
+their edits and patches must match and every value they quote from an earlier tool output (content loss-free); and \
+view changes: the share of requests that altered what the previous request sent (a prefix break).\n\n\
 Policies: cwl (the engine; inferred episodes when the log has no delimiter calls), none (full history), truncate, \
 mask, compact (modeled summarization), oldest-turn, tool-prune, tool-mask-prune, hybrid (Self-GC paper baselines), \
 fifo, lru, priority, type, weighted (context-window-manager scorers)."

@@ -16,6 +16,7 @@ use cwl::{Annotation, Message, TokenCounter};
 
 use crate::infer::Inferrer;
 use crate::metrics::anchors::{AnchorId, Scope};
+use crate::metrics::content::Need;
 use crate::metrics::cost::Pricing;
 use crate::metrics::{Call, Recorder, Stats};
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
@@ -167,10 +168,12 @@ pub fn replay(
                     }
                     _ => message_tokens(lab.counter(), &message).saturating_sub(MESSAGE_OVERHEAD),
                 };
+                let content = Need::of(&message, &at_risk, lab.seen());
                 let call = Call {
                     time: last_time.or(timestamp),
                     output_tokens,
                     at_risk: &at_risk,
+                    content: &content,
                 };
                 report.requests += 1;
                 for run in runs.iter_mut().filter(|r| r.failed.is_none()) {
@@ -209,7 +212,7 @@ pub fn replay(
                     .unwrap_or_default();
                 let is_user = matches!(message, Message::User { .. });
                 let entry = lab.entry(message);
-                lab.anchors_mut().mark_seen(entry.anchors());
+                lab.note_logged(&entry);
                 guard.note(&entry, is_user);
                 push(&mut runs, &Unit::Message(entry), &annotations, &mut lab);
             }
@@ -251,12 +254,12 @@ fn flush(pairing: &mut Pairing, pending: &mut Option<Pending>, runs: &mut [Run],
         return;
     };
     let assistant = lab.entry(assistant);
-    lab.anchors_mut().mark_seen(assistant.anchors());
+    lab.note_logged(&assistant);
     let results = results
         .into_iter()
         .map(|r| {
             let entry = lab.entry(r);
-            lab.anchors_mut().mark_seen(entry.anchors());
+            lab.note_logged(&entry);
             entry
         })
         .collect();

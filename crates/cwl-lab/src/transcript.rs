@@ -10,9 +10,11 @@ use cwl::tokens::{message_tokens, tools_tokens};
 use cwl::{Block, Message, TokenCounter, ToolResult, ToolSpec};
 
 use crate::metrics::anchors::{AnchorId, AnchorTable, Scope};
+use crate::metrics::content::{self, LineKey, Seen};
 
 /// One message of a request, with what the lab needs to know about it,
-/// computed once: its token count and the anchors it holds.
+/// computed once: its token count, the anchors it holds, and the logged
+/// content it carries (see [`crate::metrics::content`]).
 ///
 /// Entries are shared (`Arc`) between every policy that keeps them, so a
 /// transcript is held once however many policies replay it.
@@ -22,6 +24,8 @@ pub struct Entry {
     message: Message,
     tokens: usize,
     anchors: Box<[AnchorId]>,
+    content_anchors: Box<[AnchorId]>,
+    lines: Box<[LineKey]>,
 }
 
 impl Entry {
@@ -50,6 +54,17 @@ impl Entry {
     /// Whether it holds `anchor`.
     pub fn has_anchor(&self, anchor: AnchorId) -> bool {
         self.anchors.binary_search(&anchor).is_ok()
+    }
+
+    /// Whether it carries `anchor` in text the log wrote (not in a residue,
+    /// placeholder or summary a policy wrote).
+    pub fn keeps_anchor(&self, anchor: AnchorId) -> bool {
+        self.content_anchors.binary_search(&anchor).is_ok()
+    }
+
+    /// Whether it carries the line `key` in text the log wrote.
+    pub fn keeps_line(&self, key: LineKey) -> bool {
+        self.lines.binary_search(&key).is_ok()
     }
 }
 
@@ -120,6 +135,7 @@ pub struct Lab {
     next_id: u64,
     tools: Vec<ToolSpec>,
     tools_tokens: usize,
+    seen: Seen,
 }
 
 impl std::fmt::Debug for Lab {
@@ -142,6 +158,7 @@ impl Lab {
             next_id: 1,
             tools: tools.to_vec(),
             tools_tokens,
+            seen: Seen::default(),
         }
     }
 
@@ -175,23 +192,77 @@ impl Lab {
         self.tools_tokens
     }
 
-    /// A new entry for `message`: counted and scanned now, with a fresh id.
+    /// A new entry for `message` from the log: counted and scanned now,
+    /// with a fresh id; all of its text is logged content.
     pub fn entry(&mut self, message: Message) -> Arc<Entry> {
         let tokens = message_tokens(self.counter.as_ref(), &message);
         let anchors = self.anchors.extract(&message, Scope::All);
-        self.modeled(message, tokens, anchors)
+        let lines = content::message_lines(&message);
+        self.build(message, tokens, anchors.clone(), anchors, lines)
+    }
+
+    /// A new entry for text a policy wrote (a residue, placeholder or
+    /// pointer): counted and scanned for anchors, but it carries no logged
+    /// content, whatever names it repeats.
+    pub fn written(&mut self, message: Message) -> Arc<Entry> {
+        let tokens = message_tokens(self.counter.as_ref(), &message);
+        let anchors = self.anchors.extract(&message, Scope::All);
+        self.build(message, tokens, anchors, Vec::new(), Vec::new())
+    }
+
+    /// A new entry for a policy's rewrite of `original` (blocks dropped):
+    /// its logged content is that of the blocks it kept verbatim from
+    /// `original`; any other block is written text.
+    pub fn derived(&mut self, message: Message, original: &Entry) -> Arc<Entry> {
+        let tokens = message_tokens(self.counter.as_ref(), &message);
+        let anchors = self.anchors.extract(&message, Scope::All);
+        let kept = match (&message, original.message()) {
+            (Message::Assistant { content }, Message::Assistant { content: was }) => {
+                Some(Message::Assistant {
+                    content: content
+                        .iter()
+                        .filter(|b| was.contains(b))
+                        .cloned()
+                        .collect(),
+                })
+            }
+            (now, was) if now == was => Some(message.clone()),
+            _ => None,
+        };
+        let (content_anchors, lines) = match kept {
+            Some(kept) => (
+                self.anchors.extract(&kept, Scope::All),
+                content::message_lines(&kept),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        self.build(message, tokens, anchors, content_anchors, lines)
     }
 
     /// A new entry whose size and anchors are given rather than measured
-    /// (a modeled compaction summary stands for text that was never written).
+    /// (a modeled compaction summary stands for text that was never
+    /// written). It carries no logged content.
     pub fn modeled(
         &mut self,
         message: Message,
         tokens: usize,
+        anchors: Vec<AnchorId>,
+    ) -> Arc<Entry> {
+        self.build(message, tokens, anchors, Vec::new(), Vec::new())
+    }
+
+    fn build(
+        &mut self,
+        message: Message,
+        tokens: usize,
         mut anchors: Vec<AnchorId>,
+        mut content_anchors: Vec<AnchorId>,
+        lines: Vec<LineKey>,
     ) -> Arc<Entry> {
         anchors.sort_unstable();
         anchors.dedup();
+        content_anchors.sort_unstable();
+        content_anchors.dedup();
         let id = self.next_id;
         self.next_id += 1;
         Arc::new(Entry {
@@ -199,7 +270,23 @@ impl Lab {
             message,
             tokens,
             anchors: anchors.into_boxed_slice(),
+            content_anchors: content_anchors.into_boxed_slice(),
+            lines: lines.into_boxed_slice(),
         })
+    }
+
+    /// Records a logged entry as part of the transcript so far: its
+    /// anchors and lines have now appeared (what later calls may rely on).
+    pub fn note_logged(&mut self, entry: &Entry) {
+        self.anchors.mark_seen(entry.anchors());
+        let in_tool_output = matches!(entry.message(), Message::ToolResult(_));
+        self.seen
+            .note(entry.anchors(), &entry.lines, in_tool_output);
+    }
+
+    /// What the transcript so far has shown, for content at risk.
+    pub fn seen(&self) -> &Seen {
+        &self.seen
     }
 }
 

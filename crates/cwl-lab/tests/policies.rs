@@ -70,3 +70,59 @@ proptest! {
         check(messages, synth::tools(), budget)?;
     }
 }
+
+/// Evictions per policy of a replay of `messages` at a budget no policy reaches.
+fn evictions(messages: Vec<Message>) -> Vec<(String, u64)> {
+    let session = Session::from_messages("test", common::tools(), messages);
+    let report = replay(session, "test", &common::config(100_000_000), &mut || {});
+    report
+        .policies
+        .iter()
+        .map(|o| (o.kind.to_string(), o.stats.summary().evictions_total))
+        .collect()
+}
+
+/// `messages` with a copy of the message at `at` inserted right after it.
+fn duplicated(messages: &[Message], at: usize) -> Vec<Message> {
+    let mut out = messages.to_vec();
+    out.insert(at + 1, messages[at].clone());
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// A repeated user turn ("continue") is a new message, not the earlier
+    /// one moved: no policy reports an eviction it would not report anyway.
+    #[test]
+    fn duplicating_a_user_message_never_creates_an_eviction(items in common::transcript(), pick in any::<prop::sample::Index>()) {
+        let messages = common::messages(&items);
+        let users: Vec<usize> = messages.iter().enumerate()
+            .filter(|(_, m)| matches!(m, Message::User { .. }))
+            .map(|(i, _)| i)
+            .collect();
+        let at = users[pick.index(users.len())];
+        prop_assert_eq!(evictions(duplicated(&messages, at)), evictions(messages));
+    }
+
+    /// The engine under a budget it never reaches evicts nothing, however
+    /// many identical user and text-only assistant messages the log holds.
+    #[test]
+    fn the_engine_never_evicts_a_duplicate(items in common::transcript(), picks in prop::collection::vec(any::<prop::sample::Index>(), 1..4)) {
+        let mut messages = common::messages(&items);
+        for pick in picks {
+            let unkeyed: Vec<usize> = messages.iter().enumerate()
+                .filter(|(_, m)| match m {
+                    Message::User { .. } => true,
+                    Message::Assistant { .. } => m.tool_calls().next().is_none(),
+                    _ => false,
+                })
+                .map(|(i, _)| i)
+                .collect();
+            let at = unkeyed[pick.index(unkeyed.len())];
+            messages = duplicated(&messages, at);
+        }
+        let cwl = evictions(messages).into_iter().find(|(name, _)| name == "cwl");
+        prop_assert_eq!(cwl, Some(("cwl".to_string(), 0)));
+    }
+}

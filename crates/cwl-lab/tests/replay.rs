@@ -234,6 +234,81 @@ fn lost_anchors_are_counted_against_what_the_policy_dropped() {
     assert_eq!(truncate.loss_free_share, 0.0);
 }
 
+fn step(id: &str, tool: &str, args: serde_json::Value) -> Message {
+    Message::Assistant {
+        content: vec![Block::ToolCall(ToolCall::new(id, tool, args.to_string()))],
+    }
+}
+
+/// Task one reads `src/alpha.rs` and edits it; task two explores other
+/// files until the budget forces evictions, then edits a line that only
+/// task one's read showed.
+fn edit_after_eviction() -> Vec<Message> {
+    let source = format!(
+        "fn total() -> u32 {{\n    let alpha_total = compute_sum(1);\n{}}}\n",
+        "    filler_statement_here();\n".repeat(150)
+    );
+    let mut messages = vec![
+        Message::system("sys"),
+        Message::user("task one"),
+        step("r0", "read", serde_json::json!({"path": "src/alpha.rs"})),
+        Message::tool_result("r0", "read", source, false),
+        step(
+            "e0",
+            "edit",
+            serde_json::json!({"path": "src/alpha.rs", "oldText": "fn total() -> u32 {", "newText": "fn total() -> u64 {"}),
+        ),
+        Message::tool_result("e0", "edit", "ok", false),
+        Message::user("task two"),
+    ];
+    for i in 0..4 {
+        let id = format!("g{i}");
+        messages.push(step(
+            &id,
+            "grep",
+            serde_json::json!({"pattern": format!("thing_{i}")}),
+        ));
+        messages.push(Message::tool_result(
+            id,
+            "grep",
+            format!("src/other_{i}.rs: noise line\n").repeat(150),
+            false,
+        ));
+    }
+    messages.push(step(
+        "e1",
+        "edit",
+        serde_json::json!({"path": "src/alpha.rs", "oldText": "    let alpha_total = compute_sum(1);", "newText": "    let alpha_total = compute_sum(2);"}),
+    ));
+    messages.push(Message::tool_result("e1", "edit", "ok", false));
+    messages
+}
+
+#[test]
+fn content_is_lost_when_the_read_an_edit_matches_was_evicted() {
+    let report = report_of(
+        edit_after_eviction(),
+        &config(&[PolicyKind::Cwl, PolicyKind::None, PolicyKind::Mask], 2500),
+    );
+    let none = summary(&report, PolicyKind::None);
+    assert_eq!(none.content_requests_at_risk, 2, "both edits match a read");
+    assert_eq!(none.content_loss_free_share, 1.0);
+    assert_eq!(none.view_changes, 0.0);
+    let cwl = summary(&report, PolicyKind::Cwl);
+    assert!(cwl.evictions_total > 0, "the budget forces evictions");
+    assert_eq!(cwl.content_requests_at_risk, 2);
+    assert_eq!(
+        cwl.content_loss_free_share, 0.5,
+        "the first edit saw its read, the last one only a residue"
+    );
+    assert!(cwl.view_changes > 0.0);
+    let mask = summary(&report, PolicyKind::Mask);
+    assert_eq!(
+        mask.content_loss_free_share, 0.5,
+        "a masked read's placeholder keeps nothing"
+    );
+}
+
 #[test]
 fn the_engine_runs_on_inferred_episodes_and_counts_like_the_lab() {
     let messages = two_tasks();

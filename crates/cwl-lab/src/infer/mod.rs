@@ -2,12 +2,31 @@
 //!
 //! Runs of read-only tool use (reads, searches, listings, read-only shell
 //! commands such as `cat`, `ls`, `grep`, `git status`/`log`/`diff`) become
-//! `expl` episodes; runs of mutating use become `act` episodes that depend
-//! on the expl episodes of the same user task (or, when the task explored
-//! nothing, on the session's latest expl episode; with none at all the run
-//! stays unannotated, which the engine keeps conservatively). A user turn
+//! `expl` episodes; runs of mutating use become `act` episodes. A user turn
 //! ends the open episode and starts a new task. Steps without tool calls
 //! stay in whatever episode is open.
+//!
+//! An act depends on the expl episodes its calls *touch*, in any earlier
+//! task ([`touch`]):
+//! - for each path it names (argument keys such as `file_path`/`path`,
+//!   `apply_patch` file headers, path-like words of shell commands): the
+//!   latest expl that named the same file (absolute and relative spellings
+//!   agree), or, when none did, the latest expl that listed or searched the
+//!   deepest directory containing it (`.` and the like never count);
+//! - for each symbol an expl searched (identifier runs of 4+ characters of
+//!   a `pattern`/`query`, or of a read-only shell command's operands) that
+//!   is also an identifier run of the act's arguments (an edit's old or new
+//!   text, a command): the latest expl that searched it.
+//!
+//! Only the latest expl per file or symbol counts: an older read of the
+//! same file is superseded. When a step touches nothing known, it stays in
+//! the open act, or starts one on the session's latest expl; with no expl
+//! at all it stays unannotated, which the engine keeps conservatively. A
+//! mutating step that touches an expl the open act does not depend on
+//! closes it and starts a new act on what the step touches, since the
+//! engine takes an act's dependencies when it starts. So in a long
+//! single-prompt session an act pins only what it used, not every earlier
+//! exploration.
 //!
 //! Descriptions are built from the calls (paths, patterns, commands), never
 //! by a model, so the same log always yields the same annotations. The
@@ -17,10 +36,13 @@
 
 mod describe;
 pub mod shell;
+pub mod touch;
 
 pub use describe::{Access, CallInfo, call_info, clip};
 
 use cwl::{Annotation, DELIMITER, EpisodeKind, Message};
+
+use touch::{Footprints, Touch};
 
 /// Longest inferred description, in characters.
 pub const MAX_DESCRIPTION: usize = 240;
@@ -31,6 +53,8 @@ struct Open {
     kind: EpisodeKind,
     labels: Vec<String>,
     calls: usize,
+    touches: Vec<Touch>,
+    dependencies: Vec<String>,
 }
 
 /// Turns a message stream into episode annotations, one message at a time.
@@ -43,8 +67,7 @@ pub struct Inferrer {
     task: u32,
     episodes: u32,
     open: Option<Open>,
-    task_expls: Vec<String>,
-    last_expl: Option<String>,
+    footprints: Footprints,
 }
 
 impl Inferrer {
@@ -67,7 +90,6 @@ impl Inferrer {
             Message::User { .. } => {
                 let out = self.close();
                 self.task += 1;
-                self.task_expls.clear();
                 out
             }
             Message::System { .. } | Message::ToolResult(_) => Vec::new(),
@@ -88,10 +110,21 @@ impl Inferrer {
                 } else {
                     EpisodeKind::Act
                 };
+                let touches: Vec<Touch> = message
+                    .tool_calls()
+                    .map(|c| touch::touch(&c.arguments))
+                    .collect();
                 let mut out = Vec::new();
                 if self.open.as_ref().is_none_or(|open| open.kind != kind) {
                     out.extend(self.close());
-                    out.extend(self.start(kind));
+                    out.extend(self.start(kind, &touches));
+                } else if kind == EpisodeKind::Act {
+                    let needed = self.footprints.dependencies(&touches);
+                    let open = self.open.as_ref().map_or(&[][..], |o| &o.dependencies[..]);
+                    if needed.iter().any(|d| !open.contains(d)) {
+                        out.extend(self.close());
+                        out.extend(self.start(kind, &touches));
+                    }
                 }
                 if let Some(open) = &mut self.open {
                     open.calls += calls.len();
@@ -99,6 +132,9 @@ impl Inferrer {
                         if !open.labels.contains(&call.label) {
                             open.labels.push(call.label);
                         }
+                    }
+                    if open.kind == EpisodeKind::Expl {
+                        open.touches.extend(touches);
                     }
                 }
                 out
@@ -115,11 +151,17 @@ impl Inferrer {
         }
     }
 
-    fn start(&mut self, kind: EpisodeKind) -> Option<Annotation> {
+    fn start(&mut self, kind: EpisodeKind, touches: &[Touch]) -> Option<Annotation> {
         let dependencies = match kind {
             EpisodeKind::Expl => Vec::new(),
-            EpisodeKind::Act if !self.task_expls.is_empty() => self.task_expls.clone(),
-            EpisodeKind::Act => vec![self.last_expl.clone()?],
+            EpisodeKind::Act => {
+                let touched = self.footprints.dependencies(touches);
+                if touched.is_empty() {
+                    vec![self.footprints.latest()?.to_string()]
+                } else {
+                    touched
+                }
+            }
         };
         self.episodes += 1;
         let name = format!("t{}-{}-{}", self.task, kind, self.episodes);
@@ -128,6 +170,8 @@ impl Inferrer {
             kind,
             labels: Vec::new(),
             calls: 0,
+            touches: Vec::new(),
+            dependencies: dependencies.clone(),
         });
         Some(Annotation::Start {
             name,
@@ -143,8 +187,7 @@ impl Inferrer {
         let description = match open.kind {
             EpisodeKind::Act => None,
             EpisodeKind::Expl => {
-                self.task_expls.push(open.name.clone());
-                self.last_expl = Some(open.name.clone());
+                self.footprints.add(&open.name, &open.touches);
                 Some(describe(open.calls, &open.labels))
             }
         };
@@ -269,6 +312,56 @@ mod tests {
         assert_eq!(
             deps,
             vec![vec!["t1-expl-1".to_string()], vec!["t2-expl-3".to_string()]]
+        );
+    }
+
+    fn act_dependencies(out: &[Annotation]) -> Vec<(String, Vec<String>)> {
+        out.iter()
+            .filter_map(|a| match a {
+                Annotation::Start {
+                    name,
+                    kind: EpisodeKind::Act,
+                    dependencies,
+                } => Some((name.clone(), dependencies.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn in_one_long_task_an_act_depends_only_on_what_it_touches() {
+        let out = run(&[
+            Message::user("refactor everything"),
+            step(&[("read", r#"{"path":"src/a.rs"}"#)]),
+            step(&[("edit", r#"{"path":"src/a.rs","old_string":"x"}"#)]),
+            step(&[("grep", r#"{"pattern":"parse_budget","path":"crates"}"#)]),
+            step(&[("read", r#"{"path":"src/b.rs"}"#)]),
+            step(&[("edit", r#"{"path":"/repo/src/b.rs","old_string":"y"}"#)]),
+            step(&[(
+                "edit",
+                r#"{"path":"src/b.rs","old_string":"parse_budget(1)"}"#,
+            )]),
+            step(&[("edit", r#"{"path":"src/a.rs","old_string":"z"}"#)]),
+            step(&[("bash", r#"{"command":"cargo test"}"#)]),
+            step(&[("ls", r#"{"path":"src/net"}"#)]),
+            step(&[(
+                "write",
+                r#"{"path":"src/net/http.rs","content":"fn get() {}"}"#,
+            )]),
+            step(&[("bash", r#"{"command":"rm -rf target/tmp"}"#)]),
+        ]);
+        // The grep and the read of b.rs are one expl; the second edit of b.rs
+        // touches only it and stays in its act; `cargo test` and `rm` touch
+        // nothing known and stay in the open act.
+        assert_eq!(
+            act_dependencies(&out),
+            vec![
+                ("t1-act-2".to_string(), vec!["t1-expl-1".to_string()]),
+                ("t1-act-4".to_string(), vec!["t1-expl-3".to_string()]),
+                ("t1-act-5".to_string(), vec!["t1-expl-1".to_string()]),
+                ("t1-act-7".to_string(), vec!["t1-expl-6".to_string()]),
+            ],
+            "{out:#?}"
         );
     }
 

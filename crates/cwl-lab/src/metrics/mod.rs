@@ -10,9 +10,22 @@
 //! risk; `loss_free_share` is the share of requests with at least one
 //! anchor at risk that lost none (an LLM-free analogue of the Self-GC
 //! paper's "no-impact" rate).
+//!
+//! Content retention ([`content`]) asks the same of the content itself:
+//! the lines a reply's edits and patches must match and the values it
+//! quotes from tool outputs, held in text the log wrote (never in a
+//! policy's residue, placeholder or summary). `content_loss_free_share` is
+//! the share of requests with content at risk that lost none.
+//!
+//! `view_changes` is the share of requests, after a session's first, that
+//! altered what the previous request sent: the previous request's messages
+//! are not all at the head of this one, unchanged and in order (a prefix
+//! break, what invalidates a prompt cache). Appending is no change; the
+//! full history never changes; a side call (a summary) is not a request.
 
 pub mod anchors;
 pub mod cache;
+pub mod content;
 pub mod cost;
 pub mod tokens;
 
@@ -26,6 +39,7 @@ use crate::policy::{Request, View};
 use crate::transcript::Entry;
 use anchors::AnchorId;
 use cache::{CacheModel, CacheUse};
+use content::Need;
 use cost::Pricing;
 
 /// What the replay knows about one model call, the same for every policy.
@@ -37,6 +51,8 @@ pub struct Call<'a> {
     pub output_tokens: usize,
     /// Anchors the model used that appeared earlier in the transcript.
     pub at_risk: &'a [AnchorId],
+    /// Content the reply relies on that appeared earlier.
+    pub content: &'a Need,
 }
 
 /// Mergeable per-policy counts (one file, or an aggregate).
@@ -72,6 +88,18 @@ pub struct Stats {
     pub requests_loss_free: u64,
     /// Requests the policy itself reported over budget (engine only).
     pub budget_unmet: Option<u64>,
+    /// Content lines and values at risk, summed over requests.
+    pub content_at_risk: u64,
+    /// Of those, absent from the request's logged text.
+    pub content_lost: u64,
+    /// Requests with content at risk.
+    pub content_requests_at_risk: u64,
+    /// Of those, requests that lost none.
+    pub content_requests_loss_free: u64,
+    /// Requests that had a previous request to compare with.
+    pub view_compared: u64,
+    /// Of those, requests that altered what the previous one sent.
+    pub view_changes: u64,
 }
 
 impl Stats {
@@ -91,6 +119,12 @@ impl Stats {
         self.anchors_lost += other.anchors_lost;
         self.requests_at_risk += other.requests_at_risk;
         self.requests_loss_free += other.requests_loss_free;
+        self.content_at_risk += other.content_at_risk;
+        self.content_lost += other.content_lost;
+        self.content_requests_at_risk += other.content_requests_at_risk;
+        self.content_requests_loss_free += other.content_requests_loss_free;
+        self.view_compared += other.view_compared;
+        self.view_changes += other.view_changes;
         self.budget_unmet = match (self.budget_unmet, other.budget_unmet) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
@@ -132,6 +166,19 @@ impl Stats {
             } else {
                 share(self.requests_loss_free, self.requests_at_risk)
             },
+            content_at_risk: self.content_at_risk,
+            content_lost: self.content_lost,
+            content_requests_at_risk: self.content_requests_at_risk,
+            content_loss_free_share: if self.content_requests_at_risk == 0 {
+                1.0
+            } else {
+                share(
+                    self.content_requests_loss_free,
+                    self.content_requests_at_risk,
+                )
+            },
+            view_changes: share(self.view_changes, self.view_compared),
+            view_changes_total: self.view_changes,
             budget_unmet: self.budget_unmet,
         }
     }
@@ -184,6 +231,20 @@ pub struct Summary {
     pub requests_at_risk: u64,
     /// Share of those requests that lost no anchor (1 when none was at risk).
     pub loss_free_share: f64,
+    /// Content lines and values the replies relied on that appeared
+    /// earlier, summed over requests ([`content`]).
+    pub content_at_risk: u64,
+    /// Of those, absent from the request's logged text.
+    pub content_lost: u64,
+    /// Requests with content at risk.
+    pub content_requests_at_risk: u64,
+    /// Share of those requests that lost no content (1 when none was at risk).
+    pub content_loss_free_share: f64,
+    /// Share of requests after the first that altered what the previous
+    /// request sent (a prefix break; appending is no change).
+    pub view_changes: f64,
+    /// Requests that altered what the previous request sent.
+    pub view_changes_total: u64,
     /// Requests the policy itself reported over budget (the engine only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_unmet: Option<u64>,
@@ -196,6 +257,7 @@ pub struct Recorder {
     pricing: Arc<Pricing>,
     cache: CacheModel,
     previous: Vec<u64>,
+    compared: bool,
     stats: Stats,
 }
 
@@ -207,6 +269,7 @@ impl Recorder {
             cache: CacheModel::new(pricing.rules),
             pricing,
             previous: Vec::new(),
+            compared: false,
             stats: Stats::default(),
         }
     }
@@ -240,16 +303,26 @@ impl Recorder {
             self.bill(used, side.output_tokens);
             self.stats.side_calls += 1;
         }
-        let (tokens, used, evictions, lost) = match &request.view {
+        let (tokens, used, evictions, lost, content_lost, changed) = match &request.view {
             View::Full { tokens } => {
                 let total = tools_tokens + tokens;
-                (total, self.cache.full(total, call.time), 0, 0)
+                let compared = self.compared;
+                self.compared = true;
+                let used = self.cache.full(total, call.time);
+                (total, used, 0, 0, 0, compared.then_some(false))
             }
             View::Pieces(pieces) => {
                 let total = tools_tokens + pieces.iter().map(|p| p.tokens()).sum::<usize>();
                 let used = self.cache.pieces(tools_tokens, pieces, call.time);
-                let evictions = self.evictions(pieces);
-                (total, used, evictions, lost_anchors(pieces, call.at_risk))
+                let (evictions, changed) = self.compare(pieces);
+                (
+                    total,
+                    used,
+                    evictions,
+                    lost_anchors(pieces, call.at_risk),
+                    call.content.lost(pieces),
+                    changed,
+                )
             }
         };
         self.bill(used, call.output_tokens);
@@ -268,12 +341,36 @@ impl Recorder {
                 s.requests_loss_free += 1;
             }
         }
+        if !call.content.is_empty() {
+            s.content_requests_at_risk += 1;
+            s.content_at_risk += call.content.len() as u64;
+            s.content_lost += content_lost as u64;
+            if content_lost == 0 {
+                s.content_requests_loss_free += 1;
+            }
+        }
+        if let Some(changed) = changed {
+            s.view_compared += 1;
+            s.view_changes += u64::from(changed);
+        }
         if let Some(met) = request.budget_met {
             *s.budget_unmet.get_or_insert(0) += u64::from(!met);
         }
     }
 
-    fn evictions(&mut self, pieces: &[Arc<Entry>]) -> usize {
+    /// Evictions (messages of the previous request absent from this one)
+    /// and whether this request altered the previous one (`None` for the
+    /// first request).
+    fn compare(&mut self, pieces: &[Arc<Entry>]) -> (usize, Option<bool>) {
+        let changed = self.compared.then(|| {
+            self.previous.len() > pieces.len()
+                || self
+                    .previous
+                    .iter()
+                    .zip(pieces)
+                    .any(|(id, p)| *id != p.id())
+        });
+        self.compared = true;
         let current: HashSet<u64> = pieces.iter().map(|p| p.id()).collect();
         let evicted = self
             .previous
@@ -281,7 +378,7 @@ impl Recorder {
             .filter(|id| !current.contains(id))
             .count();
         self.previous = pieces.iter().map(|p| p.id()).collect();
-        evicted
+        (evicted, changed)
     }
 }
 
@@ -316,12 +413,14 @@ mod tests {
             time: None,
             output_tokens: 10,
             at_risk: &[alpha],
+            content: &Need::default(),
         };
         recorder.record(&Request::pieces(vec![a.clone(), b.clone()]), &call, 0);
         let call = Call {
             time: None,
             output_tokens: 10,
             at_risk: &[alpha, beta],
+            content: &Need::default(),
         };
         recorder.record(&Request::pieces(vec![b.clone()]), &call, 0);
         let s = recorder.stats().summary();
@@ -364,5 +463,190 @@ mod tests {
         assert_eq!(s.evictions_total, 3);
         assert_eq!(s.budget_unmet, Some(1));
         assert_eq!(s.loss_free_share, 1.0);
+    }
+
+    fn read_call(id: &str, path: &str) -> Message {
+        Message::Assistant {
+            content: vec![cwl::Block::ToolCall(cwl::ToolCall::new(
+                id,
+                "read",
+                format!(r#"{{"path":"{path}"}}"#),
+            ))],
+        }
+    }
+
+    fn record(recorder: &mut Recorder, pieces: &[Arc<Entry>], at_risk: &[AnchorId], need: &Need) {
+        let call = Call {
+            time: None,
+            output_tokens: 1,
+            at_risk,
+            content: need,
+        };
+        recorder.record(&Request::pieces(pieces.to_vec()), &call, 0);
+    }
+
+    /// A user turn, a read of `src/alpha.rs`, and an edit of a line the
+    /// read showed: what the edit relies on, once logged.
+    fn read_then_edit(lab: &mut Lab) -> (Vec<Arc<Entry>>, Need, Vec<AnchorId>) {
+        let logged = [
+            Message::user("fix the total"),
+            read_call("r1", "src/alpha.rs"),
+            Message::tool_result(
+                "r1",
+                "read",
+                "fn total() -> u32 {\n    let alpha_total = compute_sum(1);\n}\n",
+                false,
+            ),
+        ];
+        let entries: Vec<Arc<Entry>> = logged
+            .into_iter()
+            .map(|m| {
+                let e = lab.entry(m);
+                lab.note_logged(&e);
+                e
+            })
+            .collect();
+        let edit = Message::Assistant {
+            content: vec![cwl::Block::ToolCall(cwl::ToolCall::new(
+                "e1",
+                "edit",
+                r#"{"path":"src/alpha.rs","oldText":"    let alpha_total = compute_sum(1);","newText":"    let alpha_total = compute_sum(2);"}"#,
+            ))],
+        };
+        let used: Vec<AnchorId> = lab
+            .anchors_mut()
+            .extract(&edit, anchors::Scope::Used)
+            .into_iter()
+            .filter(|a| lab.anchors().was_seen(*a))
+            .collect();
+        let need = Need::of(&edit, &used, lab.seen());
+        (entries, need, used)
+    }
+
+    #[test]
+    fn an_edit_loses_when_its_old_text_was_evicted_not_while_a_read_keeps_it() {
+        let mut lab = Lab::new(Arc::new(Estimate), &[]);
+        let (entries, need, used) = read_then_edit(&mut lab);
+        assert_eq!(need.lines.len(), 1, "{need:?}");
+        let pricing = Arc::new(cost::lookup("claude-sonnet-4-5").unwrap());
+        let mut kept = Recorder::new(100_000, Arc::clone(&pricing));
+        record(&mut kept, &entries, &used, &need);
+        let s = kept.stats().summary();
+        assert_eq!((s.content_requests_at_risk, s.content_lost), (1, 0));
+        assert_eq!(s.content_loss_free_share, 1.0);
+
+        let mut evicted = Recorder::new(100_000, pricing);
+        record(&mut evicted, &entries[..1], &used, &need);
+        let s = evicted.stats().summary();
+        assert_eq!(s.content_requests_at_risk, 1);
+        assert_eq!(s.content_loss_free_share, 0.0);
+        assert!(s.content_lost >= 1);
+    }
+
+    #[test]
+    fn residues_and_summaries_never_keep_content() {
+        let mut lab = Lab::new(Arc::new(Estimate), &[]);
+        let (entries, need, used) = read_then_edit(&mut lab);
+        let path = lab.anchors_mut().intern("src/beta/gamma.rs");
+        let listing = lab.entry(Message::tool_result(
+            "l1",
+            "ls",
+            "src/beta/gamma.rs\n",
+            false,
+        ));
+        lab.note_logged(&listing);
+        let quote = Need::of(
+            &Message::assistant_text("open src/beta/gamma.rs"),
+            &[path],
+            lab.seen(),
+        );
+        assert_eq!(quote.anchors, vec![path], "seen only in a tool output");
+        let residue = lab.written(Message::assistant_text(
+            "[evicted expl episode `t1-expl-1`: 2 read-only calls: listed src/beta/gamma.rs; read src/alpha.rs; let alpha_total = compute_sum(1);]",
+        ));
+        let summary = lab.modeled(
+            Message::user("[summary]    let alpha_total = compute_sum(1);"),
+            50,
+            used.iter().copied().chain([path]).collect(),
+        );
+        let pricing = Arc::new(cost::lookup("claude-sonnet-4-5").unwrap());
+        for fake in [residue, summary] {
+            let pieces = vec![Arc::clone(&entries[0]), fake];
+            let mut recorder = Recorder::new(100_000, Arc::clone(&pricing));
+            record(&mut recorder, &pieces, &used, &need);
+            record(&mut recorder, &pieces, &[path], &quote);
+            let s = recorder.stats().summary();
+            assert_eq!(
+                s.loss_free_share, 1.0,
+                "names alone satisfy the anchor metric"
+            );
+            assert_eq!(s.content_requests_at_risk, 2);
+            assert_eq!(
+                s.content_loss_free_share, 0.0,
+                "but never the content metric"
+            );
+        }
+    }
+
+    #[test]
+    fn a_rewrite_keeps_the_content_of_the_blocks_it_kept() {
+        let mut lab = Lab::new(Arc::new(Estimate), &[]);
+        let text = cwl::Block::Text {
+            text: "    let alpha_total = compute_sum(1);".into(),
+        };
+        let call = cwl::Block::ToolCall(cwl::ToolCall::new("c", "bash", r#"{"command":"ls"}"#));
+        let original = lab.entry(Message::Assistant {
+            content: vec![text.clone(), call],
+        });
+        let key = content::line_key("let alpha_total = compute_sum(1);").unwrap();
+        let stripped = lab.derived(
+            Message::Assistant {
+                content: vec![text],
+            },
+            &original,
+        );
+        assert!(stripped.keeps_line(key));
+        let with_residue = lab.derived(
+            Message::assistant_text("[evicted: let alpha_total = compute_sum(1);]"),
+            &original,
+        );
+        assert!(!with_residue.keeps_line(key));
+    }
+
+    #[test]
+    fn appending_is_no_view_change_an_eviction_is() {
+        let mut lab = Lab::new(Arc::new(Estimate), &[]);
+        let e: Vec<Arc<Entry>> = (0..4)
+            .map(|i| lab.entry(Message::user(format!("message {i}"))))
+            .collect();
+        let pricing = Arc::new(cost::lookup("claude-sonnet-4-5").unwrap());
+        let mut recorder = Recorder::new(100_000, pricing);
+        let none = Need::default();
+        record(&mut recorder, &e[..2], &[], &none);
+        record(&mut recorder, &e[..3], &[], &none);
+        let s = recorder.stats().summary();
+        assert_eq!((s.view_changes_total, s.view_changes), (0, 0.0));
+        record(
+            &mut recorder,
+            &[e[0].clone(), e[2].clone(), e[3].clone()],
+            &[],
+            &none,
+        );
+        record(
+            &mut recorder,
+            &[e[0].clone(), e[2].clone(), e[3].clone()],
+            &[],
+            &none,
+        );
+        let s = recorder.stats().summary();
+        assert_eq!(
+            s.view_changes_total, 1,
+            "only the eviction altered the view"
+        );
+        assert!(
+            (s.view_changes - 1.0 / 3.0).abs() < 1e-6,
+            "{}",
+            s.view_changes
+        );
     }
 }

@@ -109,7 +109,7 @@ impl Compact {
             return None;
         }
         let mut input = self.pieces();
-        input.push(lab.entry(Message::user(INSTRUCTION)));
+        input.push(lab.written(Message::user(INSTRUCTION)));
         self.compactions += 1;
         let salt = self.compactions;
         let latest_user = self

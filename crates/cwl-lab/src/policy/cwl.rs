@@ -2,21 +2,22 @@
 //! message and enforcing the budget before every model call. Logs whose
 //! agent annotated its work are replayed as they are; for the others the
 //! replay passes inferred episodes ([`crate::infer`]), applied out of band
-//! so they cost no tokens.
+//! so they cost no tokens. The engine's view is mapped back to the lab's
+//! entries by position ([`Mirror`]), so a repeated message is never taken
+//! for an earlier one.
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use cwl::{Annotation, Block, Config, Context, Message};
+use cwl::{Annotation, Config, Context};
 
+use super::align::Mirror;
 use super::{Policy, PolicyConfig, PolicyError, Request, View};
 use crate::transcript::{Entry, Lab, Unit};
 
 /// The engine as a policy.
 pub struct CwlPolicy {
     context: Context,
-    known: HashMap<u64, Arc<Entry>>,
+    mirror: Mirror,
     warnings: Vec<String>,
 }
 
@@ -40,7 +41,7 @@ impl CwlPolicy {
                 lab.counter_arc(),
                 lab_tools(lab),
             ),
-            known: HashMap::new(),
+            mirror: Mirror::new(),
             warnings: Vec::new(),
         }
     }
@@ -51,8 +52,7 @@ impl CwlPolicy {
     }
 
     fn push_entry(&mut self, entry: &Arc<Entry>) -> Result<(), PolicyError> {
-        self.known
-            .insert(message_hash(entry.message()), Arc::clone(entry));
+        self.mirror.push(Arc::clone(entry));
         let outcomes = self
             .context
             .push(entry.message().clone())
@@ -102,18 +102,7 @@ impl Policy for CwlPolicy {
 
     fn request(&mut self, lab: &mut Lab) -> Result<Request, PolicyError> {
         let report = self.context.enforce();
-        let mut pieces = Vec::new();
-        let mut next = HashMap::with_capacity(self.known.len());
-        for message in self.context.view() {
-            let hash = message_hash(message);
-            let entry = match self.known.get(&hash) {
-                Some(entry) => Arc::clone(entry),
-                None => lab.entry(message.clone()),
-            };
-            next.insert(hash, Arc::clone(&entry));
-            pieces.push(entry);
-        }
-        self.known = next;
+        let pieces = self.mirror.align(self.context.view(), lab);
         Ok(Request {
             view: View::Pieces(pieces),
             side_calls: Vec::new(),
@@ -124,27 +113,4 @@ impl Policy for CwlPolicy {
     fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
     }
-}
-
-/// A content hash of a message (stable within a process run).
-pub fn message_hash(message: &Message) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    match message {
-        Message::System { content } => (0u8, content).hash(&mut h),
-        Message::User { content } => (1u8, content).hash(&mut h),
-        Message::ToolResult(r) => {
-            (2u8, &r.call_id, &r.tool_name, &r.content, r.is_error).hash(&mut h)
-        }
-        Message::Assistant { content } => {
-            3u8.hash(&mut h);
-            for block in content {
-                match block {
-                    Block::Text { text } => (0u8, text).hash(&mut h),
-                    Block::Reasoning { text, signature } => (1u8, text, signature).hash(&mut h),
-                    Block::ToolCall(c) => (2u8, &c.id, &c.name, &c.arguments).hash(&mut h),
-                }
-            }
-        }
-    }
-    h.finish()
 }

@@ -208,7 +208,7 @@ impl WorkStep {
                 .filter(|(_, k)| **k)
                 .map(|(b, _)| b.clone())
                 .collect();
-            self.current = lab.entry(Message::Assistant { content });
+            self.current = lab.derived(Message::Assistant { content }, &self.original);
             self.dirty = false;
         }
         out.push(Arc::clone(&self.current));
@@ -265,7 +265,7 @@ impl WorkUnit {
 
 /// A one-line placeholder user message standing for removed content.
 pub fn placeholder(lab: &mut Lab, text: String) -> Arc<Entry> {
-    lab.entry(Message::user(text))
+    lab.written(Message::user(text))
 }
 
 /// A tool result whose content is replaced by `text`.
@@ -276,7 +276,7 @@ pub fn replaced_result(lab: &mut Lab, original: &Entry, text: String) -> Arc<Ent
         }
         other => other.clone(),
     };
-    lab.entry(message)
+    lab.written(message)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use super::ReplayReport;
 use crate::metrics::Stats;
 use crate::policy::PolicyKind;
 
-const HEADER: [&str; 11] = [
+const HEADER: [&str; 13] = [
     "policy",
     "mean",
     "p95",
@@ -19,6 +19,8 @@ const HEADER: [&str; 11] = [
     "cost $",
     "lost anchors",
     "loss-free",
+    "content loss-free",
+    "view chg",
 ];
 
 /// The whole report as text.
@@ -80,6 +82,8 @@ fn table(rows: &[(PolicyKind, &Stats)]) -> String {
             format!("{:.2}", s.cost_usd),
             format!("{} ({})", percent(s.lost_anchor_rate), s.anchors_lost),
             percent(s.loss_free_share),
+            percent(s.content_loss_free_share),
+            percent(s.view_changes),
         ]);
     }
     for column in table.column_iter_mut().skip(1) {
