@@ -79,6 +79,7 @@ fn every_fixture_is_detected_by_content() {
         ("rollout.codex.jsonl", Format::Codex),
         ("attachments.claude.jsonl", Format::ClaudeCode),
         ("exec.codex.jsonl", Format::Codex),
+        ("agent.claude.jsonl", Format::ClaudeCode),
         ("task.traj.json", Format::MiniSweAgent),
     ] {
         assert_eq!(import::detect(&fixture(name)).unwrap(), format, "{name}");
@@ -886,6 +887,30 @@ fn claude_code_attachments_join_the_turn_and_summaries_stay_out_of_it() {
         (s.records, s.ignored, s.rejected, s.compactions),
         (19, 4, 0, 1)
     );
+}
+
+#[test]
+fn claude_code_sub_agent_file_is_read_as_a_session() {
+    let import = import::open(&fixture("agent.claude.jsonl")).unwrap();
+    assert_eq!(import.meta().model.as_deref(), Some("claude-small"));
+    let imported = run(import);
+    assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
+    assert_eq!(
+        imported.messages,
+        vec![
+            Message::user("find add"),
+            Message::Assistant {
+                content: vec![call(
+                    "toolu_s1",
+                    "Bash",
+                    r#"{"command":"grep -rn 'def add' ."}"#
+                )]
+            },
+            result("toolu_s1", "Bash", "calc.py:4:def add(a, b):", false),
+            Message::assistant_text("In calc.py."),
+        ]
+    );
+    assert_eq!(imported.stats.ignored, 0);
 }
 
 #[test]

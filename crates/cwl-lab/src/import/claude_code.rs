@@ -20,8 +20,9 @@
 //! - `system` lines with subtype `compact_boundary` → [`Event::Compaction`]
 //!   (`compactMetadata.preTokens`), whose summary is the next `user` line
 //!   (`isCompactSummary`): the summary is the compaction's text, never a
-//!   user turn. Other `system` lines, sidechain lines (sub-agents),
-//!   bookkeeping types, repeated `uuid`s and `<synthetic>` assistant
+//!   user turn. Other `system` lines, sidechain lines (sub-agents) in a
+//!   main transcript (a sub-agent's own file, `subagents/agent-*.jsonl`,
+//!   whose lines are all sidechain, is read as a session), bookkeeping types, repeated `uuid`s and `<synthetic>` assistant
 //!   messages (written by Claude Code, not by a model) are ignored.
 //! - Usage: `input_tokens = input_tokens + cache_creation_input_tokens +
 //!   cache_read_input_tokens` (Anthropic reports them apart).
@@ -147,9 +148,6 @@ fn parse_content(raw: Option<&RawValue>) -> Result<Content, serde_json::Error> {
 /// Fills `meta` from the first lines; true once the model is known.
 pub(crate) fn scan(meta: &mut Meta, line: &Value) -> bool {
     let text = |key: &str| line.get(key).and_then(Value::as_str).map(str::to_string);
-    if line.get("isSidechain").and_then(Value::as_bool) == Some(true) {
-        return false;
-    }
     meta.provider.get_or_insert_with(|| "anthropic".to_string());
     if meta.session_id.is_none() {
         meta.session_id = text("sessionId");
@@ -185,6 +183,9 @@ pub(crate) struct Parser {
     user: Option<PendingUser>,
     /// A compaction boundary waiting for its summary (the next line).
     compaction: Option<Located>,
+    /// Whether the file is a sub-agent's own transcript: its first
+    /// transcript line is a sidechain one.
+    sidechain_file: Option<bool>,
 }
 
 impl super::LineParser for Parser {
@@ -205,7 +206,8 @@ impl super::LineParser for Parser {
         if !matches!(kind, "user" | "assistant" | "system" | "attachment") {
             return sink.reject(at, format!("unknown line type `{kind}`; skipped"));
         }
-        if entry.is_sidechain == Some(true) {
+        let sidechain = entry.is_sidechain.unwrap_or(false);
+        if sidechain != *self.sidechain_file.get_or_insert(sidechain) {
             return Outcome::Ignored;
         }
         if let Some(uuid) = &entry.uuid
