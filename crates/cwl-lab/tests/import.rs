@@ -923,6 +923,8 @@ fn codex_exec_rollout_prices_reasoning_and_reads_exit_codes() {
     assert_eq!(
         priced(&imported.messages),
         vec![
+            // Sent as the first developer message, logged in session_meta.
+            Message::system("You are a coding agent."),
             Message::user("fix mul"),
             Message::Assistant {
                 content: vec![

@@ -17,6 +17,9 @@
 //!   as errors when they report a non-zero exit code (JSON
 //!   `metadata.exit_code`, or an `Exit code: N` / `Process exited with
 //!   code N` header line).
+//! - `session_meta` `base_instructions.text` (older: `instructions`) →
+//!   one System message first: Codex sends them as the first developer
+//!   message of every request, but logs them only there.
 //! - user messages → User, developer/system messages → System.
 //! - `event_msg` `token_count` gives the usage of one call
 //!   (`last_token_usage`, else the difference of `total_token_usage`);
@@ -95,6 +98,17 @@ struct Compacted {
 }
 
 #[derive(Deserialize)]
+struct SessionMeta {
+    base_instructions: Option<BaseInstructions>,
+    instructions: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct BaseInstructions {
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
 struct TurnContext {
     model: Option<String>,
 }
@@ -136,6 +150,7 @@ pub(crate) struct Parser {
     model: Option<String>,
     pending_usage: Option<(Usage, Option<u64>)>,
     last_total: Option<TokenUsage>,
+    instructions_sent: bool,
 }
 
 impl super::LineParser for Parser {
@@ -155,7 +170,22 @@ impl super::LineParser for Parser {
             .unwrap_or("null");
         let timestamp = time_or_warn(entry.timestamp.as_deref(), at, sink);
         match kind {
-            "session_meta" => Outcome::Used,
+            "session_meta" => match serde_json::from_str::<SessionMeta>(payload) {
+                Ok(meta) => {
+                    let text = meta
+                        .base_instructions
+                        .and_then(|b| b.text)
+                        .or(meta.instructions);
+                    if let Some(text) = text.filter(|t| !t.is_empty())
+                        && !self.instructions_sent
+                    {
+                        self.instructions_sent = true;
+                        sink.message(at, Message::system(text), timestamp);
+                    }
+                    Outcome::Used
+                }
+                Err(e) => sink.reject(at, format!("session_meta payload: {e}; skipped")),
+            },
             "world_state" | "token_usage_record" => Outcome::Ignored,
             "turn_context" => match serde_json::from_str::<TurnContext>(payload) {
                 Ok(context) => {
