@@ -26,7 +26,10 @@
 //!   `input_tokens` already includes cached ones. It is attached to the
 //!   call in progress or just finished when that has none yet, else to the
 //!   next call (older Codex versions log it before the call's items).
-//! - `compacted` → [`Event::Compaction`]; `session_meta`, `turn_context`
+//! - `compacted` → [`Event::Compaction`] with its summary. The model call
+//!   that wrote the summary (the text-only assistant message just before,
+//!   whose text the summary holds) is dropped: it is the harness's
+//!   compaction request, not a turn of the conversation. `session_meta`, `turn_context`
 //!   (sets the model) and other `event_msg`s (UI copies of messages) carry
 //!   nothing else; `world_state` and `token_usage_record` lines (harness
 //!   state, a copy of the usage) and `web_search_call` and `ghost_snapshot`
@@ -209,6 +212,11 @@ impl super::LineParser for Parser {
             },
             "compacted" => match serde_json::from_str::<Compacted>(payload) {
                 Ok(compacted) => {
+                    if let Some(summary) = &compacted.message
+                        && self.held.draft.as_ref().is_some_and(|d| wrote(d, summary))
+                    {
+                        self.held.draft = None;
+                    }
                     self.held.flush(sink);
                     sink.push(Located {
                         line: at,
@@ -452,6 +460,17 @@ impl Parser {
         }
         Outcome::Used
     }
+}
+
+/// Whether `draft` is the compaction call that wrote `summary`: text only,
+/// and its text is in the summary.
+fn wrote(draft: &Draft, summary: &str) -> bool {
+    let mut texts = draft.blocks.iter().map(|block| match block {
+        Block::Text { text } => Some(text.trim()),
+        _ => None,
+    });
+    texts.all(|text| text.is_some_and(|t| !t.is_empty() && summary.contains(t)))
+        && !draft.blocks.is_empty()
 }
 
 /// The text of a tool output and whether it reports a failure.
