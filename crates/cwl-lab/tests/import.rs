@@ -815,11 +815,10 @@ fn claude_code_attachments_join_the_turn_and_summaries_stay_out_of_it() {
             result(
                 "toolu_1",
                 "Bash",
-                "Exit code 2\nls: cannot access 'nope'",
+                // Hook context after a tool result is sent inside it.
+                "Exit code 2\nls: cannot access 'nope'\n\nLint: clean",
                 true
             ),
-            // Hook context after a tool result: harness context, not a turn.
-            Message::system("Lint: clean"),
             // A prompt queued while the agent worked: a user turn.
             Message::user("also look at util.py"),
             Message::assistant_text("add subtracts; util.py not read yet."),
@@ -872,7 +871,6 @@ fn claude_code_attachments_join_the_turn_and_summaries_stay_out_of_it() {
             "user",
             "assistant",
             "result",
-            "system",
             "user",
             "assistant",
             "compaction Some(963) Some(\"This session is being continued from a previous conversation. Summary: add subtracts.\")",
@@ -886,6 +884,26 @@ fn claude_code_attachments_join_the_turn_and_summaries_stay_out_of_it() {
     assert_eq!(
         (s.records, s.ignored, s.rejected, s.compactions),
         (19, 4, 0, 1)
+    );
+}
+
+#[test]
+fn claude_code_context_without_a_turn_or_result_is_a_system_message() {
+    let lines = [
+        r#"{"type":"user","isSidechain":false,"uuid":"u1","message":{"role":"user","content":"hi"}}"#,
+        r#"{"type":"assistant","isSidechain":false,"uuid":"a1","message":{"id":"m1","role":"assistant","model":"c","content":[{"type":"text","text":"hello"}]}}"#,
+        r#"{"type":"attachment","isSidechain":false,"uuid":"t1","attachment":{"type":"edited_text_file","filename":"/p/a.py","snippet":"1\tx = 2"}}"#,
+    ];
+    let (_dir, path) = temp_file("s.jsonl", lines.join("\n").as_bytes());
+    let imported = run(import::open_as(&path, Format::ClaudeCode).unwrap());
+    assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
+    assert_eq!(
+        imported.messages,
+        vec![
+            Message::user("hi"),
+            Message::assistant_text("hello"),
+            Message::system("1\tx = 2"),
+        ]
     );
 }
 

@@ -11,8 +11,9 @@
 //!   in the request Claude Code sends.
 //! - `attachment` lines (see `claude_attachment`): a queued prompt is user
 //!   text; context the model saw (an @-mentioned file, hook output,
-//!   reminders) joins the pending user turn, or becomes a System message
-//!   when it arrives mid-turn (after tool results).
+//!   reminders) joins the pending user turn or, mid-turn, the last tool
+//!   result (Claude Code sends it inside that result's content); with
+//!   neither, it becomes a System message.
 //! - Blocks: `text` → Text, `thinking` → Reasoning with its text,
 //!   `redacted_thinking` → empty Reasoning, `tool_use` → ToolCall (input
 //!   kept byte for byte). Signatures and redacted data are opaque and not
@@ -349,7 +350,7 @@ impl Parser {
             Attachment::Context(text) => {
                 if let Some(user) = self.user.as_mut() {
                     user.texts.push(text);
-                } else {
+                } else if !self.held.append_to_last_result(&text) {
                     let item = Located {
                         line: Some(line),
                         event: Event::Message {

@@ -139,6 +139,30 @@ impl Held {
         }
     }
 
+    /// Appends `text` to the last tool result held behind the assistant
+    /// message; false when none is held.
+    pub(crate) fn append_to_last_result(&mut self, text: &str) -> bool {
+        let last = self
+            .results
+            .iter_mut()
+            .rev()
+            .find_map(|item| match &mut item.event {
+                Event::Message {
+                    message: Message::ToolResult(result),
+                    ..
+                } => Some(result),
+                _ => None,
+            });
+        match last {
+            Some(result) => {
+                result.content.push_str("\n\n");
+                result.content.push_str(text);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Emits the held assistant message, then its results.
     pub(crate) fn flush(&mut self, sink: &mut Sink) {
         if let Some(mut draft) = self.draft.take() {
