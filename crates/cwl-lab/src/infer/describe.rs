@@ -65,6 +65,12 @@ const NEUTRAL_TOOLS: &[&str] = &[
     "get_goal",
     "create_goal",
     "update_goal",
+    "tool_search",
+    "croncreate",
+    "crondelete",
+    "cronlist",
+    "schedulewakeup",
+    "sendmessage",
 ];
 
 /// Tools that delegate to a sub-agent, whose reply is information for the
@@ -141,6 +147,19 @@ pub fn call_info(name: &str, arguments: &str) -> CallInfo {
         ],
     );
     let pattern = first_str(&args, &["pattern", "query", "regex", "glob", "search", "q"]);
+    if lower == "write_stdin" {
+        let polls = args
+            .get("chars")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+        return CallInfo {
+            access: if polls { Access::Read } else { Access::Write },
+            label: format!(
+                "{} a running command",
+                if polls { "polled" } else { "typed into" }
+            ),
+        };
+    }
     if SHELL_TOOLS.contains(&lower.as_str()) {
         let command = shell_command(&args).unwrap_or_else(|| arguments.to_string());
         let access = if shell::is_read_only(&command) {
@@ -347,6 +366,18 @@ mod tests {
             Access::Write
         );
         assert_eq!(call_info("mcp__memory", "{}").access, Access::Read);
+        assert_eq!(call_info("ScheduleWakeup", "{}").access, Access::Neutral);
+    }
+
+    #[test]
+    fn polling_a_running_command_only_reads() {
+        let poll = call_info("write_stdin", r#"{"session_id":3,"chars":""}"#);
+        assert_eq!(poll.access, Access::Read);
+        assert_eq!(poll.label, "polled a running command");
+        assert_eq!(
+            call_info("write_stdin", r#"{"session_id":3,"chars":"y\n"}"#).access,
+            Access::Write
+        );
     }
 
     #[test]
