@@ -77,6 +77,9 @@ fn every_fixture_is_detected_by_content() {
         ("session.pi.jsonl", Format::Pi),
         ("session.claude.jsonl", Format::ClaudeCode),
         ("rollout.codex.jsonl", Format::Codex),
+        ("attachments.claude.jsonl", Format::ClaudeCode),
+        ("exec.codex.jsonl", Format::Codex),
+        ("agent.claude.jsonl", Format::ClaudeCode),
         ("task.traj.json", Format::MiniSweAgent),
     ] {
         assert_eq!(import::detect(&fixture(name)).unwrap(), format, "{name}");
@@ -574,9 +577,10 @@ fn claude_code_merges_split_messages_and_pairs_results() {
             // Three lines sharing message.id msg_A, results interleaved.
             Message::Assistant {
                 content: vec![
+                    // The signature is opaque: dropped, never counted.
                     Block::Reasoning {
                         text: "look first".into(),
-                        signature: Some("sigA".into())
+                        signature: None
                     },
                     call("toolu_1", "Read", r#"{"file_path": "/proj/a.rs"}"#),
                     call("toolu_2", "Grep", r#"{"pattern":"bug"}"#),
@@ -594,7 +598,7 @@ fn claude_code_merges_split_messages_and_pairs_results() {
             },
             missing("toolu_3", "Edit"),
             Message::user("[Request interrupted by user for tool use]"),
-            Message::user("This session is being continued. Summary: fixed a.rs."),
+            // The compaction summary is the compaction's text, not a turn.
             Message::assistant_text("All done."),
         ]
     );
@@ -608,10 +612,20 @@ fn claude_code_merges_split_messages_and_pairs_results() {
         ]
     );
     let compaction = imported.events.iter().find_map(|e| match e {
-        Event::Compaction { tokens_before, .. } => Some(*tokens_before),
+        Event::Compaction {
+            tokens_before,
+            summary,
+            ..
+        } => Some((*tokens_before, summary.clone())),
         _ => None,
     });
-    assert_eq!(compaction, Some(Some(155_000)));
+    assert_eq!(
+        compaction,
+        Some((
+            Some(155_000),
+            Some("This session is being continued. Summary: fixed a.rs.".into())
+        ))
+    );
     assert_eq!(
         lines_of(&imported.warnings),
         vec![Some(10), Some(12), Some(11), Some(16)]
@@ -646,9 +660,10 @@ fn codex_rollout_groups_calls_and_attaches_token_counts() {
             Message::user("add a test"),
             Message::Assistant {
                 content: vec![
+                    // The ciphertext counts as the call's 30 reasoning tokens.
                     Block::Reasoning {
                         text: "**Looking around**".into(),
-                        signature: Some("gAAAA-enc1".into())
+                        signature: Some(" xxx".repeat(30))
                     },
                     call(
                         "call_1",
@@ -742,6 +757,288 @@ fn codex_usage_falls_back_to_differences_of_totals() {
         calls(&imported.events),
         vec![(usage(100, 0, 0, 5), None), (usage(150, 90, 0, 7), None)]
     );
+}
+
+/// Each message with its reasoning signatures replaced by their o200k token
+/// counts (a stand-in for opaque reasoning is checked by what it costs).
+fn priced(messages: &[Message]) -> Vec<Message> {
+    use cwl::TokenCounter;
+    let counter = cwl::O200k::new();
+    messages
+        .iter()
+        .map(|message| match message {
+            Message::Assistant { content } => Message::Assistant {
+                content: content
+                    .iter()
+                    .map(|block| match block {
+                        Block::Reasoning { text, signature } => Block::Reasoning {
+                            text: text.clone(),
+                            signature: signature
+                                .as_deref()
+                                .map(|s| format!("{} tokens", counter.count(s))),
+                        },
+                        other => other.clone(),
+                    })
+                    .collect(),
+            },
+            other => other.clone(),
+        })
+        .collect()
+}
+
+#[test]
+fn claude_code_attachments_join_the_turn_and_summaries_stay_out_of_it() {
+    let import = import::open(&fixture("attachments.claude.jsonl")).unwrap();
+    assert_eq!(import.meta().model.as_deref(), Some("claude-y"));
+    let imported = run(import);
+    assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
+    let file = "Called the Read tool with the following input: {\"file_path\":\"/p/calc.py\"}\nResult of calling the Read tool:\n1\tdef add(a, b):\n2\t    return a - b";
+    assert_eq!(
+        imported.messages,
+        vec![
+            Message::user(format!(
+                "what is in @calc.py\n{file}\n- review: reviews code"
+            )),
+            Message::Assistant {
+                content: vec![
+                    Block::Reasoning {
+                        text: "check the dir".into(),
+                        signature: None
+                    },
+                    call(
+                        "toolu_1",
+                        "Bash",
+                        r#"{"command":"ls nope","description":"List a missing dir"}"#
+                    ),
+                ]
+            },
+            result(
+                "toolu_1",
+                "Bash",
+                // Hook context after a tool result is sent inside it.
+                "Exit code 2\nls: cannot access 'nope'\n\nLint: clean",
+                true
+            ),
+            // A prompt queued while the agent worked: a user turn.
+            Message::user("also look at util.py"),
+            Message::assistant_text("add subtracts; util.py not read yet."),
+            Message::user(
+                "<command-name>/compact</command-name>\n<local-command-stdout>Compacted</local-command-stdout>\nand now?"
+            ),
+            Message::Assistant {
+                content: vec![
+                    Block::Reasoning {
+                        text: String::new(),
+                        signature: None
+                    },
+                    Block::Text {
+                        text: "Still subtracts.".into()
+                    },
+                ]
+            },
+        ]
+    );
+    assert_paired(&imported.messages);
+    assert_eq!(
+        calls(&imported.events),
+        vec![
+            (usage(903, 0, 900, 52), Some("claude-y".into())),
+            (usage(963, 900, 60, 12), Some("claude-y".into())),
+            (usage(132, 100, 30, 8), Some("claude-y".into())),
+        ]
+    );
+    let kinds: Vec<String> = imported
+        .events
+        .iter()
+        .map(|e| match e {
+            Event::Message { message, .. } => match message {
+                Message::User { .. } => "user".to_string(),
+                Message::Assistant { .. } => "assistant".to_string(),
+                Message::System { .. } => "system".to_string(),
+                Message::ToolResult(_) => "result".to_string(),
+            },
+            Event::Compaction {
+                tokens_before,
+                summary,
+                ..
+            } => format!("compaction {tokens_before:?} {summary:?}"),
+            Event::Warning(w) => format!("warning {}", w.what),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "user",
+            "assistant",
+            "result",
+            "user",
+            "assistant",
+            "compaction Some(963) Some(\"This session is being continued from a previous conversation. Summary: add subtracts.\")",
+            "user",
+            "assistant",
+        ]
+    );
+    let s = imported.stats;
+    // Ignored: the queue operation, the empty hook success, the mode line,
+    // the date change.
+    assert_eq!(
+        (s.records, s.ignored, s.rejected, s.compactions),
+        (19, 4, 0, 1)
+    );
+}
+
+#[test]
+fn claude_code_context_without_a_turn_or_result_is_a_system_message() {
+    let lines = [
+        r#"{"type":"user","isSidechain":false,"uuid":"u1","message":{"role":"user","content":"hi"}}"#,
+        r#"{"type":"assistant","isSidechain":false,"uuid":"a1","message":{"id":"m1","role":"assistant","model":"c","content":[{"type":"text","text":"hello"}]}}"#,
+        r#"{"type":"attachment","isSidechain":false,"uuid":"t1","attachment":{"type":"edited_text_file","filename":"/p/a.py","snippet":"1\tx = 2"}}"#,
+    ];
+    let (_dir, path) = temp_file("s.jsonl", lines.join("\n").as_bytes());
+    let imported = run(import::open_as(&path, Format::ClaudeCode).unwrap());
+    assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
+    assert_eq!(
+        imported.messages,
+        vec![
+            Message::user("hi"),
+            Message::assistant_text("hello"),
+            Message::system("1\tx = 2"),
+        ]
+    );
+}
+
+#[test]
+fn claude_code_sub_agent_file_is_read_as_a_session() {
+    let import = import::open(&fixture("agent.claude.jsonl")).unwrap();
+    assert_eq!(import.meta().model.as_deref(), Some("claude-small"));
+    let imported = run(import);
+    assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
+    assert_eq!(
+        imported.messages,
+        vec![
+            Message::user("find add"),
+            Message::Assistant {
+                content: vec![call(
+                    "toolu_s1",
+                    "Bash",
+                    r#"{"command":"grep -rn 'def add' ."}"#
+                )]
+            },
+            result("toolu_s1", "Bash", "calc.py:4:def add(a, b):", false),
+            Message::assistant_text("In calc.py."),
+        ]
+    );
+    assert_eq!(imported.stats.ignored, 0);
+}
+
+#[test]
+fn codex_exec_rollout_prices_reasoning_and_reads_exit_codes() {
+    let import = import::open(&fixture("exec.codex.jsonl")).unwrap();
+    assert_eq!(import.meta().session_id.as_deref(), Some("cx-2"));
+    assert_eq!(import.meta().model.as_deref(), Some("gpt-5.5"));
+    let imported = run(import);
+    let patch = serde_json::json!({"input": "*** Begin Patch\n*** Update File: calc.py\n@@\n def mul(a, b):\n-    return a + b\n+    return a * b\n*** End Patch\n"}).to_string();
+    assert_eq!(
+        priced(&imported.messages),
+        vec![
+            // Sent as the first developer message, logged in session_meta.
+            Message::system("You are a coding agent."),
+            Message::user("fix mul"),
+            Message::Assistant {
+                content: vec![
+                    // The ciphertext is replaced by the logged 64 reasoning tokens.
+                    Block::Reasoning {
+                        text: "**Find mul**".into(),
+                        signature: Some("64 tokens".into())
+                    },
+                    call(
+                        "call_1",
+                        "exec_command",
+                        r#"{"cmd":"grep -n 'def mul' calc.py","workdir":"/r"}"#
+                    ),
+                ]
+            },
+            result(
+                "call_1",
+                "exec_command",
+                "Chunk ID: ab12\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 7\nOutput:\n8:def mul(a, b):\n",
+                false
+            ),
+            Message::Assistant {
+                content: vec![call("call_2", "apply_patch", &patch)]
+            },
+            result(
+                "call_2",
+                "apply_patch",
+                "Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nM calc.py\n",
+                false
+            ),
+            Message::Assistant {
+                content: vec![call(
+                    "call_3",
+                    "exec_command",
+                    r#"{"cmd":"python3 test_calc.py"}"#
+                )]
+            },
+            // The header says 1; the output's own "Exit code: 0" is not read.
+            result(
+                "call_3",
+                "exec_command",
+                "Chunk ID: cd34\nWall time: 0.0100 seconds\nProcess exited with code 1\nOriginal token count: 9\nOutput:\nAssertionError: Exit code: 0\n",
+                true
+            ),
+            Message::Assistant {
+                content: vec![call(
+                    "call_4",
+                    "update_plan",
+                    r#"{"plan":[{"step":"Fix mul","status":"completed"}]}"#
+                )]
+            },
+            result("call_4", "update_plan", "Plan updated", false),
+            // The call that wrote the compaction summary is not a turn.
+            // No token count for this call: its reasoning counts as nothing.
+            Message::Assistant {
+                content: vec![
+                    Block::Reasoning {
+                        text: String::new(),
+                        signature: None
+                    },
+                    Block::Text {
+                        text: "Done.".into()
+                    },
+                ]
+            },
+        ]
+    );
+    assert_paired(&imported.messages);
+    assert_eq!(
+        calls(&imported.events),
+        vec![
+            (usage(900, 0, 0, 80), Some("gpt-5.5".into())),
+            (usage(950, 900, 0, 40), Some("gpt-5.5".into())),
+            (usage(1000, 950, 0, 20), Some("gpt-5.5".into())),
+            (usage(1050, 1000, 0, 10), Some("gpt-5.5".into())),
+            (None, Some("gpt-5.6-sol".into())),
+        ]
+    );
+    let summary = imported.events.iter().find_map(|e| match e {
+        Event::Compaction { summary, .. } => summary.clone(),
+        _ => None,
+    });
+    assert_eq!(
+        summary.as_deref(),
+        Some("Another model produced this summary:\nSummary: mul fixed.")
+    );
+    assert_eq!(lines_of(&imported.warnings), vec![Some(24)]);
+    assert!(
+        imported.warnings[0]
+            .what
+            .starts_with("1 encrypted reasoning item(s) without a logged reasoning token count"),
+        "{:?}",
+        imported.warnings
+    );
+    let s = imported.stats;
+    assert_eq!((s.records, s.rejected, s.compactions), (25, 0, 1));
 }
 
 // ----------------------------------------------------------- mini-swe-agent

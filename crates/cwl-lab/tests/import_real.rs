@@ -1,4 +1,5 @@
-//! Imports every real session log in `/work/shared/traces` (when present)
+//! Imports every real session log in `/work/shared/traces` (when present),
+//! and the Claude Code and Codex logs under `$CWL_CLIENT_LOGS` (when set),
 //! and checks the importers' guarantees on them.
 
 mod import_support;
@@ -111,5 +112,51 @@ fn real_mini_swe_agent_trajectories_import_fully() {
     }
     for path in files {
         check(&path, Format::MiniSweAgent);
+    }
+}
+
+/// Every `.jsonl` file under `dir`, sorted.
+fn jsonl_tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "jsonl") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Claude Code and Codex logs (a directory tree, e.g. copies of
+/// `~/.claude/projects` and `~/.codex/sessions`): every line is understood
+/// (no rejected record, so no warning about the log's own content).
+#[test]
+fn real_client_logs_import_with_every_line_understood() {
+    let Some(dir) = std::env::var_os("CWL_CLIENT_LOGS") else {
+        println!("skipped: CWL_CLIENT_LOGS is not set");
+        return;
+    };
+    let files = jsonl_tree(Path::new(&dir));
+    if files.is_empty() {
+        println!("skipped: no .jsonl under {}", Path::new(&dir).display());
+    }
+    for path in files {
+        let format = import::detect(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            matches!(format, Format::ClaudeCode | Format::Codex),
+            "{}: detected as {format:?}",
+            path.display()
+        );
+        check(&path, format);
+        let stats = run(import::open(&path).unwrap()).stats;
+        assert_eq!(stats.rejected, 0, "{}: rejected lines", path.display());
     }
 }

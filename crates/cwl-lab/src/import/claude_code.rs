@@ -6,14 +6,24 @@
 //!   merged into one assistant message (one model call) and its results are
 //!   emitted after it. The usage of the last line of the call is kept.
 //! - `tool_result` blocks in `user` lines → ToolResult messages; other
-//!   blocks of a `user` line (text, images) → one User message after them.
-//! - Blocks: `text` → Text, `thinking` → Reasoning with its signature,
-//!   `redacted_thinking` → Reasoning with empty text and the data as
-//!   signature, `tool_use` → ToolCall (input kept byte for byte).
+//!   blocks of a `user` line (text, images) → user text. Consecutive user
+//!   texts and the attachments that follow them form one User message, as
+//!   in the request Claude Code sends.
+//! - `attachment` lines (see `claude_attachment`): a queued prompt is user
+//!   text; context the model saw (an @-mentioned file, hook output,
+//!   reminders) joins the pending user turn or, mid-turn, the last tool
+//!   result (Claude Code sends it inside that result's content); with
+//!   neither, it becomes a System message.
+//! - Blocks: `text` → Text, `thinking` → Reasoning with its text,
+//!   `redacted_thinking` → empty Reasoning, `tool_use` → ToolCall (input
+//!   kept byte for byte). Signatures and redacted data are opaque and not
+//!   what the model reads, so they are dropped rather than counted.
 //! - `system` lines with subtype `compact_boundary` → [`Event::Compaction`]
-//!   (`compactMetadata.preTokens`); the summary arrives as the next user
-//!   message. Other `system` lines, sidechain lines (sub-agents),
-//!   bookkeeping types, repeated `uuid`s and `<synthetic>` assistant
+//!   (`compactMetadata.preTokens`), whose summary is the next `user` line
+//!   (`isCompactSummary`): the summary is the compaction's text, never a
+//!   user turn. Other `system` lines, sidechain lines (sub-agents) in a
+//!   main transcript (a sub-agent's own file, `subagents/agent-*.jsonl`,
+//!   whose lines are all sidechain, is read as a session), bookkeeping types, repeated `uuid`s and `<synthetic>` assistant
 //!   messages (written by Claude Code, not by a model) are ignored.
 //! - Usage: `input_tokens = input_tokens + cache_creation_input_tokens +
 //!   cache_read_input_tokens` (Anthropic reports them apart).
@@ -28,6 +38,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::claude_attachment::{self, Attachment};
 use super::common::{
     Draft, Held, Located, Outcome, Sink, content_text, nonzero, parse_time, time_or_warn,
 };
@@ -38,12 +49,30 @@ const BOOKKEEPING: &[&str] = &[
     "queue-operation",
     "progress",
     "file-history-snapshot",
+    "attribution-snapshot",
     "ai-title",
+    "custom-title",
     "last-prompt",
     "pr-link",
+    "frame-link",
     "summary",
-    "custom-title",
     "tag",
+    "ended-by-model",
+    "relocated",
+    "agent-name",
+    "agent-color",
+    "agent-setting",
+    "bridge-session",
+    "speculation-accept",
+    "mode",
+    "permission-mode",
+    "isolation-latch",
+    "worktree-state",
+    "marble-origami-commit",
+    "marble-origami-snapshot",
+    "marble-origami-reset",
+    "content-replacement",
+    "fork-context-ref",
 ];
 
 /// The model name Claude Code gives messages it wrote itself.
@@ -60,6 +89,8 @@ struct CcLine {
     timestamp: Option<String>,
     message: Option<CcMessage>,
     compact_metadata: Option<CompactMetadata>,
+    attachment: Option<Value>,
+    is_compact_summary: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -90,8 +121,6 @@ struct CcBlock {
     kind: String,
     text: Option<String>,
     thinking: Option<String>,
-    signature: Option<String>,
-    data: Option<String>,
     id: Option<String>,
     name: Option<String>,
     input: Option<Box<RawValue>>,
@@ -120,9 +149,6 @@ fn parse_content(raw: Option<&RawValue>) -> Result<Content, serde_json::Error> {
 /// Fills `meta` from the first lines; true once the model is known.
 pub(crate) fn scan(meta: &mut Meta, line: &Value) -> bool {
     let text = |key: &str| line.get(key).and_then(Value::as_str).map(str::to_string);
-    if line.get("isSidechain").and_then(Value::as_bool) == Some(true) {
-        return false;
-    }
     meta.provider.get_or_insert_with(|| "anthropic".to_string());
     if meta.session_id.is_none() {
         meta.session_id = text("sessionId");
@@ -142,11 +168,25 @@ pub(crate) fn scan(meta: &mut Meta, line: &Value) -> bool {
     meta.model.is_some()
 }
 
+/// User text not yet emitted: consecutive user lines and the attachments
+/// that follow them form one user turn, as in the request.
+struct PendingUser {
+    line: u64,
+    timestamp: Option<DateTime<Utc>>,
+    texts: Vec<String>,
+}
+
 /// Line parser for Claude Code sessions.
 #[derive(Default)]
 pub(crate) struct Parser {
     held: Held,
     seen: HashSet<String>,
+    user: Option<PendingUser>,
+    /// A compaction boundary waiting for its summary (the next line).
+    compaction: Option<Located>,
+    /// Whether the file is a sub-agent's own transcript: its first
+    /// transcript line is a sidechain one.
+    sidechain_file: Option<bool>,
 }
 
 impl super::LineParser for Parser {
@@ -164,10 +204,11 @@ impl super::LineParser for Parser {
         if BOOKKEEPING.contains(&kind) {
             return Outcome::Ignored;
         }
-        if !matches!(kind, "user" | "assistant" | "system") {
+        if !matches!(kind, "user" | "assistant" | "system" | "attachment") {
             return sink.reject(at, format!("unknown line type `{kind}`; skipped"));
         }
-        if entry.is_sidechain == Some(true) {
+        let sidechain = entry.is_sidechain.unwrap_or(false);
+        if sidechain != *self.sidechain_file.get_or_insert(sidechain) {
             return Outcome::Ignored;
         }
         if let Some(uuid) = &entry.uuid
@@ -176,13 +217,19 @@ impl super::LineParser for Parser {
             return Outcome::Ignored;
         }
         let timestamp = time_or_warn(entry.timestamp.as_deref(), at, sink);
+        if entry.is_compact_summary == Some(true) {
+            return self.summary(line, entry.message, timestamp, sink);
+        }
+        if let Some(boundary) = self.compaction.take() {
+            sink.push(boundary);
+        }
         match kind {
             "system" => {
                 if entry.subtype.as_deref() != Some("compact_boundary") {
                     return Outcome::Ignored;
                 }
-                self.held.flush(sink);
-                sink.push(Located {
+                self.flush(sink);
+                self.compaction = Some(Located {
                     line: at,
                     event: Event::Compaction {
                         timestamp,
@@ -192,6 +239,10 @@ impl super::LineParser for Parser {
                 });
                 Outcome::Used
             }
+            "attachment" => match entry.attachment {
+                Some(attachment) => self.attachment(line, &attachment, timestamp, sink),
+                None => sink.reject(at, "attachment line has no `attachment`; skipped"),
+            },
             "assistant" => match entry.message {
                 Some(message) => self.assistant(line, message, timestamp, sink),
                 None => sink.reject(at, "assistant line has no `message`; skipped"),
@@ -204,11 +255,119 @@ impl super::LineParser for Parser {
     }
 
     fn finish(&mut self, sink: &mut Sink) {
-        self.held.flush(sink);
+        self.flush(sink);
+        if let Some(boundary) = self.compaction.take() {
+            sink.push(boundary);
+        }
     }
 }
 
 impl Parser {
+    /// Emits the held assistant message and its results, then any pending
+    /// user turn.
+    fn flush(&mut self, sink: &mut Sink) {
+        self.held.flush(sink);
+        if let Some(user) = self.user.take() {
+            sink.message(
+                Some(user.line),
+                Message::user(user.texts.join("\n")),
+                user.timestamp,
+            );
+        }
+    }
+
+    /// Adds user text to the pending user turn, starting one if needed.
+    fn user_text(
+        &mut self,
+        line: u64,
+        text: String,
+        timestamp: Option<DateTime<Utc>>,
+        sink: &mut Sink,
+    ) {
+        if self.user.is_none() {
+            self.held.flush(sink);
+        }
+        self.user
+            .get_or_insert_with(|| PendingUser {
+                line,
+                timestamp,
+                texts: Vec::new(),
+            })
+            .texts
+            .push(text);
+    }
+
+    /// A summary written by a compaction: the text of its boundary event,
+    /// never a user turn.
+    fn summary(
+        &mut self,
+        line: u64,
+        message: Option<CcMessage>,
+        timestamp: Option<DateTime<Utc>>,
+        sink: &mut Sink,
+    ) -> Outcome {
+        let text = match message.map(|m| parse_content(m.content.as_deref())) {
+            Some(Ok(Content::Text(text))) => text,
+            Some(Ok(Content::Blocks(blocks))) => blocks
+                .into_iter()
+                .filter_map(|b| b.text)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Some(Err(e)) => {
+                return sink.reject(Some(line), format!("summary content: {e}; skipped"));
+            }
+            None => String::new(),
+        };
+        self.flush(sink);
+        let mut boundary = self.compaction.take().unwrap_or(Located {
+            line: Some(line),
+            event: Event::Compaction {
+                timestamp,
+                tokens_before: None,
+                summary: None,
+            },
+        });
+        if let Event::Compaction { summary, .. } = &mut boundary.event {
+            *summary = Some(text);
+        }
+        sink.push(boundary);
+        Outcome::Used
+    }
+
+    fn attachment(
+        &mut self,
+        line: u64,
+        attachment: &Value,
+        timestamp: Option<DateTime<Utc>>,
+        sink: &mut Sink,
+    ) -> Outcome {
+        match claude_attachment::read(attachment) {
+            Attachment::Nothing => Outcome::Ignored,
+            Attachment::Prompt(text) => {
+                self.user_text(line, text, timestamp, sink);
+                Outcome::Used
+            }
+            Attachment::Context(text) => {
+                if let Some(user) = self.user.as_mut() {
+                    user.texts.push(text);
+                } else if !self.held.append_to_last_result(&text) {
+                    let item = Located {
+                        line: Some(line),
+                        event: Event::Message {
+                            message: Message::system(text),
+                            timestamp,
+                            usage: None,
+                            model: None,
+                            cost_usd: None,
+                        },
+                    };
+                    self.held.result(item, sink);
+                }
+                Outcome::Used
+            }
+        }
+    }
+
     fn assistant(
         &mut self,
         line: u64,
@@ -230,7 +389,7 @@ impl Parser {
             (Some(draft), Some(id)) if draft.key.as_ref() == Some(id)
         );
         if !same_call {
-            self.held.flush(sink);
+            self.flush(sink);
             self.held.draft = Some(Draft {
                 line,
                 key: message.id.clone(),
@@ -263,11 +422,11 @@ impl Parser {
                 }),
                 "thinking" => draft.blocks.push(Block::Reasoning {
                     text: block.thinking.unwrap_or_default(),
-                    signature: block.signature.filter(|s| !s.is_empty()),
+                    signature: None,
                 }),
                 "redacted_thinking" => draft.blocks.push(Block::Reasoning {
                     text: String::new(),
-                    signature: block.data,
+                    signature: None,
                 }),
                 "tool_use" => match (block.id, block.name) {
                     (Some(id), Some(name)) => draft.blocks.push(Block::ToolCall(ToolCall {
@@ -301,8 +460,7 @@ impl Parser {
         let at = Some(line);
         let blocks = match parse_content(message.content.as_deref()) {
             Ok(Content::Text(text)) => {
-                self.held.flush(sink);
-                sink.message(at, Message::user(text), timestamp);
+                self.user_text(line, text, timestamp, sink);
                 return Outcome::Used;
             }
             Ok(Content::Blocks(blocks)) => blocks,
@@ -317,6 +475,9 @@ impl Parser {
                     other => format!("[{other}]"),
                 });
                 continue;
+            }
+            if self.user.is_some() {
+                self.flush(sink);
             }
             let Some(call_id) = block.tool_use_id else {
                 sink.warn(
@@ -344,8 +505,7 @@ impl Parser {
             self.held.result(item, sink);
         }
         if !texts.is_empty() {
-            self.held.flush(sink);
-            sink.message(at, Message::user(texts.join("\n")), timestamp);
+            self.user_text(line, texts.join("\n"), timestamp, sink);
         }
         Outcome::Used
     }
@@ -357,8 +517,6 @@ impl CcBlock {
             kind: "text".into(),
             text: Some(text),
             thinking: None,
-            signature: None,
-            data: None,
             id: None,
             name: None,
             input: None,

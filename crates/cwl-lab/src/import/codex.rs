@@ -6,21 +6,34 @@
 //!   assistant message, i.e. one model call. The call ends at the first
 //!   input item (tool output, user or developer message), at a
 //!   `token_count` event or at `compacted`.
-//! - `reasoning` → Reasoning (summary texts; `encrypted_content` as the
-//!   signature); `function_call` → ToolCall (arguments as logged);
+//! - `reasoning` → Reasoning with the summary texts. `encrypted_content`
+//!   is ciphertext, never counted as text: the block counts as the
+//!   call's logged `reasoning_output_tokens` (a filler signature of that
+//!   many tokens) or, when the log has none, as nothing, with one warning
+//!   per file. `function_call` → ToolCall (arguments as logged);
 //!   `custom_tool_call` → ToolCall with arguments `{"input": <text>}`;
 //!   `local_shell_call` → ToolCall `local_shell` with the action as
 //!   arguments; `*_output` items → ToolResult, paired by `call_id`, marked
-//!   as errors when their JSON `metadata.exit_code` is non-zero.
+//!   as errors when they report a non-zero exit code (JSON
+//!   `metadata.exit_code`, or an `Exit code: N` / `Process exited with
+//!   code N` header line).
+//! - `session_meta` `base_instructions.text` (older: `instructions`) →
+//!   one System message first: Codex sends them as the first developer
+//!   message of every request, but logs them only there.
 //! - user messages → User, developer/system messages → System.
 //! - `event_msg` `token_count` gives the usage of one call
 //!   (`last_token_usage`, else the difference of `total_token_usage`);
 //!   `input_tokens` already includes cached ones. It is attached to the
 //!   call in progress or just finished when that has none yet, else to the
 //!   next call (older Codex versions log it before the call's items).
-//! - `compacted` → [`Event::Compaction`]; `session_meta`, `turn_context`
+//! - `compacted` → [`Event::Compaction`] with its summary. The model call
+//!   that wrote the summary (the text-only assistant message just before,
+//!   whose text the summary holds) is dropped: it is the harness's
+//!   compaction request, not a turn of the conversation. `session_meta`, `turn_context`
 //!   (sets the model) and other `event_msg`s (UI copies of messages) carry
-//!   nothing else; `web_search_call` and `ghost_snapshot` items are ignored.
+//!   nothing else; `world_state` and `token_usage_record` lines (harness
+//!   state, a copy of the usage) and `web_search_call` and `ghost_snapshot`
+//!   items are ignored.
 
 use ::cwl::{Block, Message, ToolCall, ToolResult, Usage};
 use chrono::{DateTime, Utc};
@@ -79,11 +92,23 @@ struct TokenUsage {
     cached_input_tokens: u64,
     #[serde(default)]
     output_tokens: u64,
+    reasoning_output_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
 struct Compacted {
     message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct SessionMeta {
+    base_instructions: Option<BaseInstructions>,
+    instructions: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct BaseInstructions {
+    text: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -126,8 +151,9 @@ pub(crate) fn scan(meta: &mut Meta, line: &Value) -> bool {
 pub(crate) struct Parser {
     held: Held,
     model: Option<String>,
-    pending_usage: Option<Usage>,
+    pending_usage: Option<(Usage, Option<u64>)>,
     last_total: Option<TokenUsage>,
+    instructions_sent: bool,
 }
 
 impl super::LineParser for Parser {
@@ -147,7 +173,23 @@ impl super::LineParser for Parser {
             .unwrap_or("null");
         let timestamp = time_or_warn(entry.timestamp.as_deref(), at, sink);
         match kind {
-            "session_meta" => Outcome::Used,
+            "session_meta" => match serde_json::from_str::<SessionMeta>(payload) {
+                Ok(meta) => {
+                    let text = meta
+                        .base_instructions
+                        .and_then(|b| b.text)
+                        .or(meta.instructions);
+                    if let Some(text) = text.filter(|t| !t.is_empty())
+                        && !self.instructions_sent
+                    {
+                        self.instructions_sent = true;
+                        sink.message(at, Message::system(text), timestamp);
+                    }
+                    Outcome::Used
+                }
+                Err(e) => sink.reject(at, format!("session_meta payload: {e}; skipped")),
+            },
+            "world_state" | "token_usage_record" => Outcome::Ignored,
             "turn_context" => match serde_json::from_str::<TurnContext>(payload) {
                 Ok(context) => {
                     if context.model.is_some() {
@@ -170,6 +212,11 @@ impl super::LineParser for Parser {
             },
             "compacted" => match serde_json::from_str::<Compacted>(payload) {
                 Ok(compacted) => {
+                    if let Some(summary) = &compacted.message
+                        && self.held.draft.as_ref().is_some_and(|d| wrote(d, summary))
+                    {
+                        self.held.draft = None;
+                    }
                     self.held.flush(sink);
                     sink.push(Located {
                         line: at,
@@ -189,6 +236,15 @@ impl super::LineParser for Parser {
 
     fn finish(&mut self, sink: &mut Sink) {
         self.held.flush(sink);
+        if self.held.unpriced_reasoning > 0 {
+            sink.warn(
+                self.held.first_unpriced,
+                format!(
+                    "{} encrypted reasoning item(s) without a logged reasoning token count: counted as 0 tokens (the ciphertext is not text)",
+                    self.held.unpriced_reasoning
+                ),
+            );
+        }
     }
 }
 
@@ -250,10 +306,17 @@ impl Parser {
                     .filter_map(|part| part.get("text").and_then(Value::as_str))
                     .map(str::to_string)
                     .collect();
-                Block::Reasoning {
+                let block = Block::Reasoning {
                     text: summary.join("\n\n"),
-                    signature: item.encrypted_content,
+                    signature: None,
+                };
+                self.push_block(line, block, timestamp, sink);
+                if item.encrypted_content.is_some_and(|c| !c.is_empty())
+                    && let Some(draft) = self.held.draft.as_mut()
+                {
+                    draft.opaque_reasoning += 1;
                 }
+                return Outcome::Used;
             }
             "function_call" | "custom_tool_call" | "local_shell_call" => {
                 let Some(id) = item.call_id.or(item.id) else {
@@ -334,14 +397,15 @@ impl Parser {
         let open = self.held.draft.as_ref().is_some_and(|d| d.open);
         if !open {
             self.held.flush(sink);
+            let (usage, reasoning_tokens) = self.pending_usage.take().unzip();
             self.held.draft = Some(Draft {
                 line,
-                key: None,
                 open: true,
                 timestamp,
-                blocks: Vec::new(),
-                usage: self.pending_usage.take(),
+                usage,
+                reasoning_tokens: reasoning_tokens.flatten(),
                 model: self.model.clone(),
+                ..Draft::default()
             });
         }
         if let Some(draft) = self.held.draft.as_mut() {
@@ -365,31 +429,48 @@ impl Parser {
                     .cached_input_tokens
                     .saturating_sub(before.cached_input_tokens),
                 output_tokens: total.output_tokens.saturating_sub(before.output_tokens),
+                reasoning_output_tokens: total
+                    .reasoning_output_tokens
+                    .zip(before.reasoning_output_tokens)
+                    .map(|(t, b)| t.saturating_sub(b)),
             }),
             (None, total, _) => total,
         };
         if total.is_some() {
             self.last_total = total;
         }
-        let Some(usage) = last.and_then(|u| {
+        let Some((usage, reasoning)) = last.and_then(|u| {
             nonzero(Usage {
                 input_tokens: u.input_tokens,
                 cached_input_tokens: u.cached_input_tokens,
                 cache_write_tokens: 0,
                 output_tokens: u.output_tokens,
             })
+            .map(|usage| (usage, u.reasoning_output_tokens))
         }) else {
             return Outcome::Ignored;
         };
         match self.held.draft.as_mut() {
             Some(draft) if draft.usage.is_none() => {
                 draft.usage = Some(usage);
+                draft.reasoning_tokens = reasoning;
                 draft.open = false;
             }
-            _ => self.pending_usage = Some(usage),
+            _ => self.pending_usage = Some((usage, reasoning)),
         }
         Outcome::Used
     }
+}
+
+/// Whether `draft` is the compaction call that wrote `summary`: text only,
+/// and its text is in the summary.
+fn wrote(draft: &Draft, summary: &str) -> bool {
+    let mut texts = draft.blocks.iter().map(|block| match block {
+        Block::Text { text } => Some(text.trim()),
+        _ => None,
+    });
+    texts.all(|text| text.is_some_and(|t| !t.is_empty() && summary.contains(t)))
+        && !draft.blocks.is_empty()
 }
 
 /// The text of a tool output and whether it reports a failure.
@@ -402,9 +483,27 @@ fn output_text(output: Option<&Value>) -> (String, bool) {
         },
         Some(other) => content_text(other),
     };
-    let failed = serde_json::from_str::<Value>(&text)
-        .ok()
-        .and_then(|v| v.pointer("/metadata/exit_code").and_then(Value::as_i64))
-        .is_some_and(|code| code != 0);
+    let failed = exit_code(&text).is_some_and(|code| code != 0);
     (text, failed)
+}
+
+/// The exit code a tool output reports: JSON `metadata.exit_code` (older
+/// `shell`), or a header line before `Output:`, `Exit code: N` (`shell`,
+/// `shell_command`, `apply_patch`) or `Process exited with code N`
+/// (`exec_command`).
+fn exit_code(text: &str) -> Option<i64> {
+    if text.starts_with('{') {
+        return serde_json::from_str::<Value>(text)
+            .ok()?
+            .pointer("/metadata/exit_code")?
+            .as_i64();
+    }
+    text.lines()
+        .take_while(|line| *line != "Output:")
+        .take(8)
+        .find_map(|line| {
+            line.strip_prefix("Exit code: ")
+                .or_else(|| line.strip_prefix("Process exited with code "))
+        })
+        .and_then(|code| code.trim().parse().ok())
 }

@@ -108,6 +108,11 @@ pub(crate) struct Draft {
     pub blocks: Vec<Block>,
     pub usage: Option<Usage>,
     pub model: Option<String>,
+    /// Reasoning blocks whose logged content is opaque (encrypted), hence
+    /// not counted as text.
+    pub opaque_reasoning: u64,
+    /// The reasoning tokens the provider reported for this call, if logged.
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// An assistant message held back with the tool results that followed it,
@@ -116,6 +121,11 @@ pub(crate) struct Draft {
 pub(crate) struct Held {
     pub draft: Option<Draft>,
     results: Vec<Located>,
+    /// Opaque reasoning blocks emitted without a logged token count (they
+    /// count as nothing).
+    pub unpriced_reasoning: u64,
+    /// The line of the first call that had such blocks.
+    pub first_unpriced: Option<u64>,
 }
 
 impl Held {
@@ -129,9 +139,34 @@ impl Held {
         }
     }
 
+    /// Appends `text` to the last tool result held behind the assistant
+    /// message; false when none is held.
+    pub(crate) fn append_to_last_result(&mut self, text: &str) -> bool {
+        let last = self
+            .results
+            .iter_mut()
+            .rev()
+            .find_map(|item| match &mut item.event {
+                Event::Message {
+                    message: Message::ToolResult(result),
+                    ..
+                } => Some(result),
+                _ => None,
+            });
+        match last {
+            Some(result) => {
+                result.content.push_str("\n\n");
+                result.content.push_str(text);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Emits the held assistant message, then its results.
     pub(crate) fn flush(&mut self, sink: &mut Sink) {
-        if let Some(draft) = self.draft.take() {
+        if let Some(mut draft) = self.draft.take() {
+            self.price_reasoning(&mut draft);
             if draft.blocks.is_empty() {
                 sink.warn(
                     Some(draft.line),
@@ -156,6 +191,40 @@ impl Held {
             sink.push(item);
         }
     }
+}
+
+impl Held {
+    /// Makes the opaque reasoning of `draft` count as the reasoning tokens
+    /// the log reported for its call, or records it as unpriced.
+    fn price_reasoning(&mut self, draft: &mut Draft) {
+        if draft.opaque_reasoning == 0 {
+            return;
+        }
+        let Some(tokens) = draft.reasoning_tokens else {
+            self.unpriced_reasoning += draft.opaque_reasoning;
+            self.first_unpriced.get_or_insert(draft.line);
+            return;
+        };
+        if let Some(Block::Reasoning { signature, .. }) = draft
+            .blocks
+            .iter_mut()
+            .find(|b| matches!(b, Block::Reasoning { .. }))
+        {
+            *signature = (tokens > 0).then(|| opaque_stand_in(tokens));
+        }
+    }
+}
+
+/// The unit of [`opaque_stand_in`]: one o200k token, and four bytes (one
+/// token for the byte-based estimate too).
+const STAND_IN_UNIT: &str = " xxx";
+
+/// A stand-in for `tokens` tokens of opaque provider data (encrypted
+/// reasoning): the engine counts the text of a reasoning block and its
+/// signature, and the ciphertext's length says nothing about its cost, so
+/// the signature is replaced by filler that counts as the logged number.
+pub(crate) fn opaque_stand_in(tokens: u64) -> String {
+    STAND_IN_UNIT.repeat(usize::try_from(tokens).unwrap_or(usize::MAX / STAND_IN_UNIT.len()))
 }
 
 /// Parses an RFC 3339 timestamp.
@@ -230,4 +299,71 @@ pub(crate) fn read_utf8(path: &Path) -> Result<String, ImportError> {
         path: path.to_path_buf(),
         offset: e.utf8_error().valid_up_to() as u64 + skipped,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use ::cwl::tokens::{Estimate, O200k, TokenCounter};
+
+    use super::*;
+
+    #[test]
+    fn a_stand_in_counts_as_its_tokens() {
+        for tokens in [1, 2, 7, 64, 1000] {
+            let filler = opaque_stand_in(tokens);
+            assert_eq!(
+                O200k::new().count(&filler),
+                tokens as usize,
+                "o200k {tokens}"
+            );
+            assert_eq!(
+                Estimate.count(&filler),
+                tokens as usize,
+                "estimate {tokens}"
+            );
+        }
+        assert_eq!(opaque_stand_in(0), "");
+    }
+
+    #[test]
+    fn logged_reasoning_tokens_replace_the_ciphertext() {
+        let mut held = Held::default();
+        let mut sink = Sink::new(Path::new("t.jsonl"));
+        let reasoning = |signature: Option<&str>| Block::Reasoning {
+            text: "plan".into(),
+            signature: signature.map(str::to_string),
+        };
+        held.draft = Some(Draft {
+            line: 3,
+            blocks: vec![reasoning(None)],
+            opaque_reasoning: 1,
+            reasoning_tokens: Some(5),
+            ..Draft::default()
+        });
+        held.flush(&mut sink);
+        held.draft = Some(Draft {
+            line: 9,
+            blocks: vec![reasoning(None)],
+            opaque_reasoning: 1,
+            ..Draft::default()
+        });
+        held.flush(&mut sink);
+        let blocks: Vec<Block> = sink
+            .drain()
+            .filter_map(|item| match item.event {
+                Event::Message {
+                    message: Message::Assistant { content },
+                    ..
+                } => Some(content),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        let five = opaque_stand_in(5);
+        assert_eq!(
+            blocks,
+            vec![reasoning(Some(five.as_str())), reasoning(None)]
+        );
+        assert_eq!((held.unpriced_reasoning, held.first_unpriced), (1, Some(9)));
+    }
 }

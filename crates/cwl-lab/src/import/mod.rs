@@ -20,6 +20,7 @@
 //! [`::cwl::Usage::input_tokens`] always counts the whole prompt (uncached +
 //! cache reads + cache writes), whatever the source's convention.
 
+mod claude_attachment;
 mod claude_code;
 mod codex;
 mod common;

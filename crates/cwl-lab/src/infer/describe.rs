@@ -40,8 +40,47 @@ const READ_TOOLS: &[&str] = &[
     "todoread",
     "notebookread",
     "bashoutput",
+    "taskoutput",
+    "skill",
+    "view_image",
     "get_file",
     "read_many_files",
+];
+
+/// Tools that neither explore nor change the workspace (planning, task
+/// lists, questions to the user, goals), by lowercase name.
+const NEUTRAL_TOOLS: &[&str] = &[
+    "todowrite",
+    "update_plan",
+    "exitplanmode",
+    "enterplanmode",
+    "taskcreate",
+    "taskupdate",
+    "tasklist",
+    "taskget",
+    "taskstop",
+    "killshell",
+    "askuserquestion",
+    "request_user_input",
+    "get_goal",
+    "create_goal",
+    "update_goal",
+    "tool_search",
+    "croncreate",
+    "crondelete",
+    "cronlist",
+    "schedulewakeup",
+    "sendmessage",
+];
+
+/// Tools that delegate to a sub-agent, whose reply is information for the
+/// parent, by lowercase name.
+const AGENT_TOOLS: &[&str] = &["task", "agent", "spawn_agent"];
+
+/// Words in an MCP tool's own name that mark it as changing something.
+const MCP_WRITE_WORDS: &[&str] = &[
+    "write", "edit", "create", "update", "delete", "remove", "move", "rename", "insert", "apply",
+    "commit", "push", "set", "put",
 ];
 
 /// Tools that run a shell command, by lowercase name.
@@ -75,6 +114,9 @@ pub enum Access {
     Read,
     /// May change something (edits, writes, any other command or tool).
     Write,
+    /// Neither reads the workspace nor changes it (planning, task lists,
+    /// questions to the user): the call stays in whatever episode is open.
+    Neutral,
 }
 
 /// A parsed tool call: its access and a label for descriptions.
@@ -105,6 +147,19 @@ pub fn call_info(name: &str, arguments: &str) -> CallInfo {
         ],
     );
     let pattern = first_str(&args, &["pattern", "query", "regex", "glob", "search", "q"]);
+    if lower == "write_stdin" {
+        let polls = args
+            .get("chars")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+        return CallInfo {
+            access: if polls { Access::Read } else { Access::Write },
+            label: format!(
+                "{} a running command",
+                if polls { "polled" } else { "typed into" }
+            ),
+        };
+    }
     if SHELL_TOOLS.contains(&lower.as_str()) {
         let command = shell_command(&args).unwrap_or_else(|| arguments.to_string());
         let access = if shell::is_read_only(&command) {
@@ -124,6 +179,34 @@ pub fn call_info(name: &str, arguments: &str) -> CallInfo {
         return CallInfo {
             access,
             label: format!("{verb} {}", path.unwrap_or("a file")),
+        };
+    }
+    if NEUTRAL_TOOLS.contains(&lower.as_str()) {
+        return CallInfo {
+            access: Access::Neutral,
+            label: format!("used {name}"),
+        };
+    }
+    if AGENT_TOOLS.contains(&lower.as_str()) {
+        let task = first_str(&args, &["description", "message", "prompt"]);
+        return CallInfo {
+            access: Access::Read,
+            label: match task {
+                Some(task) => format!("delegated \"{}\"", clip(first_line(task), 60)),
+                None => format!("used {name}"),
+            },
+        };
+    }
+    if let Some(tool) = mcp_tool(&lower) {
+        let writes = tool
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|word| MCP_WRITE_WORDS.contains(&word));
+        return CallInfo {
+            access: if writes { Access::Write } else { Access::Read },
+            label: match path.or(pattern) {
+                Some(target) => format!("{name} {target}"),
+                None => format!("used {name}"),
+            },
         };
     }
     if READ_TOOLS.contains(&lower.as_str()) {
@@ -150,6 +233,12 @@ pub fn call_info(name: &str, arguments: &str) -> CallInfo {
             None => format!("used {name}"),
         },
     }
+}
+
+/// The tool part of an MCP tool name (`mcp__server__tool` → `tool`).
+fn mcp_tool(lower: &str) -> Option<&str> {
+    let rest = lower.strip_prefix("mcp__")?;
+    Some(rest.split_once("__").map_or(rest, |(_, tool)| tool))
 }
 
 fn first_str<'a>(args: &'a Value, keys: &[&str]) -> Option<&'a str> {
@@ -241,6 +330,54 @@ mod tests {
             Access::Write
         );
         assert_eq!(call_info("bash", "not json").access, Access::Write);
+    }
+
+    #[test]
+    fn planning_sub_agent_and_mcp_tools_do_not_count_as_edits() {
+        for name in [
+            "TodoWrite",
+            "update_plan",
+            "ExitPlanMode",
+            "EnterPlanMode",
+            "TaskCreate",
+            "TaskUpdate",
+            "AskUserQuestion",
+        ] {
+            assert_eq!(call_info(name, "{}").access, Access::Neutral, "{name}");
+        }
+        for name in ["WebFetch", "WebSearch", "TaskOutput", "view_image"] {
+            assert_eq!(call_info(name, "{}").access, Access::Read, "{name}");
+        }
+        let agent = call_info(
+            "Agent",
+            r#"{"description":"Find the parser","prompt":"Look for it","subagent_type":"Explore"}"#,
+        );
+        assert_eq!(agent.access, Access::Read);
+        assert_eq!(agent.label, "delegated \"Find the parser\"");
+        assert_eq!(
+            call_info("Task", r#"{"prompt":"explore"}"#).access,
+            Access::Read
+        );
+        let search = call_info("mcp__github__search_issues", r#"{"query":"panic"}"#);
+        assert_eq!(search.access, Access::Read);
+        assert_eq!(search.label, "mcp__github__search_issues panic");
+        assert_eq!(
+            call_info("mcp__fs__write_file", r#"{"path":"a.txt"}"#).access,
+            Access::Write
+        );
+        assert_eq!(call_info("mcp__memory", "{}").access, Access::Read);
+        assert_eq!(call_info("ScheduleWakeup", "{}").access, Access::Neutral);
+    }
+
+    #[test]
+    fn polling_a_running_command_only_reads() {
+        let poll = call_info("write_stdin", r#"{"session_id":3,"chars":""}"#);
+        assert_eq!(poll.access, Access::Read);
+        assert_eq!(poll.label, "polled a running command");
+        assert_eq!(
+            call_info("write_stdin", r#"{"session_id":3,"chars":"y\n"}"#).access,
+            Access::Write
+        );
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! Runs of read-only tool use (reads, searches, listings, read-only shell
 //! commands such as `cat`, `ls`, `grep`, `git status`/`log`/`diff`) become
 //! `expl` episodes; runs of mutating use become `act` episodes. A user turn
-//! ends the open episode and starts a new task. Steps without tool calls
-//! stay in whatever episode is open.
+//! ends the open episode and starts a new task. Steps without tool calls,
+//! or whose calls neither explore nor change the workspace (planning, task
+//! lists, questions to the user: [`Access::Neutral`]), stay in whatever
+//! episode is open.
 //!
 //! An act depends on the expl episodes its calls *touch*, in any earlier
 //! task ([`touch`]):
@@ -101,6 +103,7 @@ impl Inferrer {
                 let calls: Vec<CallInfo> = message
                     .tool_calls()
                     .map(|c| call_info(&c.name, &c.arguments))
+                    .filter(|c| c.access != Access::Neutral)
                     .collect();
                 if calls.is_empty() {
                     return Vec::new();
@@ -396,5 +399,22 @@ mod tests {
         assert!(text.chars().count() <= MAX_DESCRIPTION + 12, "{text}");
         assert!(text.ends_with("more)"), "{text}");
         assert!(text.starts_with("100 read-only calls: read src/module_0/file.rs"));
+    }
+
+    #[test]
+    fn planning_calls_stay_in_the_open_episode() {
+        let out = run(&[
+            Message::user("fix it"),
+            step(&[("read", r#"{"path":"a.rs"}"#)]),
+            step(&[("TodoWrite", r#"{"todos":[]}"#)]),
+            step(&[("edit", r#"{"path":"a.rs"}"#)]),
+            step(&[("update_plan", r#"{"plan":[]}"#)]),
+            step(&[("edit", r#"{"path":"b.rs"}"#)]),
+        ]);
+        let starts: Vec<_> = out
+            .iter()
+            .filter(|a| matches!(a, Annotation::Start { .. }))
+            .collect();
+        assert_eq!(starts.len(), 2, "one expl, one act: {out:?}");
     }
 }
