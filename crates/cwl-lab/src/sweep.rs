@@ -108,7 +108,11 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     if args.replay.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
     } else {
-        write!(out, "{}", render(&rows, base.policy.budget, &base.pricing.model))?;
+        write!(
+            out,
+            "{}",
+            render(&rows, base.policy.budget, &base.pricing.model)
+        )?;
     }
     out.flush()?;
     if let Some(path) = &args.replay.plot {

@@ -115,6 +115,25 @@ pub(crate) struct Entry {
     pub(crate) meta: Vec<Meta>,
     /// Tokens of the message itself (overhead, and content when protected).
     pub(crate) base: u32,
+    /// Whether eviction removed or replaced some of its blocks.
+    #[serde(default)]
+    pub(crate) altered: bool,
+}
+
+/// Where a message of the view comes from, so a harness can map the view
+/// back to its own copies of what it pushed (identical messages stay apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Source {
+    /// The `n`-th pushed message (0-based), unchanged.
+    Pushed(u64),
+    /// The `n`-th pushed message with some blocks evicted or replaced by a
+    /// residue.
+    Altered(u64),
+    /// A residue the engine wrote for an episode annotated out of band.
+    Residue(EpisodeId),
+    /// The index line of folded residues and user turns.
+    Index,
 }
 
 /// A tool call waiting for its result.
@@ -238,6 +257,7 @@ impl Context {
                     message: Some(Message::ToolResult(result)),
                     meta: vec![meta],
                     base: clamp(MESSAGE_OVERHEAD),
+                    altered: false,
                 });
                 Ok(Vec::new())
             }
@@ -266,6 +286,29 @@ impl Context {
             .filter_map(|entry| entry.message.as_ref())
             .chain(self.residues.index_message())
             .chain(after.iter().filter_map(|entry| entry.message.as_ref()))
+    }
+
+    /// The view with where each message comes from.
+    pub fn view_sources(&self) -> impl Iterator<Item = (Source, &Message)> {
+        let split = self.residues.index_at().map_or(self.entries.len(), |seq| {
+            self.entries.partition_point(|entry| entry.seq < seq)
+        });
+        let (before, after) = self.entries.split_at(split);
+        fn source(entry: &Entry) -> Option<(Source, &Message)> {
+            let source = if entry.seq % 2 == 1 {
+                Source::Residue(entry.meta.first().and_then(|m| m.owner).unwrap_or(0))
+            } else if entry.altered {
+                Source::Altered(crate::graph::push_index(entry.seq))
+            } else {
+                Source::Pushed(crate::graph::push_index(entry.seq))
+            };
+            entry.message.as_ref().map(|message| (source, message))
+        }
+        before
+            .iter()
+            .filter_map(source)
+            .chain(self.residues.index_message().map(|m| (Source::Index, m)))
+            .chain(after.iter().filter_map(source))
     }
 
     /// The tool definitions offered with every request.
@@ -346,6 +389,7 @@ impl Context {
             message: Some(message),
             meta: Vec::new(),
             base: clamp(base),
+            altered: false,
         });
     }
 
@@ -443,6 +487,7 @@ impl Context {
             message: Some(Message::Assistant { content }),
             meta,
             base: clamp(MESSAGE_OVERHEAD),
+            altered: false,
         });
         outcomes
     }

@@ -132,6 +132,7 @@ impl Context {
             match message {
                 Message::Assistant { content } => {
                     let blocks = content.len();
+                    let mut placed_here = false;
                     for slot in (0..content.len()).rev() {
                         let meta = entry.meta[slot];
                         if meta.owner != Some(target) || !covers(level, meta.role) {
@@ -155,6 +156,7 @@ impl Context {
                                 };
                                 self.residues.residue(entry.seq, target, tokens);
                                 residue_placed = true;
+                                placed_here = true;
                                 removed.blocks += 1;
                                 continue;
                             }
@@ -166,9 +168,10 @@ impl Context {
                         content.remove(slot);
                         entry.meta.remove(slot);
                     }
-                    let touched = content.len() != blocks || residue_placed;
+                    let touched = content.len() != blocks || placed_here;
                     if touched {
                         changed.get_or_insert(entry.seq);
+                        entry.altered = true;
                     }
                     let only_reasoning = content
                         .iter()
@@ -222,6 +225,7 @@ impl Context {
                     tokens: clamp(tokens),
                 }],
                 base: clamp(MESSAGE_OVERHEAD),
+                altered: false,
             },
         );
     }

@@ -190,6 +190,7 @@ impl Context {
                     self.total -= entry.meta[slot].tokens as usize;
                     content.remove(slot);
                     entry.meta.remove(slot);
+                    entry.altered = true;
                     if content
                         .iter()
                         .all(|block| matches!(block, Block::Reasoning { .. }))

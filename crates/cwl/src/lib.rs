@@ -59,7 +59,7 @@ pub use classes::{ToolClass, ToolClasses};
 pub use config::{
     Config, DEFAULT_BUDGET, DEFAULT_LOW_WATER, DEFAULT_RESIDUE_SHARE, ResidueCap, Share, ShareError,
 };
-pub use context::{Accepted, Context, DelimiterOutcome, TranscriptError};
+pub use context::{Accepted, Context, DelimiterOutcome, Source, TranscriptError};
 pub use evictor::{Evictor, OldestFirst, PaperOrder};
 pub use graph::{Candidates, Episode, EpisodeId, EpisodeState, Graph, Level, Origin};
 pub use message::{Block, Message, ToolCall, ToolResult, ToolSpec};

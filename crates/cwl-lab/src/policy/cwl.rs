@@ -3,21 +3,28 @@
 //! agent annotated its work are replayed as they are; for the others the
 //! replay passes inferred episodes ([`crate::infer`]), applied out of band
 //! so they cost no tokens. The engine's view is mapped back to the lab's
-//! entries by position ([`Mirror`]), so a repeated message is never taken
-//! for an earlier one.
+//! entries by the position the engine reports for each message
+//! ([`cwl::Source`]), so a repeated message is never taken for an earlier
+//! one; what the engine rewrote or wrote becomes a new entry once and is
+//! reused while it stays the same.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use cwl::{Annotation, Config, Context};
+use cwl::{Annotation, Config, Context, Source};
 
-use super::align::Mirror;
 use super::{Policy, PolicyConfig, PolicyError, Request, View};
 use crate::transcript::{Entry, Lab, Unit};
 
 /// The engine as a policy.
 pub struct CwlPolicy {
     context: Context,
-    mirror: Mirror,
+    /// The lab's entry for each pushed message still in the view, by push
+    /// position.
+    pushed: HashMap<u64, Arc<Entry>>,
+    pushes: u64,
+    /// Entries for what the engine rewrote or wrote, by source.
+    written: HashMap<Source, Arc<Entry>>,
     warnings: Vec<String>,
 }
 
@@ -41,7 +48,9 @@ impl CwlPolicy {
                 lab.counter_arc(),
                 lab_tools(lab),
             ),
-            mirror: Mirror::new(),
+            pushed: HashMap::new(),
+            pushes: 0,
+            written: HashMap::new(),
             warnings: Vec::new(),
         }
     }
@@ -52,7 +61,8 @@ impl CwlPolicy {
     }
 
     fn push_entry(&mut self, entry: &Arc<Entry>) -> Result<(), PolicyError> {
-        self.mirror.push(Arc::clone(entry));
+        self.pushed.insert(self.pushes, Arc::clone(entry));
+        self.pushes += 1;
         let outcomes = self
             .context
             .push(entry.message().clone())
@@ -102,7 +112,47 @@ impl Policy for CwlPolicy {
 
     fn request(&mut self, lab: &mut Lab) -> Result<Request, PolicyError> {
         let report = self.context.enforce();
-        let pieces = self.mirror.align(self.context.view(), lab);
+        let mut pieces = Vec::new();
+        let mut pushed = HashMap::with_capacity(self.pushed.len());
+        let mut written = HashMap::with_capacity(self.written.len());
+        for (source, message) in self.context.view_sources() {
+            let entry = match source {
+                Source::Pushed(index) => self.pushed.get(&index).cloned().inspect(|entry| {
+                    pushed.insert(index, Arc::clone(entry));
+                }),
+                _ => None,
+            };
+            let entry = match entry {
+                Some(entry) => entry,
+                None => {
+                    let reused = self
+                        .written
+                        .get(&source)
+                        .filter(|entry| entry.message() == message)
+                        .cloned();
+                    let entry = reused.unwrap_or_else(|| match source {
+                        Source::Altered(index) => match self.pushed.get(&index) {
+                            Some(original) => lab.derived(message.clone(), original),
+                            None => lab.written(message.clone()),
+                        },
+                        _ => lab.written(message.clone()),
+                    });
+                    written.insert(source, Arc::clone(&entry));
+                    entry
+                }
+            };
+            pieces.push(entry);
+        }
+        // Altered messages keep their original for `derived` until they leave.
+        for source in written.keys() {
+            if let Source::Altered(index) = source
+                && let Some(original) = self.pushed.get(index)
+            {
+                pushed.insert(*index, Arc::clone(original));
+            }
+        }
+        self.pushed = pushed;
+        self.written = written;
         Ok(Request {
             view: View::Pieces(pieces),
             side_calls: Vec::new(),

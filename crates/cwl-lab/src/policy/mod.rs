@@ -15,7 +15,6 @@
 //! - [`selfgc`]: the Self-GC paper's heuristic baselines;
 //! - [`scorer`]: the context-window-manager design's eviction scorers.
 
-mod align;
 pub mod compact;
 pub mod cwl;
 pub mod full;
