@@ -105,6 +105,9 @@ pub struct ReplayArgs {
     /// cwl: residues and finished tasks' user turns may take this share of the budget before the oldest fold into one index line (0.15 or 15%), or `off` (the paper: user turns are never evicted).
     #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().residue_share))]
     pub residue_share: cwl::ResidueCap,
+    /// cwl: episodes reaching into the view's most recent share of the budget (0.1 or 10%) are evicted only after every older one, or `off` (the paper: by age alone).
+    #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().keep_recent))]
+    pub keep_recent: cwl::ResidueCap,
 }
 
 /// `cwl gen`: write a synthetic annotated session for scale tests.
@@ -182,6 +185,7 @@ impl ReplayArgs {
                 compact,
                 low_water: self.low_water,
                 residue_share: self.residue_share.0,
+                keep_recent: self.keep_recent.0,
             },
             pricing: Arc::new(pricing),
             counter: self.tokenizer.counter(),

@@ -18,6 +18,12 @@ pub const DEFAULT_LOW_WATER: f64 = 0.75;
 /// take before the oldest fold into the index line.
 pub const DEFAULT_RESIDUE_SHARE: f64 = 0.15;
 
+/// The default recent working set, as a share of τ: episodes reaching into
+/// the view's most recent tokens are evicted only after every older one,
+/// so the model keeps its own latest edits and results (measured on real
+/// logs; see the README).
+pub const DEFAULT_KEEP_RECENT: f64 = 0.1;
+
 /// A share in (0, 1], such as a low-water mark or a residue cap.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
 #[serde(try_from = "f64", into = "f64")]
@@ -83,7 +89,8 @@ impl std::fmt::Display for Share {
     }
 }
 
-/// A residue cap as users write it: a share (`0.15`, `15%`) or `off`.
+/// A share that can be switched off, as users write it: `0.15`, `15%` or
+/// `off` (a residue cap, a recent working set).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ResidueCap(pub Option<Share>);
 
@@ -120,6 +127,11 @@ pub struct Config {
     /// may take before the oldest fold into one index line; `None` keeps
     /// them all (the paper: user turns are never evicted).
     pub residue_share: Option<Share>,
+    /// The recent working set as a share of τ: episodes reaching into the
+    /// view's most recent tokens go only after all older ones; `None`
+    /// evicts by age alone (the paper).
+    #[serde(default)]
+    pub keep_recent: Option<Share>,
     /// Which tools' calls are bulk output and which intermediate.
     pub classes: ToolClasses,
 }
@@ -130,6 +142,7 @@ impl Default for Config {
             budget: DEFAULT_BUDGET,
             low_water: Share(DEFAULT_LOW_WATER),
             residue_share: Some(Share(DEFAULT_RESIDUE_SHARE)),
+            keep_recent: Some(Share(DEFAULT_KEEP_RECENT)),
             classes: ToolClasses::default(),
         }
     }
@@ -151,6 +164,7 @@ impl Config {
             budget,
             low_water: Share(1.0),
             residue_share: None,
+            keep_recent: None,
             classes: ToolClasses::default(),
         }
     }
@@ -164,6 +178,12 @@ impl Config {
     /// Sets the residue cap (`None`: off).
     pub fn residue_share(mut self, share: Option<Share>) -> Self {
         self.residue_share = share;
+        self
+    }
+
+    /// Sets the recent working set (`None`: off).
+    pub fn keep_recent(mut self, share: Option<Share>) -> Self {
+        self.keep_recent = share;
         self
     }
 

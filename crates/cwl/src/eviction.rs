@@ -35,6 +35,7 @@ impl Context {
             return report;
         }
         let evictor = std::sync::Arc::clone(&self.evictor);
+        let recent = self.recent_start();
         let mut changed: Option<u64> = None;
         let mut note = |seq: u64| changed = Some(changed.map_or(seq, |c: u64| c.min(seq)));
         'pass: loop {
@@ -45,7 +46,7 @@ impl Context {
             if self.tokens() <= report.floor {
                 break;
             }
-            let Some(target) = evictor.select(self.graph.candidates()) else {
+            let Some(target) = evictor.select(self.graph.candidates_with_recent(recent)) else {
                 break;
             };
             let episode = self.graph.episode(target);
@@ -96,6 +97,27 @@ impl Context {
         }
         report.tokens_after = self.tokens();
         report
+    }
+
+    /// The stream position where the view's most recent `keep_recent`
+    /// tokens begin (`u64::MAX` when the working set is off).
+    fn recent_start(&self) -> u64 {
+        let Some(keep) = self
+            .config
+            .keep_recent
+            .map(|share| share.of(self.config.budget))
+        else {
+            return u64::MAX;
+        };
+        let mut sum = 0usize;
+        for entry in self.entries.iter().rev() {
+            sum +=
+                entry.base as usize + entry.meta.iter().map(|m| m.tokens as usize).sum::<usize>();
+            if sum >= keep {
+                return entry.seq;
+            }
+        }
+        0
     }
 
     /// Removes what `level` covers from episode `target`; also returns the

@@ -22,7 +22,9 @@ pub trait Evictor: Send + Sync + fmt::Debug {
 }
 
 /// The paper's order: the oldest act, else the oldest expl; levels
-/// reasoning (expl only), bulk output, intermediate, removal.
+/// reasoning (expl only), bulk output, intermediate, removal. Episodes in
+/// the recent working set ([`crate::Config::keep_recent`]) come after all
+/// older ones, in the same order.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PaperOrder;
 
@@ -32,7 +34,13 @@ impl Evictor for PaperOrder {
     }
 
     fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId> {
-        candidates.oldest_act().or_else(|| candidates.oldest_expl())
+        let old = |id: &EpisodeId| candidates.is_old(*id);
+        candidates
+            .oldest_act()
+            .filter(old)
+            .or_else(|| candidates.oldest_expl().filter(old))
+            .or_else(|| candidates.oldest_act())
+            .or_else(|| candidates.oldest_expl())
     }
 
     fn levels(&self, _: EpisodeKind) -> &'static [Level] {
@@ -51,7 +59,10 @@ impl Evictor for OldestFirst {
     }
 
     fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId> {
-        candidates.oldest()
+        candidates
+            .oldest()
+            .filter(|id| candidates.is_old(*id))
+            .or_else(|| candidates.oldest())
     }
 
     fn levels(&self, _: EpisodeKind) -> &'static [Level] {

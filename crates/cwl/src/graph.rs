@@ -196,6 +196,7 @@ pub(crate) enum Applied {
 pub struct Candidates<'a> {
     graph: &'a Graph,
     frontier: u64,
+    recent: u64,
 }
 
 impl Candidates<'_> {
@@ -227,6 +228,13 @@ impl Candidates<'_> {
             (Some(a), Some(e)) => Some(a.min(e)),
             (a, e) => a.or(e),
         }
+    }
+
+    /// Whether the episode ended before the recent working set (the last
+    /// `keep_recent` tokens of the view): strategies take such episodes
+    /// before any that reach into it.
+    pub fn is_old(&self, id: EpisodeId) -> bool {
+        self.graph.episode(id).last_seq < self.recent
     }
 
     /// The graph the candidates come from.
@@ -265,7 +273,8 @@ impl Graph {
         !self.episodes.is_empty()
     }
 
-    /// The candidates of the next eviction step. An episode that reaches
+    /// The candidates of the next eviction step (with no working set). An
+    /// episode that reaches
     /// into the latest model response is in flight and no candidate: that
     /// response must reach the model again unmodified (providers such as
     /// Anthropic reject an altered last assistant turn, and the model must
@@ -275,6 +284,17 @@ impl Graph {
         Candidates {
             graph: self,
             frontier: self.frontier,
+            recent: u64::MAX,
+        }
+    }
+
+    /// The candidates, with the recent working set beginning at stream
+    /// position `recent`.
+    pub(crate) fn candidates_with_recent(&self, recent: u64) -> Candidates<'_> {
+        Candidates {
+            graph: self,
+            frontier: self.frontier,
+            recent,
         }
     }
 
@@ -286,6 +306,7 @@ impl Graph {
         let later = Candidates {
             graph: self,
             frontier: u64::MAX,
+            recent: u64::MAX,
         };
         now.oldest().is_none() && (later.oldest().is_some() || self.gap.is_some())
     }

@@ -429,3 +429,48 @@ fn the_evictor_seam_changes_the_order_and_nothing_else() {
     assert_eq!(names(&oldest.enforce()), ["old"]);
     validate(&view(&oldest)).unwrap();
 }
+
+#[test]
+fn the_recent_working_set_goes_after_every_older_episode() {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("old")
+        .tool("read", &bulk(400))
+        .end_expl("old learned")
+        .start_expl("e")
+        .tool("read", &bulk(50))
+        .end_expl("learned")
+        .start_act("fresh-edit", &["e"])
+        .tool("edit", &bulk(100))
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let budget = total - 50;
+    let mut paper = with(Config::paper(budget), &messages);
+    assert_eq!(
+        names(&paper.enforce()),
+        ["fresh-edit"],
+        "by age alone the act goes first"
+    );
+    let config = Config::paper(budget).keep_recent(Some(Share::new(0.3).unwrap()));
+    let mut working = with(config, &messages);
+    let report = working.enforce();
+    assert_eq!(
+        names(&report),
+        ["old"],
+        "the old expl goes before the fresh act"
+    );
+    assert!(report.budget_met);
+    let mut tight = with(
+        Config::paper(100).keep_recent(Some(Share::new(0.3).unwrap())),
+        &messages,
+    );
+    let report = tight.enforce();
+    assert_eq!(
+        names(&report)[..2],
+        ["old", "fresh-edit"],
+        "the working set goes too when nothing older is left, acts first"
+    );
+}

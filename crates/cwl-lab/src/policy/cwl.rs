@@ -37,14 +37,15 @@ impl std::fmt::Debug for CwlPolicy {
 }
 
 impl CwlPolicy {
-    /// The engine at `config.budget`, low water and residue cap, with
-    /// default tool classes.
+    /// The engine at `config.budget`, low water, residue cap and recent
+    /// working set, with default tool classes.
     pub fn new(config: &PolicyConfig, lab: &Lab) -> Self {
         CwlPolicy {
             context: Context::new(
                 Config::with_budget(config.budget)
                     .low_water(config.low_water)
-                    .residue_share(config.residue_share),
+                    .residue_share(config.residue_share)
+                    .keep_recent(config.keep_recent),
                 lab.counter_arc(),
                 lab_tools(lab),
             ),

@@ -286,6 +286,8 @@ pub struct PolicyConfig {
     pub low_water: ::cwl::Share,
     /// `cwl`: the residue cap as a share of τ (`None`: off, the paper).
     pub residue_share: Option<::cwl::Share>,
+    /// `cwl`: the recent working set as a share of τ (`None`: off, the paper).
+    pub keep_recent: Option<::cwl::Share>,
 }
 
 impl Default for PolicyConfig {
@@ -297,6 +299,7 @@ impl Default for PolicyConfig {
             compact: compact::CompactParams::default(),
             low_water: ::cwl::Config::default().low_water,
             residue_share: ::cwl::Config::default().residue_share,
+            keep_recent: ::cwl::Config::default().keep_recent,
         }
     }
 }
