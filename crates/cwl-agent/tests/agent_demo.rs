@@ -75,8 +75,17 @@ async fn the_demo_runs_every_task_with_eviction_inside_the_budget() {
     let loaded = session::read(&report.session).unwrap();
     assert!(loaded.warnings.is_empty());
     let engine_budget = report.budget - cwl_agent::agent::STATUS_RESERVE;
+    let config = session::Settings::default().config(engine_budget);
     let mut replayed =
-        session::replay(&loaded, &report.session, Arc::new(O200k), engine_budget).unwrap();
+        session::replay(&loaded, &report.session, Arc::new(O200k), config.clone()).unwrap();
+    assert!(replayed.checkpoint.is_some());
+    let full = session::replay_all(&loaded, &report.session, Arc::new(O200k), config).unwrap();
+    assert!(full.warnings.is_empty(), "{:?}", full.warnings);
+    assert!(
+        replayed.context.view().eq(full.context.view()),
+        "the checkpoint gives the full replay's view"
+    );
+    assert_eq!(replayed.context.tokens(), full.context.tokens());
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
     let next = replayed.context.enforce();
     assert!(next.budget_met, "{next:?}");
