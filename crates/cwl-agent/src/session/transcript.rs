@@ -16,7 +16,9 @@ pub struct SessionTranscript {
     path: PathBuf,
 }
 
-/// How every message record's line starts (serde writes the tag first).
+/// How every record line the agent writes starts (serde writes the tag first).
+const TAG_PREFIX: &str = r#"{"type":""#;
+/// How a message record's line starts.
 const MESSAGE_PREFIX: &str = r#"{"type":"message""#;
 
 impl SessionTranscript {
@@ -39,15 +41,22 @@ impl TranscriptStore for SessionTranscript {
         let mut position = 0u64;
         for (index, line) in BufReader::new(file).lines().enumerate() {
             let line = line.map_err(|e| format!("{}: {e}", self.path.display()))?;
-            if !line.starts_with(MESSAGE_PREFIX) {
+            // Lines the agent wrote start with their tag; parse only the
+            // messages wanted and lines some other writer reordered.
+            let tagged = line.starts_with(TAG_PREFIX);
+            if tagged && !line.starts_with(MESSAGE_PREFIX) || line.trim().is_empty() {
                 continue;
             }
-            if position >= first {
+            if position >= first || !tagged {
                 match serde_json::from_str::<Record>(&line) {
-                    Ok(Record::Message { message, .. }) => messages.push(message),
-                    _ => {
+                    Ok(Record::Message { message, .. }) if position >= first => {
+                        messages.push(message)
+                    }
+                    Ok(Record::Message { .. }) => {}
+                    Ok(_) => continue,
+                    Err(error) => {
                         return Err(format!(
-                            "{} line {}: not a message record",
+                            "{} line {}: not a session record ({error})",
                             self.path.display(),
                             index + 1
                         ));
@@ -105,14 +114,21 @@ mod tests {
             })
             .unwrap();
         writer.append(&message("two")).unwrap();
+        let reordered = r#"{"message":{"role":"user","content":"three"},"type":"message"}"#;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(writer.path())
+            .unwrap();
+        std::io::Write::write_all(&mut file, format!("{reordered}\n").as_bytes()).unwrap();
         let store = SessionTranscript::new(writer.path());
         assert_eq!(
             store.messages(1, 2).unwrap(),
             vec![Message::user("one"), Message::user("two")]
         );
         assert_eq!(store.messages(0, 0).unwrap(), vec![Message::user("zero")]);
-        let error = store.messages(2, 3).unwrap_err();
-        assert!(error.contains("holds 3 messages"), "{error}");
+        assert_eq!(store.messages(3, 3).unwrap(), vec![Message::user("three")]);
+        let error = store.messages(2, 4).unwrap_err();
+        assert!(error.contains("holds 4 messages"), "{error}");
         assert!(store.messages(2, 1).is_err());
     }
 }
