@@ -60,10 +60,15 @@ async fn the_demo_runs_every_task_with_eviction_inside_the_budget() {
 
     // What the user sees.
     assert!(out.contains("Hello, world!"));
+    assert!(
+        out.contains("(it was `19:    return \"Hi world\"`)"),
+        "the recalled exploration shows the old line:\n{out}"
+    );
     for needle in [
         "⟨expl⟩ find-greeting",
         "⟨act⟩ fix-greeting ← find-greeting",
         "evicted act",
+        "↺ recall find-greeting · ",
         "✓ task 5 done",
         "session: ",
     ] {

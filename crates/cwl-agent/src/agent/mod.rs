@@ -198,6 +198,10 @@ pub struct Agent {
     budget_unmet: bool,
     /// Whether the last pass left the conversation over budget (deferred or not).
     over_budget: bool,
+    /// Where the last checkpoint ended and its size, in bytes written by
+    /// `writer` (zero before the first).
+    checkpoint_end: u64,
+    checkpoint_len: u64,
 }
 
 impl std::fmt::Debug for Agent {
@@ -367,6 +371,8 @@ impl Agent {
             },
             budget_unmet: false,
             over_budget: false,
+            checkpoint_end: 0,
+            checkpoint_len: 0,
         }
     }
 
@@ -418,17 +424,27 @@ impl Agent {
         Ok(outcomes)
     }
 
-    /// Writes a checkpoint of the engine, so a resume restores it instead of
-    /// replaying everything before it.
+    /// Writes a checkpoint of the engine at the end of a task, so a resume
+    /// restores it instead of replaying everything before it. It is skipped
+    /// while less has been written since the last one than that one took:
+    /// checkpoints then take at most about as much room as the rest of the
+    /// file, and a resume never replays more than one checkpoint's worth.
     fn checkpoint(&mut self) -> Result<(), AgentError> {
+        let since = self.writer.written() - self.checkpoint_end;
+        if self.checkpoint_len > 0 && since < self.checkpoint_len {
+            return Ok(());
+        }
         let checkpoint = self.context.checkpoint();
         let pushes = checkpoint.pushes();
         let checkpoint = serde_json::to_value(&checkpoint).map_err(|e| SessionError::Io {
             path: self.writer.path().to_owned(),
             source: std::io::Error::other(e),
         })?;
+        let before = self.writer.written();
         self.writer
             .append(&Record::Checkpoint { pushes, checkpoint })?;
+        self.checkpoint_end = self.writer.written();
+        self.checkpoint_len = self.checkpoint_end - before;
         Ok(())
     }
 
