@@ -10,7 +10,8 @@
 //! skips it with a warning. API keys are never part of any record.
 //!
 //! Resuming ([`replay`]) restores the last checkpoint ([`Record::Checkpoint`],
-//! written at the end of each task) and replays the records after it; with
+//! written at task ends, spaced so checkpoints take at most about as much
+//! room as the rest of the file) and replays the records after it; with
 //! no usable checkpoint it replays every record into a fresh
 //! [`cwl::Context`]. The same pushes, calibrations and enforcements at the
 //! same points, under the session's [`Settings`], give the same view, byte
