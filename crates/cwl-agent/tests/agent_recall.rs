@@ -267,7 +267,15 @@ async fn old_session_files_without_checkpoints_or_settings_still_resume() {
             !line.starts_with(r#"{"type":"checkpoint""#)
                 && !line.starts_with(r#"{"type":"settings""#)
         })
-        .map(|line| format!("{line}\n"))
+        .map(|line| {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            if record["type"] == "session" {
+                let tools = record["tools"].as_array_mut().unwrap();
+                tools.retain(|tool| tool["name"] != "recall");
+                return format!("{record}\n");
+            }
+            format!("{line}\n")
+        })
         .collect();
     std::fs::write(&path, old).unwrap();
 
@@ -280,7 +288,24 @@ async fn old_session_files_without_checkpoints_or_settings_still_resume() {
             .any(|e| matches!(e, Event::Note { text } if text.contains("replayed from the start"))),
         "{notes:?}"
     );
+    assert!(
+        notes.iter().any(
+            |e| matches!(e, Event::Note { text } if text.contains("predates the recall tool"))
+        ),
+        "{notes:?}"
+    );
+    assert!(
+        agent
+            .context()
+            .tools()
+            .iter()
+            .any(|tool| tool.name == "recall")
+    );
     let loaded = session::read(&path).unwrap();
+    assert!(
+        !loaded.info.tools.iter().any(|tool| tool.name == "recall"),
+        "the header is kept"
+    );
     let written = Settings::last(loaded.records.iter().map(|(_, record)| record));
     assert_eq!(
         written,

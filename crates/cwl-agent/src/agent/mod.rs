@@ -277,7 +277,12 @@ impl Agent {
         observer: Box<dyn Observer>,
     ) -> Result<Agent, AgentError> {
         check_budget(&options)?;
-        let loaded = session::read(path)?;
+        let mut loaded = session::read(path)?;
+        // Sessions from before recall get it: their folded residues point to it.
+        let offer_recall = !loaded.info.tools.iter().any(|t| t.name == cwl::RECALL);
+        if offer_recall {
+            loaded.info.tools.push(cwl::recall_spec());
+        }
         let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
         let recorded = Settings::last(loaded.records.iter().map(|(_, record)| record));
         let settings = options.settings(recorded);
@@ -315,6 +320,11 @@ impl Agent {
                 "budget changed from {} to {} tokens",
                 loaded.info.budget, agent.options.budget
             ))?;
+        }
+        if offer_recall {
+            agent.note(
+                "this session predates the recall tool; it is offered from now on".to_string(),
+            )?;
         }
         if let Some(recorded) = recorded.filter(|&r| r != settings) {
             agent.note(format!(
