@@ -12,6 +12,8 @@
 //! budget = "80k"                  # tokens, 80k, 1.5M or 50% of the window
 //! session_dir = "/home/me/cwl-sessions"
 //! max_turns = 200
+//! low_water = "75%"               # where an eviction pass stops (share of budget)
+//! residue_share = "15%"           # room for residues and old user turns, or "off"
 //!
 //! [[models]]                      # add or replace model table entries
 //! name = "qwen3-coder"
@@ -47,6 +49,10 @@ pub struct FileConfig {
     pub session_dir: Option<PathBuf>,
     /// Model calls a task may take.
     pub max_turns: Option<usize>,
+    /// Low-water mark (`0.75`, `75%`).
+    pub low_water: Option<String>,
+    /// Residue cap (`0.15`, `15%`, `off`).
+    pub residue_share: Option<String>,
     /// Model table entries; each replaces the built-in entry of that name.
     #[serde(default)]
     pub models: Vec<ModelInfo>,
@@ -114,6 +120,8 @@ base_url = "http://localhost:1/v1"
 budget = "50%"
 session_dir = "/tmp/s"
 max_turns = 12
+low_water = "60%"
+residue_share = "off"
 
 [[models]]
 name = "local-model"
@@ -126,6 +134,8 @@ output_price = 1.5
         assert_eq!(config.provider.as_deref(), Some("anthropic"));
         assert_eq!(config.budget.as_deref(), Some("50%"));
         assert_eq!(config.max_turns, Some(12));
+        assert_eq!(config.low_water.as_deref(), Some("60%"));
+        assert_eq!(config.residue_share.as_deref(), Some("off"));
         assert_eq!(config.models.len(), 1);
         assert_eq!(config.models[0].context_window, 32_000);
         assert_eq!(config.models[0].input_price, Some(0.5));

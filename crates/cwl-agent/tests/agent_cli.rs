@@ -155,6 +155,44 @@ fn the_config_file_sets_models_and_budgets() {
         "{error:#}"
     );
 
+    std::fs::write(&config, "low_water = \"50%\"\nresidue_share = \"off\"\n").unwrap();
+    server.push(answer("ok"));
+    cli::run_run(RunArgs {
+        agent: agent_args(&server, work.path(), sessions.path(), &config),
+        tasks: vec!["go".into()],
+        prompt: None,
+    })
+    .unwrap();
+    let configured = session::Settings {
+        low_water: cwl::Share::new(0.5).unwrap(),
+        residue_share: None,
+    };
+    let settings: Vec<_> = session::list(sessions.path())
+        .unwrap()
+        .iter()
+        .map(|listed| {
+            let loaded = session::read(&listed.path).unwrap();
+            session::Settings::last(loaded.records.iter().map(|(_, r)| r))
+        })
+        .collect();
+    assert!(settings.contains(&Some(configured)), "{settings:?}");
+    assert!(settings.contains(&Some(session::Settings::default())));
+    for (text, key) in [
+        ("low_water = \"2\"", "low_water"),
+        ("residue_share = \"some\"", "residue_share"),
+    ] {
+        std::fs::write(&config, format!("{text}\n")).unwrap();
+        let error = cli::run_run(RunArgs {
+            agent: agent_args(&server, work.path(), sessions.path(), &config),
+            tasks: vec!["go".into()],
+            prompt: None,
+        })
+        .unwrap_err();
+        let error = format!("{error:#}");
+        assert!(error.contains(&format!("config file: {key}")), "{error}");
+        assert!(error.contains("invalid share"), "{error}");
+    }
+
     std::fs::write(&config, "budgett = \"1k\"\n").unwrap();
     let error = cli::run_run(RunArgs {
         agent: agent_args(&server, work.path(), sessions.path(), &config),

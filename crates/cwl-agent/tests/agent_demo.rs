@@ -60,10 +60,15 @@ async fn the_demo_runs_every_task_with_eviction_inside_the_budget() {
 
     // What the user sees.
     assert!(out.contains("Hello, world!"));
+    assert!(
+        out.contains("(it was `19:    return \"Hi world\"`)"),
+        "the recalled exploration shows the old line:\n{out}"
+    );
     for needle in [
         "⟨expl⟩ find-greeting",
         "⟨act⟩ fix-greeting ← find-greeting",
         "evicted act",
+        "↺ recall find-greeting · ",
         "✓ task 5 done",
         "session: ",
     ] {
@@ -75,8 +80,17 @@ async fn the_demo_runs_every_task_with_eviction_inside_the_budget() {
     let loaded = session::read(&report.session).unwrap();
     assert!(loaded.warnings.is_empty());
     let engine_budget = report.budget - cwl_agent::agent::STATUS_RESERVE;
+    let config = session::Settings::default().config(engine_budget);
     let mut replayed =
-        session::replay(&loaded, &report.session, Arc::new(O200k), engine_budget).unwrap();
+        session::replay(&loaded, &report.session, Arc::new(O200k), config.clone()).unwrap();
+    assert!(replayed.checkpoint.is_some());
+    let full = session::replay_all(&loaded, &report.session, Arc::new(O200k), config).unwrap();
+    assert!(full.warnings.is_empty(), "{:?}", full.warnings);
+    assert!(
+        replayed.context.view().eq(full.context.view()),
+        "the checkpoint gives the full replay's view"
+    );
+    assert_eq!(replayed.context.tokens(), full.context.tokens());
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
     let next = replayed.context.enforce();
     assert!(next.budget_met, "{next:?}");

@@ -74,7 +74,7 @@ fn script() -> Vec<Vec<Message>> {
     ]
 }
 
-const BUDGET: usize = 4_000;
+const BUDGET: usize = 4_200;
 
 /// Runs the three tasks; `usage(i)` is the usage reported for reply `i`.
 async fn run_session(
@@ -136,7 +136,11 @@ async fn a_multi_task_session_stays_within_budget_and_keeps_every_user_turn() {
         !events
             .iter()
             .any(|e| matches!(e, Event::BudgetUnmet { .. })),
-        "the budget can always be met in this session"
+        "the budget can always be met in this session: {:?}",
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::BudgetUnmet { .. } | Event::Evicted { .. }))
+            .collect::<Vec<_>>()
     );
     let evictions = events
         .iter()
@@ -319,15 +323,26 @@ async fn resuming_rebuilds_the_identical_view() {
     // The file is one session: replaying it again matches the live state.
     let reloaded = session::read(&path).unwrap();
     assert!(reloaded.warnings.is_empty());
+    let config = session::Settings::default().config(resumed.options().engine_budget());
     let replayed = session::replay(
         &reloaded,
         &path,
         std::sync::Arc::new(cwl::O200k),
-        resumed.options().engine_budget(),
+        config.clone(),
     )
     .unwrap();
+    assert!(
+        replayed.checkpoint.is_some(),
+        "a task end left a checkpoint"
+    );
+    assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
     let live: Vec<Message> = resumed.context().view().cloned().collect();
     assert_eq!(replayed.context.view().cloned().collect::<Vec<_>>(), live);
+    assert_eq!(replayed.context.tokens(), resumed.context().tokens());
+    let full =
+        session::replay_all(&reloaded, &path, std::sync::Arc::new(cwl::O200k), config).unwrap();
+    assert_eq!(full.context.view().cloned().collect::<Vec<_>>(), live);
+    assert_eq!(full.context.tokens(), resumed.context().tokens());
 }
 
 #[tokio::test]

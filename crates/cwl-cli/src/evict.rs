@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use cwl::{Budget, Config, Estimate, O200k, TokenCounter, ToolClass, openai};
+use cwl::{Budget, Config, Estimate, O200k, ResidueCap, Share, TokenCounter, ToolClass, openai};
 use serde_json::{Value, json};
 
 use crate::InputError;
@@ -25,6 +25,16 @@ pub struct EvictArgs {
     /// Token budget: tokens (80000, 80k, 1.5M) or a share of --window (50%).
     #[arg(long, short, default_value = "80000", value_parser = parse_budget)]
     budget: Budget,
+    /// Where the pass stops once the transcript is over the budget, as a
+    /// share of it: 0.75 or 75% evicts down to 75% of the budget; 1 stops as
+    /// soon as it fits (the paper's rule).
+    #[arg(long, value_name = "SHARE", default_value = "75%", value_parser = parse_share)]
+    low_water: Share,
+    /// The share of the budget residues of evicted episodes and the user
+    /// turns of finished tasks may take; past it the oldest fold into one
+    /// index line. `off` keeps them all (user turns are never evicted).
+    #[arg(long, value_name = "SHARE|off", default_value = "15%", value_parser = parse_residue_cap)]
+    residue_share: ResidueCap,
     /// The model's context window in tokens, for a percentage budget.
     #[arg(long, value_name = "TOKENS", value_parser = parse_window)]
     window: Option<usize>,
@@ -55,6 +65,16 @@ enum Tokenizer {
 fn parse_budget(text: &str) -> Result<Budget, String> {
     text.parse()
         .map_err(|error: cwl::BudgetError| error.to_string())
+}
+
+fn parse_share(text: &str) -> Result<Share, String> {
+    text.parse()
+        .map_err(|error: cwl::ShareError| error.to_string())
+}
+
+fn parse_residue_cap(text: &str) -> Result<ResidueCap, String> {
+    text.parse()
+        .map_err(|error: cwl::ShareError| format!("{error}, or `off`"))
 }
 
 fn parse_class(text: &str) -> Result<(String, ToolClass), String> {
@@ -100,7 +120,9 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
         Tokenizer::O200k => Arc::new(O200k::new()),
         Tokenizer::Estimate => Arc::new(Estimate),
     };
-    let mut config = Config::with_budget(budget);
+    let mut config = Config::with_budget(budget)
+        .low_water(args.low_water)
+        .residue_share(args.residue_share.0);
     for (name, class) in &args.classes {
         config.classes.set(name, *class);
     }

@@ -234,3 +234,35 @@ fn a_closed_stdout_ends_quietly() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn low_water_and_residue_share_reach_the_engine() {
+    let default = run_ok(&["evict", "--budget", "1000"], &transcript());
+    assert_eq!(default["report"]["floor"], 750);
+    let output = run_ok(
+        &[
+            "evict",
+            "--budget",
+            "1000",
+            "--low-water",
+            "0.5",
+            "--residue-share",
+            "off",
+        ],
+        &transcript(),
+    );
+    assert_eq!(output["report"]["floor"], 500);
+    for (flag, bad) in [
+        ("--low-water", "0"),
+        ("--low-water", "110%"),
+        ("--residue-share", "x"),
+    ] {
+        let output = cwl(&["evict", flag, bad], "");
+        assert_eq!(output.status.code(), Some(2), "{flag} {bad}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("invalid share `{bad}`")),
+            "{stderr}"
+        );
+    }
+}

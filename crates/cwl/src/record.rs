@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::Share;
 use crate::message::{Message, ToolSpec};
 
 /// The current version of the session file format.
@@ -77,6 +78,24 @@ pub enum Record {
         local: u64,
         /// Tokens the provider reported.
         reported: u64,
+    },
+    /// The eviction settings the session runs with, so a resume replays
+    /// and continues with the same ones. The last such record is in force.
+    Settings {
+        /// Where a triggered pass stops, as a share of τ.
+        low_water: Share,
+        /// The share of τ residues may take before they fold; `None`: off.
+        residue_share: Option<Share>,
+    },
+    /// The engine's whole state after the message records before it (see
+    /// `cwl::Checkpoint`), so a resume restores it and replays only the
+    /// records after it. Kept as JSON: an unreadable checkpoint costs a full
+    /// replay, not the session.
+    Checkpoint {
+        /// Messages pushed before it (`cwl::Checkpoint::pushes`).
+        pushes: u64,
+        /// The checkpoint as JSON (see `cwl::Checkpoint`).
+        checkpoint: serde_json::Value,
     },
     /// A free-form event worth keeping (task boundaries, warnings).
     Note {

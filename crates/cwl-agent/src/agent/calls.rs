@@ -1,13 +1,15 @@
 //! Answering the tool calls of one assistant message, in order, each once.
 
-use cwl::{Accepted, Block, DELIMITER, DelimiterOutcome, EpisodeKind, Message};
+use cwl::{Accepted, Block, DELIMITER, DelimiterOutcome, EpisodeKind, Message, RECALL};
 
 use super::{Agent, AgentError, Event};
 use crate::tools::{ExecContext, ToolOutput};
 
 impl Agent {
     /// Answers every tool call of `message` (already pushed) with a result,
-    /// in call order. Delimiter calls get the engine's outcome; other calls
+    /// in call order. Delimiter calls get the engine's outcome, recall calls
+    /// the evicted content the engine reads back from the session file
+    /// (read-only, so allowed in any episode); other calls
     /// run in the toolbox, told which exploration episode is active at that
     /// point of the message (`active` is the episode before it).
     pub(super) async fn answer_calls(
@@ -35,6 +37,14 @@ impl Agent {
                     None => ToolOutput::error(
                         "internal error: the engine did not answer this delimiter call",
                     ),
+                }
+            } else if call.name == RECALL {
+                match self.context.recall(&call.arguments, &self.transcript()) {
+                    Ok(text) => ToolOutput {
+                        content: text,
+                        is_error: false,
+                    },
+                    Err(error) => ToolOutput::error(error.to_string()),
                 }
             } else {
                 let exploration = match &active {

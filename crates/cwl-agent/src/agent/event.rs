@@ -71,6 +71,13 @@ pub enum Event {
         tokens_after: usize,
         /// The engine's budget for the conversation.
         budget: usize,
+        /// The low-water mark the pass evicted down to.
+        floor: usize,
+        /// Index in the new view of the first message the pass changed: the
+        /// request's prefix before it is unchanged (and stays cached).
+        first_changed: Option<usize>,
+        /// Residues and finished user turns folded into the index line.
+        folded: usize,
         /// What the pass did, per episode.
         episodes: Vec<EpisodeReport>,
     },

@@ -17,11 +17,11 @@ mod turn;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cwl::{Config, Context, Message, O200k, Record, TokenCounter, TranscriptError};
+use cwl::{Context, Message, O200k, Record, ResidueCap, Share, TokenCounter, TranscriptError};
 use serde::Serialize;
 
 use crate::provider::{ModelInfo, Provider, ProviderError, ReasoningEffort};
-use crate::session::{self, SessionError, SessionInfo, SessionWriter};
+use crate::session::{self, SessionError, SessionInfo, SessionWriter, Settings};
 use crate::tools::Toolbox;
 
 pub use event::{Collect, Event, Observer, Silent};
@@ -49,6 +49,13 @@ pub struct AgentOptions {
     pub reasoning: Option<ReasoningEffort>,
     /// Whether the status block shows `git status --short`.
     pub git_status: bool,
+    /// Where a pass that starts over the budget stops, as a share of it
+    /// (`None`: the resumed session's, else [`cwl::DEFAULT_LOW_WATER`]).
+    pub low_water: Option<Share>,
+    /// The share of the budget residues and finished tasks' user turns may
+    /// take before the oldest fold into an index line (`None`: the resumed
+    /// session's, else [`cwl::DEFAULT_RESIDUE_SHARE`]).
+    pub residue_share: Option<ResidueCap>,
 }
 
 impl AgentOptions {
@@ -62,6 +69,18 @@ impl AgentOptions {
             max_output_tokens: None,
             reasoning: None,
             git_status: true,
+            low_water: None,
+            residue_share: None,
+        }
+    }
+
+    /// The eviction settings: these options' where given, else `recorded`
+    /// (a resumed session's), else the defaults.
+    pub fn settings(&self, recorded: Option<Settings>) -> Settings {
+        let base = recorded.unwrap_or_default();
+        Settings {
+            low_water: self.low_water.unwrap_or(base.low_water),
+            residue_share: self.residue_share.map_or(base.residue_share, |cap| cap.0),
         }
     }
 
@@ -179,6 +198,10 @@ pub struct Agent {
     budget_unmet: bool,
     /// Whether the last pass left the conversation over budget (deferred or not).
     over_budget: bool,
+    /// Where the last checkpoint ended and its size, in bytes written by
+    /// `writer` (zero before the first).
+    checkpoint_end: u64,
+    checkpoint_len: u64,
 }
 
 impl std::fmt::Debug for Agent {
@@ -204,6 +227,8 @@ impl Agent {
         check_budget(&options)?;
         let mut tools = toolbox.specs();
         tools.push(cwl::delimiter_spec());
+        tools.push(cwl::recall_spec());
+        let settings = options.settings(None);
         let info = SessionInfo {
             id: session::new_id(),
             timestamp: session::now(),
@@ -213,10 +238,11 @@ impl Agent {
             budget: options.budget as u64,
             tools: tools.clone(),
         };
-        let writer = SessionWriter::create(session_dir, &info)?;
+        let mut writer = SessionWriter::create(session_dir, &info)?;
+        writer.append(&settings.record())?;
         let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
         let context = Context::new(
-            Config::with_budget(options.engine_budget()),
+            settings.config(options.engine_budget()),
             Arc::clone(&counter),
             tools,
         );
@@ -236,10 +262,13 @@ impl Agent {
         Ok(agent)
     }
 
-    /// Continues the session in file `path`: replays it into a fresh
-    /// engine (the same view as when it stopped), cuts a torn last line,
-    /// and answers tool calls left without a result with an error result
-    /// (they are never run twice).
+    /// Continues the session in file `path`: restores its last checkpoint
+    /// and replays what follows (or replays it all into a fresh engine), so
+    /// the view is the same as when it stopped; cuts a torn last line, and
+    /// answers tool calls left without a result with an error result (they
+    /// are never run twice). The eviction settings are the session's unless
+    /// `options` give others: then the whole history is replayed with them
+    /// and the change is recorded.
     pub fn resume(
         provider: Box<dyn Provider>,
         toolbox: Toolbox,
@@ -248,11 +277,25 @@ impl Agent {
         observer: Box<dyn Observer>,
     ) -> Result<Agent, AgentError> {
         check_budget(&options)?;
-        let loaded = session::read(path)?;
+        let mut loaded = session::read(path)?;
+        // Sessions from before recall get it: their folded residues point to it.
+        let offer_recall = !loaded.info.tools.iter().any(|t| t.name == cwl::RECALL);
+        if offer_recall {
+            loaded.info.tools.push(cwl::recall_spec());
+        }
         let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
-        let replayed =
-            session::replay(&loaded, path, Arc::clone(&counter), options.engine_budget())?;
-        let writer = SessionWriter::reopen(path, loaded.valid_len)?;
+        let recorded = Settings::last(loaded.records.iter().map(|(_, record)| record));
+        let settings = options.settings(recorded);
+        let replayed = session::replay(
+            &loaded,
+            path,
+            Arc::clone(&counter),
+            settings.config(options.engine_budget()),
+        )?;
+        let mut writer = SessionWriter::reopen(path, loaded.valid_len)?;
+        if recorded != Some(settings) {
+            writer.append(&settings.record())?;
+        }
         let mut agent = Agent::assemble(
             provider,
             toolbox,
@@ -278,6 +321,16 @@ impl Agent {
                 loaded.info.budget, agent.options.budget
             ))?;
         }
+        if offer_recall {
+            agent.note(
+                "this session predates the recall tool; it is offered from now on".to_string(),
+            )?;
+        }
+        if let Some(recorded) = recorded.filter(|&r| r != settings) {
+            agent.note(format!(
+                "eviction settings changed from {recorded} to {settings}; the history was replayed with the new ones"
+            ))?;
+        }
         for call in replayed.pending {
             let (text, is_error) = call.delimiter.unwrap_or_else(|| {
                 let text = "Not run: the session stopped before this tool call ran. Run it again if it is still needed.";
@@ -290,11 +343,15 @@ impl Agent {
             )?;
         }
         agent.note(format!(
-            "resumed session {} ({} earlier tasks, {} of {} tokens in view)",
+            "resumed session {} ({} earlier tasks, {} of {} tokens in view, {})",
             loaded.info.id,
             replayed.tasks,
             agent.context.tokens(),
-            agent.options.budget
+            agent.options.budget,
+            match replayed.checkpoint {
+                Some(line) => format!("from the checkpoint on line {line}"),
+                None => "replayed from the start".to_string(),
+            }
         ))?;
         Ok(agent)
     }
@@ -324,6 +381,8 @@ impl Agent {
             },
             budget_unmet: false,
             over_budget: false,
+            checkpoint_end: 0,
+            checkpoint_len: 0,
         }
     }
 
@@ -373,6 +432,35 @@ impl Agent {
             cost_usd,
         })?;
         Ok(outcomes)
+    }
+
+    /// Writes a checkpoint of the engine at the end of a task, so a resume
+    /// restores it instead of replaying everything before it. It is skipped
+    /// while less has been written since the last one than that one took:
+    /// checkpoints then take at most about as much room as the rest of the
+    /// file, and a resume never replays more than one checkpoint's worth.
+    fn checkpoint(&mut self) -> Result<(), AgentError> {
+        let since = self.writer.written() - self.checkpoint_end;
+        if self.checkpoint_len > 0 && since < self.checkpoint_len {
+            return Ok(());
+        }
+        let checkpoint = self.context.checkpoint();
+        let pushes = checkpoint.pushes();
+        let checkpoint = serde_json::to_value(&checkpoint).map_err(|e| SessionError::Io {
+            path: self.writer.path().to_owned(),
+            source: std::io::Error::other(e),
+        })?;
+        let before = self.writer.written();
+        self.writer
+            .append(&Record::Checkpoint { pushes, checkpoint })?;
+        self.checkpoint_end = self.writer.written();
+        self.checkpoint_len = self.checkpoint_end - before;
+        Ok(())
+    }
+
+    /// The session file as the store `recall` reads evicted messages from.
+    fn transcript(&self) -> session::SessionTranscript {
+        session::SessionTranscript::new(self.writer.path())
     }
 
     /// Records a note and tells the observer.

@@ -88,6 +88,7 @@ impl Agent {
         turns: usize,
         answer: String,
     ) -> Result<TaskOutcome, AgentError> {
+        self.checkpoint()?;
         self.observer.event(&Event::TaskFinished { task, turns });
         Ok(TaskOutcome { turns, answer })
     }
@@ -170,6 +171,9 @@ impl Agent {
                 tokens_before: report.tokens_before,
                 tokens_after: report.tokens_after,
                 budget: report.budget,
+                floor: report.floor,
+                first_changed: report.first_changed,
+                folded: report.folded,
                 episodes: report.episodes.clone(),
             });
         }

@@ -17,7 +17,7 @@ mod setup;
 use std::path::PathBuf;
 
 use clap::Args;
-use cwl::Budget;
+use cwl::{Budget, ResidueCap, Share};
 
 use crate::provider::{ProviderKind, ReasoningEffort};
 
@@ -46,6 +46,20 @@ pub struct AgentArgs {
     /// it. Default: 80k (a resumed session keeps its own).
     #[arg(long, value_name = "TOKENS|Nk|N%")]
     pub budget: Option<Budget>,
+
+    /// Where an eviction pass stops once the context is over the budget, as
+    /// a share of it: 0.75 or 75% evicts down to 75% of the budget, so the
+    /// cached prompt prefix changes in rare batches; 1 stops as soon as it
+    /// fits. Default: 75% (a resumed session keeps its own).
+    #[arg(long, value_name = "SHARE")]
+    pub low_water: Option<Share>,
+
+    /// The share of the budget that residues of evicted episodes and the
+    /// user turns of finished tasks may take; past it the oldest fold into
+    /// one index line (names only, `recall` brings them back). `off` keeps
+    /// them all. Default: 15% (a resumed session keeps its own).
+    #[arg(long, value_name = "SHARE|off")]
+    pub residue_share: Option<ResidueCap>,
 
     /// Directory the agent works in; write and edit are refused outside it.
     /// Default: the current directory (a resumed session's own directory).
@@ -253,6 +267,10 @@ mod tests {
             "first",
             "--reasoning",
             "high",
+            "--low-water",
+            "60%",
+            "--residue-share",
+            "off",
         ])
         .unwrap()
         .args;
@@ -261,10 +279,15 @@ mod tests {
         assert_eq!(run.tasks, ["one", "two"]);
         assert_eq!(run.prompt.as_deref(), Some("first"));
         assert_eq!(run.agent.reasoning, Some(ReasoningEffort::High));
+        assert_eq!(run.agent.low_water, Some(Share::new(0.6).unwrap()));
+        assert_eq!(run.agent.residue_share, Some(ResidueCap(None)));
         for bad in [
             &["run", "--budget", "lots"][..],
             &["run", "--provider", "gemini"],
             &["run", "--reasoning", "max"],
+            &["run", "--low-water", "0"],
+            &["run", "--low-water", "150%"],
+            &["run", "--residue-share", "none-at-all"],
         ] {
             let error = Run::try_parse_from(bad).unwrap_err().to_string();
             assert!(error.contains(bad[2]), "{error}");

@@ -121,6 +121,24 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         .or(file.max_turns)
         .unwrap_or(DEFAULT_MAX_TURNS);
     options.reasoning = args.reasoning;
+    // A resumed session keeps its own settings unless a flag says otherwise.
+    let from_file = header.is_none();
+    options.low_water = match (args.low_water, &file.low_water) {
+        (Some(share), _) => Some(share),
+        (None, Some(text)) if from_file => Some(
+            text.parse()
+                .with_context(|| "config file: low_water".to_string())?,
+        ),
+        _ => None,
+    };
+    options.residue_share = match (args.residue_share, &file.residue_share) {
+        (Some(cap), _) => Some(cap),
+        (None, Some(text)) if from_file => Some(
+            text.parse()
+                .with_context(|| "config file: residue_share".to_string())?,
+        ),
+        _ => None,
+    };
     if kind == ProviderKind::Anthropic {
         let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
         options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use cwl::{Annotation, Block, DELIMITER, EpisodeKind, ToolCall};
+use cwl::{Annotation, Block, DELIMITER, EpisodeKind, RECALL, ToolCall};
 use serde_json::{Value, json};
 
 /// The demo's tasks, in order.
@@ -315,11 +315,23 @@ fn rename(step: usize, t: &mut Turn<'_>) -> bool {
 
 fn review(step: usize, t: &mut Turn<'_>) -> bool {
     match step {
-        0 => t.start("review-changes", EpisodeKind::Expl, &[]).call(
-            "bash",
-            json!({"command": "git status --short 2>/dev/null || ls -R"}),
-        ),
+        0 => t
+            .say("The first task's exploration was evicted; I recall it to check the fix.")
+            .call(RECALL, json!({"episode": "find-greeting"})),
         1 => {
+            let greeting = t
+                .last_result
+                .lines()
+                .find(|line| line.contains("return \"Hi world\""))
+                .map_or("not recalled", str::trim)
+                .to_string();
+            t.note("greeting", greeting);
+            t.start("review-changes", EpisodeKind::Expl, &[]).call(
+                "bash",
+                json!({"command": "git status --short 2>/dev/null || ls -R"}),
+            )
+        }
+        2 => {
             let changed: Vec<String> = t
                 .last_result
                 .lines()
@@ -337,10 +349,11 @@ fn review(step: usize, t: &mut Turn<'_>) -> bool {
             t.note("changed", summary.clone());
             t.end(Some(&format!("Changed files: {summary}.")))
         }
-        2 => {
+        3 => {
             let answer = format!(
-                "This session changed: {}. The greeting says \"Hello, world!\", the change is in the changelog, TODO.md lists the TODO comments, and add_numbers is now add.",
-                t.recall("changed")
+                "This session changed: {}. The greeting says \"Hello, world!\" (it was `{}`), the change is in the changelog, TODO.md lists the TODO comments, and add_numbers is now add.",
+                t.recall("changed"),
+                t.recall("greeting")
             );
             t.say(&answer)
         }

@@ -44,6 +44,20 @@ pub fn call(name: &str, arguments: &str) -> String {
     shorten(&format!("{name} {detail}"), 100)
 }
 
+/// A recall call: `↺ recall find-auth · 42 lines`, or its error.
+pub fn recall(arguments: &str, content: &str, is_error: bool) -> String {
+    let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+    let name = args
+        .get("episode")
+        .and_then(Value::as_str)
+        .map_or_else(|| one_line(arguments), one_line);
+    let mark = if is_error { "  ✗" } else { "↺" };
+    shorten(
+        &format!("{mark} recall {name} · {}", result(content, is_error)),
+        120,
+    )
+}
+
 /// A tool result in a few words: `12 lines`, or the first line of an error.
 pub fn result(content: &str, is_error: bool) -> String {
     if is_error {

@@ -255,6 +255,12 @@ impl Renderer {
                 if name == cwl::DELIMITER {
                     return;
                 }
+                if name == cwl::RECALL {
+                    let line = describe::recall(arguments, content, *is_error);
+                    let style = if *is_error { Style::Error } else { Style::Episode };
+                    self.line(Some(style), &line);
+                    return;
+                }
                 let call = describe::call(name, arguments);
                 let result = describe::result(content, *is_error);
                 if *is_error {
@@ -292,20 +298,26 @@ impl Renderer {
             Event::Evicted {
                 tokens_before,
                 tokens_after,
+                first_changed,
+                folded,
                 episodes,
                 ..
             } => {
                 for episode in episodes {
                     self.line(Some(Style::Evict), &describe::eviction(episode));
                 }
-                self.line(
-                    Some(Style::Dim),
-                    &format!(
-                        "  context {} → {}",
-                        human_tokens(*tokens_before),
-                        human_tokens(*tokens_after)
-                    ),
+                let mut text = format!(
+                    "  context {} → {}",
+                    human_tokens(*tokens_before),
+                    human_tokens(*tokens_after)
                 );
+                if *folded > 0 {
+                    text.push_str(&format!(" · {folded} folded into the index"));
+                }
+                if let Some(index) = first_changed {
+                    text.push_str(&format!(" · view changed from message {index}"));
+                }
+                self.line(Some(Style::Dim), &text);
             }
             Event::BudgetUnmet { tokens, budget } => self.line(
                 Some(Style::Warn),
@@ -406,6 +418,22 @@ mod tests {
                 is_error: false,
                 content: "a:1\nb:2\n".into(),
             },
+            Event::Evicted {
+                tokens_before: 5_000,
+                tokens_after: 3_000,
+                budget: 4_000,
+                floor: 3_000,
+                first_changed: Some(4),
+                folded: 2,
+                episodes: vec![],
+            },
+            Event::ToolResult {
+                id: "c2".into(),
+                name: cwl::RECALL.into(),
+                arguments: r#"{"episode":"find-auth"}"#.into(),
+                is_error: false,
+                content: "Recalled expl episode `find-auth`\nx\n".into(),
+            },
             Event::TextDelta {
                 text: "Done".into(),
             },
@@ -423,6 +451,13 @@ mod tests {
         let err = err.text();
         assert!(err.contains("⟨expl⟩ locate-auth\n"), "{err}");
         assert!(err.contains("  ▸ grep \"login\" · 2 lines\n"), "{err}");
+        assert!(
+            err.contains(
+                "  context 5k → 3k · 2 folded into the index · view changed from message 4\n"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("↺ recall find-auth · 2 lines\n"), "{err}");
         assert!(err.contains("✓ task 1 done in 3 model calls"), "{err}");
         assert!(!err.contains('\x1b'), "no colors unless asked");
     }
@@ -447,11 +482,15 @@ mod tests {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
-        assert_eq!(lines.len(), 6);
+        assert_eq!(lines.len(), 8);
         assert_eq!(lines[1]["event"], "episode_started");
         assert_eq!(lines[1]["kind"], "expl");
-        assert_eq!(lines[5]["event"], "summary");
-        assert_eq!(lines[5]["session"], "/s.jsonl");
+        assert_eq!(lines[3]["event"], "evicted");
+        assert_eq!(lines[3]["first_changed"], 4);
+        assert_eq!(lines[3]["folded"], 2);
+        assert_eq!(lines[3]["floor"], 3_000);
+        assert_eq!(lines[7]["event"], "summary");
+        assert_eq!(lines[7]["session"], "/s.jsonl");
         assert!(err.text().is_empty());
     }
 

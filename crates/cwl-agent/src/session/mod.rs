@@ -9,14 +9,21 @@
 //! most the line being written; [`read`] detects such a torn last line and
 //! skips it with a warning. API keys are never part of any record.
 //!
-//! Resuming ([`replay`]) replays the records into a fresh [`cwl::Context`]:
-//! the same pushes, calibrations and enforcements at the same points give
-//! the same view, byte for byte.
+//! Resuming ([`replay`]) restores the last checkpoint ([`Record::Checkpoint`],
+//! written at task ends, spaced so checkpoints take at most about as much
+//! room as the rest of the file) and replays the records after it; with
+//! no usable checkpoint it replays every record into a fresh
+//! [`cwl::Context`]. The same pushes, calibrations and enforcements at the
+//! same points, under the session's [`Settings`], give the same view, byte
+//! for byte. The file is also the engine's [`cwl::TranscriptStore`]
+//! ([`SessionTranscript`]): `recall` reads evicted messages back from it.
 
 mod list;
 mod read;
 mod resume;
+mod settings;
 mod store;
+mod transcript;
 
 use std::path::PathBuf;
 
@@ -24,8 +31,10 @@ use cwl::{Record, ToolSpec};
 
 pub use list::{SessionSummary, list};
 pub use read::{Loaded, read};
-pub use resume::{PendingCall, Replayed, find, replay};
+pub use resume::{PendingCall, Replayed, find, replay, replay_all};
+pub use settings::Settings;
 pub use store::{SessionWriter, new_id};
+pub use transcript::SessionTranscript;
 
 /// Why a session file could not be written, read or replayed.
 #[derive(Debug, thiserror::Error)]

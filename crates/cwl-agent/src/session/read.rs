@@ -6,6 +6,10 @@ use cwl::Record;
 
 use super::{SessionError, SessionInfo};
 
+/// How a checkpoint line starts: such a line may be skipped when it cannot
+/// be read, since a resume can always replay the messages instead.
+const CHECKPOINT_PREFIX: &str = r#"{"type":"checkpoint""#;
+
 /// A session file as read from disk.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -61,6 +65,12 @@ pub fn read(path: &Path) -> Result<Loaded, SessionError> {
                     path.display()
                 ));
                 tracing::warn!(path = %path.display(), line, %reason, "torn last line skipped");
+            }
+            Err(reason) if piece.starts_with(CHECKPOINT_PREFIX.as_bytes()) => {
+                warnings.push(format!(
+                    "session file {} line {line}: unreadable checkpoint skipped ({reason})",
+                    path.display()
+                ));
             }
             Err(reason) => {
                 return Err(SessionError::Corrupt {

@@ -4,9 +4,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cwl::{Config, Context, Message, Record, TokenCounter};
+use cwl::{Checkpoint, Config, Context, Message, PaperOrder, Record, TokenCounter};
+use serde::Deserialize;
 
-use super::{Loaded, SessionError};
+use super::{Loaded, SessionError, Settings};
 
 /// A tool call that never got its result (the session stopped before it
 /// ran).
@@ -30,7 +31,10 @@ pub struct Replayed {
     pub pending: Vec<PendingCall>,
     /// User turns in the transcript.
     pub tasks: usize,
-    /// Where the replay disagreed with what was recorded (should be empty).
+    /// The line of the checkpoint the replay started from, if any.
+    pub checkpoint: Option<usize>,
+    /// Where the replay disagreed with what was recorded, or a checkpoint
+    /// could not be used (should be empty).
     pub warnings: Vec<String>,
 }
 
@@ -40,35 +44,135 @@ impl std::fmt::Debug for Replayed {
             .field("context", &self.context)
             .field("pending", &self.pending)
             .field("tasks", &self.tasks)
+            .field("checkpoint", &self.checkpoint)
             .finish_non_exhaustive()
     }
 }
 
-/// Replays `loaded` into a fresh context counting with `counter`: messages
-/// are pushed, calibrations and enforcements re-applied at the same points
-/// with the recorded budgets. `budget` is the engine budget set at the start
-/// (later [`Record::Enforce`] lines carry their own).
+/// Rebuilds the engine state of `loaded` with `config` (its budget is the
+/// one set at the end; [`Record::Enforce`] lines carry their own).
+///
+/// Starts from the last checkpoint and replays only the records after it;
+/// falls back to [`replay_all`], with a warning, when that checkpoint
+/// cannot be read or restored, does not match the messages before it, or
+/// was taken with other eviction settings than `config`'s.
 pub fn replay(
     loaded: &Loaded,
     path: &Path,
     counter: Arc<dyn TokenCounter>,
+    config: Config,
+) -> Result<Replayed, SessionError> {
+    let Some(index) = loaded
+        .records
+        .iter()
+        .rposition(|(_, record)| matches!(record, Record::Checkpoint { .. }))
+    else {
+        return replay_all(loaded, path, counter, config);
+    };
+    let (line, Record::Checkpoint { pushes, checkpoint }) = &loaded.records[index] else {
+        unreachable!("rposition found a checkpoint");
+    };
+    match restore(loaded, index, *pushes, checkpoint, &counter, &config) {
+        Ok(context) => {
+            let mut replayed = replay_from(loaded, path, context, index + 1, config.budget)?;
+            replayed.checkpoint = Some(*line);
+            Ok(replayed)
+        }
+        Err(reason) => {
+            let mut replayed = replay_all(loaded, path, counter, config)?;
+            replayed.warnings.insert(
+                0,
+                format!("line {line}: checkpoint not used ({reason}); replayed the whole session instead"),
+            );
+            Ok(replayed)
+        }
+    }
+}
+
+/// Rebuilds the engine state by replaying every record of `loaded` into a
+/// fresh context with `config`.
+pub fn replay_all(
+    loaded: &Loaded,
+    path: &Path,
+    counter: Arc<dyn TokenCounter>,
+    config: Config,
+) -> Result<Replayed, SessionError> {
+    let budget = config.budget;
+    let context = Context::new(config, counter, loaded.info.tools.clone());
+    replay_from(loaded, path, context, 0, budget)
+}
+
+/// The context saved in the checkpoint at `loaded.records[index]`.
+fn restore(
+    loaded: &Loaded,
+    index: usize,
+    pushes: u64,
+    checkpoint: &serde_json::Value,
+    counter: &Arc<dyn TokenCounter>,
+    config: &Config,
+) -> Result<Context, String> {
+    let messages = loaded.records[..index]
+        .iter()
+        .filter(|(_, record)| matches!(record, Record::Message { .. }))
+        .count() as u64;
+    let checkpoint = Checkpoint::deserialize(checkpoint).map_err(|e| e.to_string())?;
+    if checkpoint.pushes() != pushes || pushes != messages {
+        return Err(format!(
+            "it follows {} pushes but {messages} messages precede it",
+            checkpoint.pushes()
+        ));
+    }
+    let context = Context::restore(checkpoint, Arc::clone(counter), Arc::new(PaperOrder))
+        .map_err(|e| e.to_string())?;
+    if Settings::of(context.config()) != Settings::of(config) {
+        return Err(format!(
+            "it was taken with {}, the session now runs with {}",
+            Settings::of(context.config()),
+            Settings::of(config)
+        ));
+    }
+    if !context.pending_calls().is_empty() {
+        return Err("tool calls were pending when it was taken".to_string());
+    }
+    Ok(context)
+}
+
+/// Replays `loaded.records[from..]` into `context`: messages are pushed,
+/// calibrations and enforcements re-applied at the same points with the
+/// recorded budgets; `budget` is set at the end.
+fn replay_from(
+    loaded: &Loaded,
+    path: &Path,
+    mut context: Context,
+    from: usize,
     budget: usize,
 ) -> Result<Replayed, SessionError> {
-    let mut context = Context::new(
-        Config::with_budget(budget),
-        counter,
-        loaded.info.tools.clone(),
-    );
     let mut names: HashMap<String, String> = HashMap::new();
     let mut answers: HashMap<String, (String, bool)> = HashMap::new();
-    let mut tasks = 0;
     let mut warnings = Vec::new();
-    for (line, record) in &loaded.records {
+    let settings = Settings::of(context.config());
+    let mut recorded: Option<Settings> = None;
+    let tasks = loaded
+        .records
+        .iter()
+        .filter(|(_, record)| {
+            matches!(
+                record,
+                Record::Message {
+                    message: Message::User { .. },
+                    ..
+                }
+            )
+        })
+        .count();
+    for (_, record) in &loaded.records[..from] {
+        if let Record::Settings { .. } = record {
+            recorded = Settings::last([record]);
+        }
+    }
+    for (line, record) in &loaded.records[from..] {
         match record {
             Record::Message { message, .. } => {
-                if matches!(message, Message::User { .. }) {
-                    tasks += 1;
-                }
                 for call in message.tool_calls() {
                     names.insert(call.id.clone(), call.name.clone());
                 }
@@ -90,14 +194,16 @@ pub fn replay(
             Record::Enforce { budget, report } => {
                 context.set_budget(usize::try_from(*budget).unwrap_or(usize::MAX));
                 let replayed = context.enforce();
-                let recorded = report
+                let recorded_after = report
                     .get("tokens_after")
                     .and_then(serde_json::Value::as_u64);
-                if recorded.is_some_and(|t| t != replayed.tokens_after as u64) {
+                // Passes recorded under other settings need not agree.
+                let comparable = recorded == Some(settings);
+                if comparable && recorded_after.is_some_and(|t| t != replayed.tokens_after as u64) {
                     warnings.push(format!(
                         "line {line}: the eviction pass left {} tokens on replay but {} when recorded (was the session written with another tokenizer?)",
                         replayed.tokens_after,
-                        recorded.unwrap_or_default()
+                        recorded_after.unwrap_or_default()
                     ));
                 }
             }
@@ -105,7 +211,8 @@ pub fn replay(
                 usize::try_from(*local).unwrap_or(usize::MAX),
                 usize::try_from(*reported).unwrap_or(usize::MAX),
             ),
-            Record::Session { .. } | Record::Note { .. } => {}
+            Record::Settings { .. } => recorded = Settings::last([record]),
+            Record::Session { .. } | Record::Note { .. } | Record::Checkpoint { .. } => {}
         }
     }
     context.set_budget(budget);
@@ -122,6 +229,7 @@ pub fn replay(
         context,
         pending,
         tasks,
+        checkpoint: None,
         warnings,
     })
 }
@@ -219,7 +327,13 @@ mod tests {
                 .unwrap();
         }
         let loaded = read(writer.path()).unwrap();
-        let replayed = replay(&loaded, writer.path(), Arc::new(Estimate), 50).unwrap();
+        let replayed = replay(
+            &loaded,
+            writer.path(),
+            Arc::new(Estimate),
+            Config::with_budget(50),
+        )
+        .unwrap();
         assert_eq!(
             replayed.pending,
             vec![
@@ -254,7 +368,13 @@ mod tests {
             })
             .unwrap();
         let loaded = read(writer.path()).unwrap();
-        let error = replay(&loaded, writer.path(), Arc::new(Estimate), 50).unwrap_err();
+        let error = replay(
+            &loaded,
+            writer.path(),
+            Arc::new(Estimate),
+            Config::with_budget(50),
+        )
+        .unwrap_err();
         assert!(error.to_string().contains("line 2"), "{error}");
         assert!(error.to_string().contains("nope"), "{error}");
     }

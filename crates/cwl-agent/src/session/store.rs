@@ -14,6 +14,7 @@ use super::{SessionError, SessionInfo};
 pub struct SessionWriter {
     path: PathBuf,
     file: File,
+    written: u64,
 }
 
 /// A new session id: UTC time and four random hex digits,
@@ -43,7 +44,11 @@ impl SessionWriter {
                 path: path.clone(),
                 source,
             })?;
-        let mut writer = SessionWriter { path, file };
+        let mut writer = SessionWriter {
+            path,
+            file,
+            written: 0,
+        };
         writer.append(&info.record())?;
         Ok(writer)
     }
@@ -75,6 +80,7 @@ impl SessionWriter {
         Ok(SessionWriter {
             path: path.to_owned(),
             file,
+            written: 0,
         })
     }
 
@@ -91,7 +97,14 @@ impl SessionWriter {
             .map_err(|source| SessionError::Io {
                 path: self.path.clone(),
                 source,
-            })
+            })?;
+        self.written += line.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes this writer appended since it was created or reopened.
+    pub fn written(&self) -> u64 {
+        self.written
     }
 
     /// The file's path.

@@ -1,0 +1,76 @@
+//! The eviction settings a session runs with: fixed in its file, so a
+//! resume replays the history with the same ones.
+
+use cwl::{Config, Record, Share};
+
+/// The low-water mark and residue cap of a session.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// Where a pass that starts over τ stops, as a share of τ.
+    pub low_water: Share,
+    /// The share of τ residues may take before they fold; `None`: off.
+    pub residue_share: Option<Share>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let config = Config::default();
+        Settings {
+            low_water: config.low_water,
+            residue_share: config.residue_share,
+        }
+    }
+}
+
+impl Settings {
+    /// The engine configuration with these settings and `budget`.
+    pub fn config(&self, budget: usize) -> Config {
+        Config::with_budget(budget)
+            .low_water(self.low_water)
+            .residue_share(self.residue_share)
+    }
+
+    /// The settings of `config`.
+    pub fn of(config: &Config) -> Settings {
+        Settings {
+            low_water: config.low_water,
+            residue_share: config.residue_share,
+        }
+    }
+
+    /// The record that fixes them in the session file.
+    pub fn record(&self) -> Record {
+        Record::Settings {
+            low_water: self.low_water,
+            residue_share: self.residue_share,
+        }
+    }
+
+    /// The settings in force after `records`: the last settings record's.
+    pub fn last<'a>(records: impl IntoIterator<Item = &'a Record>) -> Option<Settings> {
+        records
+            .into_iter()
+            .filter_map(|record| match record {
+                Record::Settings {
+                    low_water,
+                    residue_share,
+                } => Some(Settings {
+                    low_water: *low_water,
+                    residue_share: *residue_share,
+                }),
+                _ => None,
+            })
+            .last()
+    }
+}
+
+impl std::fmt::Display for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "low-water {}, residue share {}",
+            self.low_water,
+            cwl::ResidueCap(self.residue_share)
+        )
+    }
+}

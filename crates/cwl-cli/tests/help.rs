@@ -1,0 +1,32 @@
+//! `--help` explains the eviction settings of every command that takes them.
+
+use std::process::Command;
+
+fn help(command: &str) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_cwl"))
+        .args([command, "--help"])
+        .output()
+        .expect("run cwl");
+    assert!(output.status.success(), "cwl {command} --help failed");
+    String::from_utf8(output.stdout).expect("UTF-8 help")
+}
+
+#[test]
+fn run_chat_and_evict_explain_low_water_and_residue_share() {
+    for command in ["run", "chat", "evict"] {
+        let text = help(command);
+        assert!(
+            text.contains("--low-water <SHARE>"),
+            "cwl {command}:\n{text}"
+        );
+        assert!(
+            text.contains("evicts down to 75%"),
+            "cwl {command}:\n{text}"
+        );
+        assert!(
+            text.contains("--residue-share <SHARE|off>"),
+            "cwl {command}:\n{text}"
+        );
+        assert!(text.contains("index line"), "cwl {command}:\n{text}");
+    }
+}
