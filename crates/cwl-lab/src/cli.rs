@@ -12,10 +12,11 @@ use clap::{Args, ValueEnum};
 use cwl::{Budget, Estimate, O200k, TokenCounter};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::calibrate::Calibration;
 use crate::metrics::cost::{self, DEFAULT_MODEL};
 use crate::policy::compact::CompactParams;
 use crate::policy::{PolicyConfig, PolicyKind};
-use crate::replay::{ReplayConfig, replay};
+use crate::replay::{ReplayConfig, replay_with};
 use crate::report::{ReplayReport, json, plot, table};
 use crate::session::Session;
 use crate::synth::{SynthConfig, generate};
@@ -52,6 +53,10 @@ earlier but were missing from the request (lost-anchor rate; loss-free share of 
 content retention: the share of requests that kept, in text the log wrote (never a residue or summary), every line \
 their edits and patches must match and every value they quote from an earlier tool output (content loss-free); and \
 view changes: the share of requests that altered what the previous request sent (a prefix break).\n\n\
+Token counts are calibrated to the provider's: where the log records the prompt size of its model calls (pi, Claude \
+Code, Codex), local counts are converted as `overhead + ratio × local`, the ratio measured on what each step added and the \
+overhead (the client's system prompt and tool schemas the log lacks) on the first call, both before the log's first \
+compaction; budgeted policies decide against the budget converted back. --no-calibration keeps local counts.\n\n\
 Policies: cwl (the engine; inferred episodes when the log has no delimiter calls), none (full history), truncate, \
 mask, compact (modeled summarization), oldest-turn, tool-prune, tool-mask-prune, hybrid (Self-GC paper baselines), \
 fifo, lru, priority, type, weighted (context-window-manager scorers)."
@@ -84,6 +89,9 @@ pub struct ReplayArgs {
     /// Tokenizer for all counts.
     #[arg(long, value_enum, default_value = "o200k")]
     pub tokenizer: Tokenizer,
+    /// Keep local token counts as they are: do not calibrate them to the prompt sizes the log recorded, nor add the estimated client system prompt.
+    #[arg(long)]
+    pub no_calibration: bool,
     /// mask: tool outputs of the last N steps stay whole [default 10: Lindenbauer et al. 2025, "The Complexity Trap"].
     #[arg(long, value_name = "N", default_value_t = crate::policy::mask::DEFAULT_TURNS)]
     pub mask_turns: usize,
@@ -217,6 +225,12 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
     let mut bytes = 0u64;
     for path in &args.files {
         let shown = path.display().to_string();
+        let calibration = if args.no_calibration {
+            Calibration::identity()
+        } else {
+            let session = Session::open(path).with_context(|| format!("cannot replay {shown}"))?;
+            Calibration::measure(session, config.counter.as_ref())
+        };
         let session = Session::open(path).with_context(|| format!("cannot replay {shown}"))?;
         bytes += session.info.bytes.unwrap_or(0);
         let mut events = 0u64;
@@ -228,7 +242,7 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
                 bar.tick();
             }
         };
-        let file = replay(session, &shown, &config, &mut tick);
+        let file = replay_with(session, &shown, &config, calibration, &mut tick);
         bar.inc(1);
         files.push(file);
     }

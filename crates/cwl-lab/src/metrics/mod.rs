@@ -35,6 +35,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::calibrate::Calibration;
 use crate::policy::{Request, View};
 use crate::transcript::Entry;
 use anchors::AnchorId;
@@ -256,18 +257,30 @@ pub struct Recorder {
     budget: usize,
     pricing: Arc<Pricing>,
     cache: CacheModel,
+    calibration: Calibration,
+    overhead: usize,
     previous: Vec<u64>,
     compared: bool,
     stats: Stats,
 }
 
 impl Recorder {
-    /// A recorder for requests under `budget`, costed with `pricing`.
+    /// A recorder for requests under `budget`, costed with `pricing`,
+    /// counting tokens as the lab's counter does.
     pub fn new(budget: usize, pricing: Arc<Pricing>) -> Self {
+        Self::calibrated(budget, pricing, Calibration::identity())
+    }
+
+    /// A recorder whose requests are converted to provider tokens with
+    /// `calibration` (its overhead counts as part of the cached prefix)
+    /// before they are measured against `budget` and billed.
+    pub fn calibrated(budget: usize, pricing: Arc<Pricing>, calibration: Calibration) -> Self {
         Recorder {
             budget,
             cache: CacheModel::new(pricing.rules),
             pricing,
+            overhead: calibration.overhead_local(),
+            calibration,
             previous: Vec::new(),
             compared: false,
             stats: Stats::default(),
@@ -285,6 +298,13 @@ impl Recorder {
     }
 
     fn bill(&mut self, used: CacheUse, output: usize) {
+        let scale = |n: usize| (n as f64 * self.calibration.token_ratio).round() as usize;
+        let used = CacheUse {
+            reused: scale(used.reused),
+            read: scale(used.read),
+            write: scale(used.write),
+            uncached: scale(used.uncached),
+        };
         let s = &mut self.stats;
         s.input_tokens += (used.uncached + used.read + used.write) as u64;
         s.reused_tokens += used.reused as u64;
@@ -298,6 +318,7 @@ impl Recorder {
 
     /// Records one request (and the side calls made before it).
     pub fn record(&mut self, request: &Request, call: &Call<'_>, tools_tokens: usize) {
+        let tools_tokens = tools_tokens + self.overhead;
         for side in &request.side_calls {
             let used = self.cache.pieces(tools_tokens, &side.input, call.time);
             self.bill(used, side.output_tokens);
@@ -326,6 +347,7 @@ impl Recorder {
             }
         };
         self.bill(used, call.output_tokens);
+        let tokens = (tokens as f64 * self.calibration.token_ratio).round() as usize;
         let s = &mut self.stats;
         s.tokens.push(u32::try_from(tokens).unwrap_or(u32::MAX));
         s.evictions

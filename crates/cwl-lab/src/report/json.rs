@@ -2,14 +2,24 @@
 //! input and options.
 //!
 //! `{"budget", "model", "files": [{"path", "format", "requests",
-//! "annotated", "log_compactions", "warnings", "policies": {NAME: M},
+//! "annotated", "log_compactions", "warnings", "compared_calls",
+//! "logged_prompt_tokens_mean", "replayed_prompt_tokens_mean",
+//! "local_prompt_tokens_mean", "calibration", "policies": {NAME: M},
 //! "errors"?: {NAME: why}}], "aggregate": {NAME: M}}` where `M` is a
 //! [`Summary`] and policies appear in the order asked.
+//!
+//! The prompt-size fields compare like with like ([`Fidelity`]): over the
+//! `compared_calls` calls that logged a prompt size before the log's first
+//! compaction, the logged mean and the replayed full history (`none`) in
+//! calibrated provider tokens, and uncalibrated; `null` when the log
+//! records no prompt size. `calibration` is the [`Calibration`] applied to
+//! every policy of the file.
 
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
 use super::ReplayReport;
+use crate::calibrate::{Calibration, Fidelity};
 use crate::metrics::Summary;
 
 struct Ordered<T>(Vec<(String, T)>);
@@ -32,6 +42,9 @@ struct File<'a> {
     annotated: bool,
     log_compactions: u64,
     warnings: usize,
+    #[serde(flatten)]
+    fidelity: Fidelity,
+    calibration: Calibration,
     policies: Ordered<Summary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<Ordered<&'a str>>,
@@ -67,6 +80,8 @@ pub fn to_json(report: &ReplayReport) -> String {
                 annotated: file.annotated,
                 log_compactions: file.log_compactions,
                 warnings: file.warnings.len(),
+                fidelity: file.fidelity,
+                calibration: file.calibration,
                 policies: Ordered(
                     file.policies
                         .iter()
