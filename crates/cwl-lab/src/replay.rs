@@ -22,7 +22,7 @@ use crate::calibrate::{Calibration, Fidelity, FidelityTally};
 use crate::infer::Inferrer;
 use crate::metrics::anchors::{AnchorId, Scope};
 use crate::metrics::content::Need;
-use crate::metrics::cost::Pricing;
+use crate::metrics::cost::{ModelSource, Pricing};
 use crate::metrics::{Call, Recorder, Stats};
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
 use crate::session::{Session, SessionEvent};
@@ -73,6 +73,14 @@ pub struct FileReport {
     pub path: String,
     /// Its format.
     pub format: String,
+    /// The model its costs are for.
+    pub model: String,
+    /// Where that model came from (set by the command line).
+    pub model_source: Option<ModelSource>,
+    /// Whether the model has a price (else its costs are unknown).
+    pub priced: bool,
+    /// The budget τ its requests were measured against.
+    pub budget: usize,
     /// Model calls replayed.
     pub requests: u64,
     /// Whether the log's agent annotated its own episodes (else the engine
@@ -153,6 +161,10 @@ pub fn replay_with(
     let mut report = FileReport {
         path: path.to_string(),
         format: info.format.clone(),
+        model: config.pricing.model.clone(),
+        model_source: None,
+        priced: config.pricing.known,
+        budget: config.policy.budget,
         requests: 0,
         annotated,
         log_compactions: 0,

@@ -77,8 +77,10 @@ pub struct Stats {
     pub output_tokens: u64,
     /// Extra model calls (summaries).
     pub side_calls: u64,
-    /// Dollars.
+    /// Dollars, over the requests whose model has a price.
     pub cost_usd: f64,
+    /// Requests (side calls included) whose model has no known price.
+    pub unpriced_requests: u64,
     /// Anchors at risk, summed over requests.
     pub anchors_at_risk: u64,
     /// Anchors lost, summed over requests.
@@ -116,6 +118,7 @@ impl Stats {
         self.output_tokens += other.output_tokens;
         self.side_calls += other.side_calls;
         self.cost_usd += other.cost_usd;
+        self.unpriced_requests += other.unpriced_requests;
         self.anchors_at_risk += other.anchors_at_risk;
         self.anchors_lost += other.anchors_lost;
         self.requests_at_risk += other.requests_at_risk;
@@ -157,7 +160,10 @@ impl Stats {
             cache_write_tokens: self.cache_write_tokens,
             output_tokens: self.output_tokens,
             side_calls: self.side_calls,
-            cost_usd: round(self.cost_usd, 6),
+            cost_usd: (self.unpriced_requests < (requests as u64 + self.side_calls)
+                || requests == 0)
+                .then(|| round(self.cost_usd, 6)),
+            unpriced_requests: self.unpriced_requests,
             anchors_at_risk: self.anchors_at_risk,
             anchors_lost: self.anchors_lost,
             lost_anchor_rate: share(self.anchors_lost, self.anchors_at_risk),
@@ -183,6 +189,10 @@ impl Stats {
             budget_unmet: self.budget_unmet,
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn round(value: f64, digits: i32) -> f64 {
@@ -220,8 +230,12 @@ pub struct Summary {
     pub output_tokens: u64,
     /// Extra model calls the policy made (summaries).
     pub side_calls: u64,
-    /// Cost in US dollars for the chosen model.
-    pub cost_usd: f64,
+    /// Cost in US dollars, each file priced by its model; over the priced
+    /// requests only, `null` when none was priced.
+    pub cost_usd: Option<f64>,
+    /// Requests left out of the cost: their model has no known price.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unpriced_requests: u64,
     /// Anchors used that appeared earlier, summed over requests.
     pub anchors_at_risk: u64,
     /// Of those, anchors absent from the request.
@@ -311,9 +325,13 @@ impl Recorder {
         s.cache_read_tokens += used.read as u64;
         s.cache_write_tokens += used.write as u64;
         s.output_tokens += output as u64;
-        s.cost_usd += self
-            .pricing
-            .cost(used.uncached, used.read, used.write, output);
+        if self.pricing.known {
+            s.cost_usd += self
+                .pricing
+                .cost(used.uncached, used.read, used.write, output);
+        } else {
+            s.unpriced_requests += 1;
+        }
     }
 
     /// Records one request (and the side calls made before it).
@@ -461,7 +479,7 @@ mod tests {
         );
         let first = a.tokens() + b.tokens();
         let expected = pricing.cost(0, 0, first, 10) + pricing.cost(0, 0, b.tokens(), 10);
-        assert!((s.cost_usd - round(expected, 6)).abs() < 1e-9);
+        assert!((s.cost_usd.unwrap() - round(expected, 6)).abs() < 1e-9);
         assert_eq!(s.budget_unmet, None);
     }
 
