@@ -68,7 +68,7 @@ impl std::str::FromStr for TypedBudget {
     long_about = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses.\n\n\
 At every model call in a log, each policy builds the request that would have been sent from the transcript so far. \
 Reported per policy: request tokens (mean, p95, max, share over the budget), evictions per request (messages of the \
-previous request dropped or rewritten), prefix-cache reads and writes under the model's provider rules, cost in dollars, \
+previous request dropped or rewritten), prefix-cache reads and writes under the provider's rules, cost in dollars (each log priced by its own model unless --model), \
 and reference retention: anchors (paths, identifiers, URLs, long numbers, hashes) the model used that had appeared \
 earlier but were missing from the request (lost-anchor rate; loss-free share of the requests that had any at risk); \
 content retention: the share of requests that kept, in text the log wrote (never a residue or summary), every line \
@@ -78,6 +78,9 @@ Token counts are calibrated to the provider's: where the log records the prompt 
 Code, Codex), local counts are converted as `overhead + ratio × local`, the ratio measured on what each step added and the \
 overhead (the client's system prompt and tool schemas the log lacks) on the first call, both before the log's first \
 compaction; budgeted policies decide against the budget converted back. --no-calibration keeps local counts.\n\n\
+With more than 10 files only the aggregate table is printed (--per-file prints every file's); warnings are ranked, what \
+changes the figures first, and counted by kind; a file that cannot be read or parsed is skipped with a warning and the \
+exit status is non-zero; a file with no model call is reported as such.\n\n\
 Policies: cwl (the engine; inferred episodes when the log has no delimiter calls), none (full history), truncate, \
 mask, compact (modeled summarization), oldest-turn, tool-prune, tool-mask-prune, hybrid (Self-GC paper baselines), \
 fifo, lru, priority, type, weighted (context-window-manager scorers)."

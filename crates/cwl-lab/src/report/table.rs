@@ -148,11 +148,16 @@ fn calibration_line(file: &FileReport) -> String {
     };
     match (f.logged_prompt_tokens_mean, f.replayed_prompt_tokens_mean) {
         (Some(logged), Some(replayed)) => format!(
-            "{how}; logged prompt mean {} vs replayed full history {} ({:+.1}%) over {} calls before the log's first compaction",
+            "{how}; logged prompt mean {} vs replayed full history {} ({:+.1}%) over {} calls{}",
             thousands(logged.round() as u64),
             thousands(replayed.round() as u64),
             (replayed - logged) / logged * 100.0,
-            f.compared_calls
+            f.compared_calls,
+            if file.log_compactions > 0 {
+                " before the log's first compaction"
+            } else {
+                ""
+            }
         ),
         _ => format!("{how}; the log records no prompt size"),
     }
