@@ -163,3 +163,53 @@ fn without_calibration_counts_stay_local() {
     assert_eq!(f.local_prompt_tokens_mean, f.replayed_prompt_tokens_mean);
     assert!(f.prompt_tokens_error_mean.unwrap() > 0.2, "{f:?}");
 }
+
+/// The real traces in `shared/traces`, when present: `none` replayed and
+/// calibrated comes within 10% of the logged prompt sizes (calls before
+/// each log's first compaction).
+#[test]
+fn real_traces_replay_within_ten_percent_of_their_logged_prompts() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for (dir, suffix, take) in [("pi", ".jsonl", 2), ("mini-swe-agent", ".traj.json", 3)] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            println!("skipped: no real traces at {}", root.join(dir).display());
+            continue;
+        };
+        let mut found: Vec<_> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.to_string_lossy().ends_with(suffix))
+            .collect();
+        found.sort();
+        files.extend(found.into_iter().take(take));
+    }
+    let counter: Arc<dyn cwl::TokenCounter> = Arc::new(cwl::O200k::new());
+    let cfg = ReplayConfig {
+        policies: vec![PolicyKind::None],
+        counter: Arc::clone(&counter),
+        check: false,
+        ..lab_common::config(80_000)
+    };
+    for path in files {
+        let calibration = Calibration::measure(Session::open(&path).unwrap(), counter.as_ref());
+        let shown = path.display().to_string();
+        let file = replay_with(
+            Session::open(&path).unwrap(),
+            &shown,
+            &cfg,
+            calibration,
+            &mut || {},
+        );
+        let f = file.fidelity;
+        let logged = f
+            .logged_prompt_tokens_mean
+            .expect("the log records prompt sizes");
+        let replayed = f.replayed_prompt_tokens_mean.unwrap();
+        let gap = (replayed - logged) / logged;
+        println!(
+            "{shown}: logged {logged:.0}, replayed {replayed:.0} ({:+.1}%)",
+            gap * 100.0
+        );
+        assert!(gap.abs() < 0.10, "{shown}: {f:?} {calibration:?}");
+    }
+}

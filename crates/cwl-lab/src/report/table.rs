@@ -189,8 +189,8 @@ fn table(rows: &[(PolicyKind, &Stats)]) -> String {
             percent(s.over_budget_share),
             engine,
             format!("{:.2}", s.evictions),
-            thousands(s.cache_read_tokens),
-            thousands(s.cache_write_tokens),
+            cache(s.cost_usd, s.cache_read_tokens),
+            cache(s.cost_usd, s.cache_write_tokens),
             cost,
             format!("{} ({})", percent(s.lost_anchor_rate), s.anchors_lost),
             percent(s.loss_free_share),
@@ -208,6 +208,15 @@ fn table(rows: &[(PolicyKind, &Stats)]) -> String {
         ));
     }
     text
+}
+
+/// Cache tokens, or `–` when no request had a known model (its caching
+/// rules are unknown too).
+fn cache(cost: Option<f64>, tokens: u64) -> String {
+    match cost {
+        Some(_) => thousands(tokens),
+        None => "–".to_string(),
+    }
 }
 
 fn share(n: u64, d: u64) -> f64 {
