@@ -1,5 +1,5 @@
 //! The plot: request tokens over each session, one line per policy, the
-//! budget as a dashed line and evictions as dots on the line. One panel per
+//! budget as a grey line and evictions as dots on the line. One panel per
 //! file. SVG only: raster output would need system fonts, which the lab
 //! does not load.
 //!
@@ -7,7 +7,8 @@
 //! corpus: each line has at most [`TOTAL_POINTS`] / (files × policies)
 //! points (between [`MIN_POINTS`] and [`MAX_POINTS`]), each the largest
 //! request of its run of calls, so peaks over the budget stay visible; a
-//! dot marks a run with an eviction.
+//! dot marks a run with an eviction. The mesh has no minor lines, and the
+//! budget is one line rather than dashes, for the same reason.
 
 use std::path::Path;
 
@@ -44,7 +45,7 @@ pub const PANEL_HEIGHT: u32 = 520;
 /// Points drawn over all lines of a plot, at most (roughly).
 pub const TOTAL_POINTS: usize = 60_000;
 /// Fewest points a line is cut down to.
-pub const MIN_POINTS: usize = 50;
+pub const MIN_POINTS: usize = 20;
 /// Most points a line keeps.
 pub const MAX_POINTS: usize = 2_000;
 
@@ -119,6 +120,7 @@ pub fn write_svg(report: &ReplayReport, path: &Path) -> Result<(), PlotError> {
             .map_err(|e| draw(e.to_string()))?;
         chart
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
             .x_desc("model call")
             .y_desc("request tokens")
             .draw()
@@ -147,11 +149,9 @@ pub fn write_svg(report: &ReplayReport, path: &Path) -> Result<(), PlotError> {
         }
         let budget = file.budget as u32;
         chart
-            .draw_series(DashedLineSeries::new(
+            .draw_series(LineSeries::new(
                 vec![(1, budget), (requests + 1, budget)],
-                8,
-                5,
-                BLACK.stroke_width(1),
+                BLACK.mix(0.6).stroke_width(2),
             ))
             .map_err(|e| draw(e.to_string()))?
             .label(format!("budget {}", report.budget_typed))
