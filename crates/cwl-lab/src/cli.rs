@@ -12,11 +12,12 @@ use clap::{Args, ValueEnum};
 use cwl::{Budget, Estimate, O200k, TokenCounter};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::metrics::cost::{self, DEFAULT_MODEL};
+use crate::calibrate::Calibration;
+use crate::metrics::cost::{self, DEFAULT_MODEL, ModelSource};
 use crate::policy::compact::CompactParams;
 use crate::policy::{PolicyConfig, PolicyKind};
-use crate::replay::{ReplayConfig, replay};
-use crate::report::{ReplayReport, json, plot, table};
+use crate::replay::{ReplayConfig, replay_with};
+use crate::report::{ReplayReport, Skipped, json, plot, table, warnings};
 use crate::session::Session;
 use crate::synth::{SynthConfig, generate};
 
@@ -39,6 +40,27 @@ impl Tokenizer {
     }
 }
 
+/// A budget as typed on the command line, kept so reports can say it the
+/// same way (`80k`, not 80000).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypedBudget {
+    /// The text typed.
+    pub text: String,
+    /// What it means.
+    pub budget: Budget,
+}
+
+impl std::str::FromStr for TypedBudget {
+    type Err = cwl::BudgetError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(TypedBudget {
+            text: text.trim().to_string(),
+            budget: text.parse()?,
+        })
+    }
+}
+
 /// `cwl replay`: measure CWL against every baseline on real session logs.
 #[derive(Debug, Clone, Args)]
 #[command(
@@ -46,12 +68,19 @@ impl Tokenizer {
     long_about = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses.\n\n\
 At every model call in a log, each policy builds the request that would have been sent from the transcript so far. \
 Reported per policy: request tokens (mean, p95, max, share over the budget), evictions per request (messages of the \
-previous request dropped or rewritten), prefix-cache reads and writes under the model's provider rules, cost in dollars, \
+previous request dropped or rewritten), prefix-cache reads and writes under the provider's rules, cost in dollars (each log priced by its own model unless --model), \
 and reference retention: anchors (paths, identifiers, URLs, long numbers, hashes) the model used that had appeared \
 earlier but were missing from the request (lost-anchor rate; loss-free share of the requests that had any at risk); \
 content retention: the share of requests that kept, in text the log wrote (never a residue or summary), every line \
 their edits and patches must match and every value they quote from an earlier tool output (content loss-free); and \
 view changes: the share of requests that altered what the previous request sent (a prefix break).\n\n\
+Token counts are calibrated to the provider's: where the log records the prompt size of its model calls (pi, Claude \
+Code, Codex), local counts are converted as `overhead + ratio × local`, the ratio measured on what each step added and the \
+overhead (the client's system prompt and tool schemas the log lacks) on the first call, both before the log's first \
+compaction; budgeted policies decide against the budget converted back. --no-calibration keeps local counts.\n\n\
+With more than 10 files only the aggregate table is printed (--per-file prints every file's); warnings are ranked, what \
+changes the figures first, and counted by kind; a file that cannot be read or parsed is skipped with a warning and the \
+exit status is non-zero; a file with no model call is reported as such.\n\n\
 Policies: cwl (the engine; inferred episodes when the log has no delimiter calls), none (full history), truncate, \
 mask, compact (modeled summarization), oldest-turn, tool-prune, tool-mask-prune, hybrid (Self-GC paper baselines), \
 fifo, lru, priority, type, weighted (context-window-manager scorers)."
@@ -65,25 +94,34 @@ pub struct ReplayArgs {
     pub policy: String,
     /// Token budget τ for every budgeted policy: tokens (80000, 80k, 1.5M) or a share of the model's context window (50%).
     #[arg(long, value_name = "TOKENS", default_value = "80k")]
-    pub budget: Budget,
-    /// Model whose prices, caching rules and context window apply.
-    #[arg(long, value_name = "MODEL", default_value = DEFAULT_MODEL)]
-    pub model: String,
+    pub budget: TypedBudget,
+    /// Model whose prices, caching rules and context window apply to every log [default: each log's own model; claude-sonnet-4-5 when the log names none]. A log's model missing from the price table leaves its cost unknown.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
     /// Price override in US dollars per million tokens: in=,out=,read=,write=,cache=anthropic|openai|none,window= (unset read/write follow the cache rules: Anthropic 0.1×/1.25× input).
     #[arg(long, value_name = "PRICES")]
     pub price: Option<String>,
     /// Context window in tokens (default: the model's), for `compact` and percentage budgets.
     #[arg(long, value_name = "TOKENS")]
     pub window: Option<usize>,
-    /// Print one JSON object instead of tables.
+    /// Print one JSON object instead of tables (always with every file).
     #[arg(long)]
     pub json: bool,
+    /// Print the aggregate table only (the default for more than 10 files).
+    #[arg(long, conflicts_with = "per_file")]
+    pub summary: bool,
+    /// Print every file's table before the aggregate, however many files.
+    #[arg(long)]
+    pub per_file: bool,
     /// Also plot request tokens over each session to this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     /// Tokenizer for all counts.
     #[arg(long, value_enum, default_value = "o200k")]
     pub tokenizer: Tokenizer,
+    /// Keep local token counts as they are: do not calibrate them to the prompt sizes the log recorded, nor add the estimated client system prompt.
+    #[arg(long)]
+    pub no_calibration: bool,
     /// mask: tool outputs of the last N steps stay whole [default 10: Lindenbauer et al. 2025, "The Complexity Trap"].
     #[arg(long, value_name = "N", default_value_t = crate::policy::mask::DEFAULT_TURNS)]
     pub mask_turns: usize,
@@ -161,22 +199,41 @@ fn share(name: &str, value: f64, allow_zero: bool) -> anyhow::Result<f64> {
 }
 
 impl ReplayArgs {
-    /// The replay configuration these arguments describe.
+    /// Whether the text report shows every file's table: `--per-file`,
+    /// else not `--summary` and at most [`PER_FILE_TABLES_UP_TO`] files.
+    pub fn per_file_tables(&self) -> bool {
+        self.per_file || (!self.summary && self.files.len() <= PER_FILE_TABLES_UP_TO)
+    }
+
+    /// The replay configuration these arguments describe, for a log that
+    /// names no model.
     pub fn config(&self) -> anyhow::Result<ReplayConfig> {
+        Ok(self.config_for(None, self.tokenizer.counter())?.0)
+    }
+
+    /// The configuration for a log whose session names `logged` as its
+    /// model, counting with `counter`, and where the model came from (see
+    /// [`cost::for_log`]).
+    pub fn config_for(
+        &self,
+        logged: Option<&str>,
+        counter: Arc<dyn TokenCounter>,
+    ) -> anyhow::Result<(ReplayConfig, ModelSource)> {
         let policies = PolicyKind::parse_list(&self.policy)?;
-        let pricing = cost::resolve(&self.model, self.price.as_deref())?;
+        let (pricing, source) =
+            cost::for_log(self.model.as_deref(), logged, self.price.as_deref())?;
         let window = self.window.unwrap_or(pricing.window);
         if window == 0 {
             bail!("--window must be above zero");
         }
-        let budget = self.budget.resolve(Some(window))?;
+        let budget = self.budget.budget.resolve(Some(window))?;
         let compact = CompactParams {
             trigger: share("compact-trigger", self.compact_trigger, false)?,
             summary_ratio: share("compact-ratio", self.compact_ratio, false)?,
             keep_anchors: share("compact-keep-anchors", self.compact_keep_anchors, true)?,
             keep_recent: self.compact_keep_recent,
         };
-        Ok(ReplayConfig {
+        let config = ReplayConfig {
             policies,
             policy: PolicyConfig {
                 budget,
@@ -188,16 +245,16 @@ impl ReplayArgs {
                 keep_recent: self.keep_recent.0,
             },
             pricing: Arc::new(pricing),
-            counter: self.tokenizer.counter(),
+            counter,
             check: false,
-        })
+        };
+        Ok((config, source))
     }
 }
 
 /// Replays the files and prints the report (tables, or JSON with
 /// `--json`) to stdout; progress, warnings and throughput go to stderr.
 pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
-    let config = args.config()?;
     if let Some(path) = &args.plot {
         if !path
             .extension()
@@ -207,58 +264,15 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
         }
     }
     let started = Instant::now();
-    let bar =
-        ProgressBar::with_draw_target(Some(args.files.len() as u64), ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg} ({elapsed})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let mut files = Vec::new();
-    let mut bytes = 0u64;
-    for path in &args.files {
-        let shown = path.display().to_string();
-        let session = Session::open(path).with_context(|| format!("cannot replay {shown}"))?;
-        bytes += session.info.bytes.unwrap_or(0);
-        let mut events = 0u64;
-        bar.set_message(shown.clone());
-        let mut tick = || {
-            events += 1;
-            if events % 512 == 0 {
-                bar.set_message(format!("{shown}: {events} events"));
-                bar.tick();
-            }
-        };
-        let file = replay(session, &shown, &config, &mut tick);
-        bar.inc(1);
-        files.push(file);
-    }
-    bar.finish_and_clear();
+    let (report, bytes) = replay_files(&args)?;
     let elapsed = started.elapsed().as_secs_f64();
-    let report = ReplayReport {
-        budget: config.policy.budget,
-        model: config.pricing.model.clone(),
-        policies: config.policies.clone(),
-        files,
-    };
     let stderr = std::io::stderr();
     let mut err = stderr.lock();
-    for file in &report.files {
-        for warning in file.warnings.iter().take(5) {
-            if warning.starts_with(&file.path) {
-                let _ = writeln!(err, "warning: {warning}");
-            } else {
-                let _ = writeln!(err, "warning: {}: {warning}", file.path);
-            }
-        }
-        if file.warnings.len() > 5 {
-            let _ = writeln!(
-                err,
-                "warning: {}: {} more warnings",
-                file.path,
-                file.warnings.len() - 5
-            );
-        }
-    }
+    let _ = write!(
+        err,
+        "{}",
+        warnings::render(&warnings::rank(&report), WARNING_KINDS_SHOWN)
+    );
     let megabytes = bytes as f64 / 1_000_000.0;
     let peak = peak_memory_mib().map_or_else(String::new, |m| format!(", peak memory {m:.0} MiB"));
     let _ = writeln!(
@@ -277,13 +291,109 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
     if args.json {
         writeln!(out, "{}", json::to_json(&report))?;
     } else {
-        write!(out, "{}", table::render(&report))?;
+        write!(
+            out,
+            "{}",
+            table::render_with(&report, args.per_file_tables())
+        )?;
     }
     out.flush()?;
     if let Some(path) = &args.plot {
-        plot::write_svg(&report, path)?;
+        if !report.files.is_empty() {
+            plot::write_svg(&report, path)?;
+        }
+    }
+    if !report.skipped.is_empty() {
+        return Err(SkippedFiles {
+            skipped: report.skipped.iter().map(Skipped::describe).collect(),
+            total: args.files.len(),
+        }
+        .into());
     }
     Ok(())
+}
+
+/// Replays every file of `args` (progress on stderr) into a report, and
+/// the bytes read. A file that cannot be read or parsed is skipped and
+/// listed in the report; only bad options are errors.
+pub fn replay_files(args: &ReplayArgs) -> anyhow::Result<(ReplayReport, u64)> {
+    let counter = args.tokenizer.counter();
+    let (config, _) = args.config_for(None, Arc::clone(&counter))?;
+    let bar =
+        ProgressBar::with_draw_target(Some(args.files.len() as u64), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    let mut bytes = 0u64;
+    for path in &args.files {
+        let shown = path.display().to_string();
+        bar.set_message(shown.clone());
+        let opened = Session::open(path).and_then(|session| {
+            let calibration = if args.no_calibration {
+                Calibration::identity()
+            } else {
+                Calibration::measure(session, counter.as_ref())
+            };
+            Ok((Session::open(path)?, calibration))
+        });
+        let (session, calibration) = match opened {
+            Ok(opened) => opened,
+            Err(error) => {
+                skipped.push(Skipped {
+                    path: shown,
+                    why: error.to_string(),
+                });
+                bar.inc(1);
+                continue;
+            }
+        };
+        let (file_config, source) =
+            args.config_for(session.info.model.as_deref(), Arc::clone(&counter))?;
+        bytes += session.info.bytes.unwrap_or(0);
+        let mut events = 0u64;
+        let mut tick = || {
+            events += 1;
+            if events % 512 == 0 {
+                bar.set_message(format!("{shown}: {events} events"));
+                bar.tick();
+            }
+        };
+        let mut file = replay_with(session, &shown, &file_config, calibration, &mut tick);
+        file.model_source = Some(source);
+        bar.inc(1);
+        files.push(file);
+    }
+    bar.finish_and_clear();
+    let report = ReplayReport {
+        budget: config.policy.budget,
+        budget_typed: args.budget.text.clone(),
+        model: args.model.clone(),
+        policies: config.policies.clone(),
+        files,
+        skipped,
+    };
+    Ok((report, bytes))
+}
+
+/// Kinds of warning printed before the rest are only counted.
+pub const WARNING_KINDS_SHOWN: usize = 12;
+
+/// Above this many files the text report shows the aggregate only unless
+/// `--per-file` asks for every file's table.
+pub const PER_FILE_TABLES_UP_TO: usize = 10;
+
+/// The run finished but some files could not be replayed: the exit status
+/// says so after the report of the others is printed.
+#[derive(Debug, thiserror::Error)]
+#[error("{} of {total} files skipped (cannot be read or parsed): {}", skipped.len(), skipped.join("; "))]
+pub struct SkippedFiles {
+    /// Each file skipped and why.
+    pub skipped: Vec<String>,
+    /// Files given.
+    pub total: usize,
 }
 
 /// Writes a synthetic session to `-o FILE` or stdout; a summary goes to stderr.

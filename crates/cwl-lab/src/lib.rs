@@ -2,7 +2,8 @@
 //! metrics and reports.
 //!
 //! `cwl replay` streams each log ([`import`] → [`session`]) through every
-//! chosen [`policy`] turn by turn ([`replay`]), measures what each request
+//! chosen [`policy`] turn by turn ([`replay`]), calibrated to the log's own prompt sizes
+//! where it records them ([`calibrate`]), measures what each request
 //! would have cost and lost ([`metrics`]) and reports it as a table, JSON
 //! or a plot ([`report`]). `cwl gen` writes synthetic annotated sessions
 //! for scale tests ([`synth`]); `cwl sweep` measures the engine's
@@ -10,6 +11,7 @@
 //! entry points the `cwl` binary wires.
 pub mod import;
 
+pub mod calibrate;
 pub mod cli;
 pub mod infer;
 pub mod metrics;

@@ -7,6 +7,10 @@
 //! uses are checked against the request. Events are pulled one at a time
 //! and each message is counted and scanned once, shared by all policies;
 //! nothing but what the policies themselves keep stays in memory.
+//!
+//! [`replay_with`] takes a [`Calibration`] (see [`crate::calibrate`]):
+//! budgeted policies then decide against the budget converted to local
+//! tokens and every request is measured in the provider's tokens.
 
 use std::sync::Arc;
 
@@ -14,10 +18,11 @@ use chrono::{DateTime, Utc};
 use cwl::tokens::{MESSAGE_OVERHEAD, message_tokens};
 use cwl::{Annotation, Message, TokenCounter};
 
+use crate::calibrate::{Calibration, Fidelity, FidelityTally};
 use crate::infer::Inferrer;
 use crate::metrics::anchors::{AnchorId, Scope};
 use crate::metrics::content::Need;
-use crate::metrics::cost::Pricing;
+use crate::metrics::cost::{ModelSource, Pricing};
 use crate::metrics::{Call, Recorder, Stats};
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
 use crate::session::{Session, SessionEvent};
@@ -68,6 +73,14 @@ pub struct FileReport {
     pub path: String,
     /// Its format.
     pub format: String,
+    /// The model its costs are for.
+    pub model: String,
+    /// Where that model came from (set by the command line).
+    pub model_source: Option<ModelSource>,
+    /// Whether the model has a price (else its costs are unknown).
+    pub priced: bool,
+    /// The budget τ its requests were measured against.
+    pub budget: usize,
     /// Model calls replayed.
     pub requests: u64,
     /// Whether the log's agent annotated its own episodes (else the engine
@@ -83,6 +96,10 @@ pub struct FileReport {
     pub warnings: Vec<String>,
     /// Broken request invariants (only with [`ReplayConfig::check`]).
     pub violations: Vec<String>,
+    /// How local counts were converted to the provider's.
+    pub calibration: Calibration,
+    /// The replayed full history against the log's own prompt sizes.
+    pub fidelity: Fidelity,
 }
 
 struct Run {
@@ -97,30 +114,57 @@ struct Pending {
     used: Arc<[AnchorId]>,
 }
 
-/// Replays `session` (read from `path`) under `config`. `tick` is called
-/// after each event, for progress display.
+/// Replays `session` (read from `path`) under `config`, counting tokens
+/// locally without calibration. `tick` is called after each event, for
+/// progress display.
 pub fn replay(
     session: Session,
     path: &str,
     config: &ReplayConfig,
     tick: &mut dyn FnMut(),
 ) -> FileReport {
+    replay_with(session, path, config, Calibration::identity(), tick)
+}
+
+/// Replays `session` like [`replay`], converting every request to provider
+/// tokens with `calibration`; budgeted policies see the budget and window
+/// converted back to local tokens.
+pub fn replay_with(
+    session: Session,
+    path: &str,
+    config: &ReplayConfig,
+    calibration: Calibration,
+    tick: &mut dyn FnMut(),
+) -> FileReport {
     let Session { info, events } = session;
     let annotated = info.annotated();
     let mut lab = Lab::new(Arc::clone(&config.counter), &info.tools);
+    let policy_config = crate::policy::PolicyConfig {
+        budget: calibration.local_tokens(config.policy.budget),
+        window: calibration.local_tokens(config.policy.window),
+        ..config.policy.clone()
+    };
     let mut runs: Vec<Run> = config
         .policies
         .iter()
         .map(|&kind| Run {
             kind,
-            policy: kind.build(&config.policy, &lab),
-            recorder: Recorder::new(config.policy.budget, Arc::clone(&config.pricing)),
+            policy: kind.build(&policy_config, &lab),
+            recorder: Recorder::calibrated(
+                config.policy.budget,
+                Arc::clone(&config.pricing),
+                calibration,
+            ),
             failed: None,
         })
         .collect();
     let mut report = FileReport {
         path: path.to_string(),
         format: info.format.clone(),
+        model: config.pricing.model.clone(),
+        model_source: None,
+        priced: config.pricing.known,
+        budget: config.policy.budget,
         requests: 0,
         annotated,
         log_compactions: 0,
@@ -128,7 +172,11 @@ pub fn replay(
         policies: Vec::new(),
         warnings: Vec::new(),
         violations: Vec::new(),
+        calibration,
+        fidelity: Fidelity::default(),
     };
+    let mut history = lab.tools_tokens();
+    let mut tally = FidelityTally::new(calibration);
     let mut inferrer = (!annotated).then(Inferrer::new);
     let mut pairing = Pairing::new();
     let mut pending: Option<Pending> = None;
@@ -155,7 +203,11 @@ pub fn replay(
         match message {
             Message::ToolResult(result) => pairing.result(result),
             Message::Assistant { .. } => {
-                flush(&mut pairing, &mut pending, &mut runs, &mut lab);
+                history += flush(&mut pairing, &mut pending, &mut runs, &mut lab);
+                let logged = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
+                if let (Some(logged), 0) = (logged, report.log_compactions) {
+                    tally.add(history, logged);
+                }
                 let used = lab.anchors_mut().extract(&message, Scope::Used);
                 let at_risk: Vec<AnchorId> = used
                     .iter()
@@ -183,7 +235,7 @@ pub fn replay(
                                 guard.check(
                                     run.kind,
                                     &request,
-                                    config.policy.budget,
+                                    policy_config.budget,
                                     &lab,
                                     report.requests,
                                     &mut report.violations,
@@ -205,7 +257,7 @@ pub fn replay(
                 pairing.begin(message);
             }
             Message::User { .. } | Message::System { .. } => {
-                flush(&mut pairing, &mut pending, &mut runs, &mut lab);
+                history += flush(&mut pairing, &mut pending, &mut runs, &mut lab);
                 let annotations = inferrer
                     .as_mut()
                     .map(|i| i.before(&message))
@@ -214,6 +266,7 @@ pub fn replay(
                 let entry = lab.entry(message);
                 lab.note_logged(&entry);
                 guard.note(&entry, is_user);
+                history += entry.tokens();
                 push(&mut runs, &Unit::Message(entry), &annotations, &mut lab);
             }
         }
@@ -222,6 +275,7 @@ pub fn replay(
         }
     }
     flush(&mut pairing, &mut pending, &mut runs, &mut lab);
+    report.fidelity = tally.finish();
     report.warnings.extend(pairing.take_warnings());
     for run in runs {
         let Run {
@@ -245,13 +299,19 @@ pub fn replay(
     report
 }
 
-fn flush(pairing: &mut Pairing, pending: &mut Option<Pending>, runs: &mut [Run], lab: &mut Lab) {
+/// Pushes the open step, if any; returns its tokens.
+fn flush(
+    pairing: &mut Pairing,
+    pending: &mut Option<Pending>,
+    runs: &mut [Run],
+    lab: &mut Lab,
+) -> usize {
     let done = pairing.finish();
     let Some(Pending { annotations, used }) = pending.take() else {
-        return;
+        return 0;
     };
     let Some((assistant, results)) = done else {
-        return;
+        return 0;
     };
     let assistant = lab.entry(assistant);
     lab.note_logged(&assistant);
@@ -268,7 +328,9 @@ fn flush(pairing: &mut Pairing, pending: &mut Option<Pending>, runs: &mut [Run],
         results,
         used,
     };
+    let tokens = step.tokens();
     push(runs, &Unit::Step(step), &annotations, lab);
+    tokens
 }
 
 fn push(runs: &mut [Run], unit: &Unit, annotations: &[Annotation], lab: &mut Lab) {

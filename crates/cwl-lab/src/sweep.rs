@@ -65,9 +65,11 @@ fn aggregate(
     }
     let report = ReplayReport {
         budget: config.policy.budget,
-        model: config.pricing.model.clone(),
+        budget_typed: config.policy.budget.to_string(),
+        model: Some(config.pricing.model.clone()),
         policies: config.policies.clone(),
         files: reports,
+        skipped: Vec::new(),
     };
     Ok(report.aggregate())
 }
@@ -130,14 +132,15 @@ pub fn render(rows: &[SweepRow], budget: usize, model: &str) -> String {
     for row in rows {
         let s = &row.summary;
         out.push_str(&format!(
-            "{:<16} {:>9} {:>9.0} {:>7.1}% {:>10.2} {:>10.2} {:>8.1}% {:>9.1}%\n",
+            "{:<16} {:>9} {:>9.0} {:>7.1}% {:>10.2} {:>10} {:>8.1}% {:>9.1}%\n",
             row.policy,
             row.low_water
                 .map_or_else(|| "-".to_string(), |w| format!("{w:.2}")),
             s.tokens_mean,
             s.over_budget_share * 100.0,
             s.evictions,
-            s.cost_usd,
+            s.cost_usd
+                .map_or_else(|| "unknown".to_string(), |c| format!("{c:.2}")),
             s.lost_anchor_rate * 100.0,
             s.loss_free_share * 100.0,
         ));
@@ -152,7 +155,10 @@ pub fn write_svg(rows: &[SweepRow], path: &Path) -> anyhow::Result<()> {
     if rows.is_empty() {
         bail!("nothing to plot");
     }
-    let cost = |r: &SweepRow| r.summary.cost_usd;
+    if rows.iter().any(|r| r.summary.cost_usd.is_none()) {
+        bail!("cannot plot cost: the model has no price (give it with --price)");
+    }
+    let cost = |r: &SweepRow| r.summary.cost_usd.unwrap_or_default();
     let kept = |r: &SweepRow| r.summary.loss_free_share * 100.0;
     let (x_min, x_max) = bounds(rows.iter().map(cost));
     let (y_min, y_max) = bounds(rows.iter().map(kept));

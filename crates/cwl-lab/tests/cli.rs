@@ -66,7 +66,7 @@ fn gen_then_replay_with_a_plot() {
     run_replay(replay).unwrap();
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(svg.starts_with("<svg"));
-    assert!(svg.contains("budget 10000"));
+    assert!(svg.contains("budget 10k"), "the budget as typed");
     assert!(svg.contains("s.jsonl"));
     for name in ["cwl", "tool-mask-prune", "weighted"] {
         assert!(svg.contains(name), "legend lacks {name}");

@@ -467,6 +467,37 @@ fn openai_one_line_and_bare_array_documents_import() {
 // ----------------------------------------------------------------------- pi
 
 #[test]
+fn pi_drops_signatures_and_calls_that_ended_in_error() {
+    let imported = run(import::open(&fixture("aborted.pi.jsonl")).unwrap());
+    assert_eq!(
+        imported.messages,
+        vec![
+            Message::user("edit it"),
+            Message::user("again"),
+            Message::Assistant {
+                content: vec![
+                    Block::Reasoning {
+                        text: "ok".into(),
+                        signature: None
+                    },
+                    Block::Text {
+                        text: "done".into()
+                    },
+                ]
+            },
+        ]
+    );
+    let whats: Vec<&str> = imported.warnings.iter().map(|w| w.what.as_str()).collect();
+    assert_eq!(whats.len(), 2, "{whats:?}");
+    assert!(whats[0].contains("ended `error`, error: terminated"));
+    assert!(whats[1].contains("ended `aborted`"));
+    assert_eq!(
+        imported.warnings.iter().map(|w| w.line).collect::<Vec<_>>(),
+        [Some(3), Some(5)]
+    );
+}
+
+#[test]
 fn pi_session_imports_with_usage_pairing_and_warnings() {
     let import = import::open(&fixture("session.pi.jsonl")).unwrap();
     let meta = import.meta();
@@ -483,7 +514,7 @@ fn pi_session_imports_with_usage_pairing_and_warnings() {
                 content: vec![
                     Block::Reasoning {
                         text: "ls it".into(),
-                        signature: Some("sig1".into())
+                        signature: None
                     },
                     // Arguments are kept byte for byte, spacing included.
                     call("t1", "bash", r#"{"command":"ls", "timeout": 5}"#),

@@ -34,9 +34,11 @@ fn report_of(messages: Vec<Message>, cfg: &ReplayConfig) -> ReplayReport {
     );
     ReplayReport {
         budget: cfg.policy.budget,
-        model: cfg.pricing.model.clone(),
+        budget_typed: cfg.policy.budget.to_string(),
+        model: Some(cfg.pricing.model.clone()),
         policies: cfg.policies.clone(),
         files: vec![file],
+        skipped: Vec::new(),
     }
 }
 

@@ -2,8 +2,8 @@
 //!
 //! Mapping:
 //! - `message` entries: `user` → User, `assistant` → Assistant (one model
-//!   call each; `text`, `thinking` with its signature, `toolCall` with its
-//!   arguments byte for byte), `toolResult` → ToolResult, `bashExecution`
+//!   call each; `text`, `thinking` without its signature, `toolCall` with
+//!   its arguments byte for byte), `toolResult` → ToolResult, `bashExecution`
 //!   (a command the user ran with `!`) → a User message showing the command
 //!   and its output, as pi shows it to the model.
 //! - `compaction` → [`Event::Compaction`]; `model_change` sets the model of
@@ -12,8 +12,12 @@
 //! - Usage: pi's `input` excludes cached tokens (`totalTokens = input +
 //!   output + cacheRead + cacheWrite`), so `input_tokens = input + cacheRead
 //!   + cacheWrite`. An all-zero usage (aborted call) becomes `None`.
+//! - `thinkingSignature` is opaque ciphertext the provider checks but does
+//!   not count as prompt text: it is dropped so replays do not tokenize it.
 //! - An assistant entry with no content blocks (aborted or failed before any
-//!   output) is skipped with a warning.
+//!   output) is skipped with a warning, and so is one that ended `aborted`
+//!   or `error` with partial content: pi leaves such messages out of every
+//!   later prompt (the logged prompt sizes of the traces show it).
 
 use ::cwl::{Block, Message, ToolCall, ToolResult, Usage};
 use serde::Deserialize;
@@ -81,7 +85,6 @@ struct PiBlock {
     kind: String,
     text: Option<String>,
     thinking: Option<String>,
-    thinking_signature: Option<String>,
     id: Option<String>,
     name: Option<String>,
     arguments: Option<Box<RawValue>>,
@@ -227,7 +230,7 @@ impl Parser {
                 }),
                 "thinking" => content.push(Block::Reasoning {
                     text: block.thinking.unwrap_or_default(),
-                    signature: block.thinking_signature.filter(|s| !s.is_empty()),
+                    signature: None,
                 }),
                 "toolCall" => match (block.id, block.name) {
                     (Some(id), Some(name)) => content.push(Block::ToolCall(ToolCall {
@@ -250,15 +253,24 @@ impl Parser {
                 ),
             }
         }
+        let stop = message.stop_reason.as_deref().unwrap_or("unknown");
+        let why = message
+            .error_message
+            .as_deref()
+            .map(|e| format!(", error: {e}"))
+            .unwrap_or_default();
         if content.is_empty() {
-            let stop = message.stop_reason.as_deref().unwrap_or("unknown");
-            let why = message
-                .error_message
-                .map(|e| format!(", error: {e}"))
-                .unwrap_or_default();
             return sink.reject(
                 at,
                 format!("assistant message has no content (stop reason `{stop}`{why}); skipped"),
+            );
+        }
+        if matches!(stop, "aborted" | "error") {
+            return sink.reject(
+                at,
+                format!(
+                    "assistant message ended `{stop}`{why}; pi never sends it back to the model, skipped"
+                ),
             );
         }
         let usage = message.usage.as_ref().and_then(|u| {

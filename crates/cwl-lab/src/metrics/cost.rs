@@ -69,9 +69,27 @@ pub struct Pricing {
     pub cache_write: f64,
     /// Context window in tokens.
     pub window: usize,
+    /// Whether these are real prices: false for a model the table does not
+    /// know, whose costs are then reported unknown rather than guessed.
+    pub known: bool,
 }
 
 impl Pricing {
+    /// A model missing from the table: no prices (costs unknown), no
+    /// caching rules, and the default model's context window.
+    pub fn unknown(model: &str) -> Self {
+        Pricing {
+            model: model.to_string(),
+            rules: CacheRules::None,
+            input: 0.0,
+            output: 0.0,
+            cache_read: 0.0,
+            cache_write: 0.0,
+            window: DEFAULT_WINDOW,
+            known: false,
+        }
+    }
+
     /// Dollars for one call.
     pub fn cost(&self, uncached: usize, read: usize, write: usize, output: usize) -> f64 {
         (uncached as f64 * self.input
@@ -82,8 +100,11 @@ impl Pricing {
     }
 }
 
-/// The model used when neither `--model` nor `--price` says otherwise.
+/// The model used when neither `--model` nor the log names one.
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+
+/// Context window assumed for a model the table does not know.
+pub const DEFAULT_WINDOW: usize = 200_000;
 
 /// (name prefix, rules, input, output, cached input, window)
 const TABLE: &[(&str, CacheRules, f64, f64, f64, usize)] = &[
@@ -183,17 +204,25 @@ pub fn known_models() -> Vec<&'static str> {
 }
 
 /// The price of `model`: the longest table name it starts with, after any
-/// `provider/` prefix (`anthropic/claude-sonnet-4-5-20250929` finds
-/// `claude-sonnet-4-5`).
+/// `provider/` prefix, when what follows is only a release date, `-latest`
+/// or `-codex` (same list price): `anthropic/claude-sonnet-4-5-20250929`
+/// finds `claude-sonnet-4-5`, while `gpt-5-pro` or `gpt-5.1-codex-mini`,
+/// priced differently, are unknown rather than priced as `gpt-5`.
 pub fn lookup(model: &str) -> Option<Pricing> {
     let name = model
         .rsplit('/')
         .next()
         .unwrap_or(model)
         .to_ascii_lowercase();
+    let same_model = |rest: &str| {
+        rest.is_empty()
+            || rest == "-latest"
+            || rest == "-codex"
+            || (rest.starts_with('-') && rest[1..].chars().all(|c| c.is_ascii_digit() || c == '-'))
+    };
     let row = TABLE
         .iter()
-        .filter(|row| name.starts_with(row.0))
+        .filter(|row| name.strip_prefix(row.0).is_some_and(same_model))
         .max_by_key(|row| row.0.len())?;
     let (prefix, rules, input, output, cached, window) = *row;
     let (cache_read, cache_write) = match rules {
@@ -209,6 +238,7 @@ pub fn lookup(model: &str) -> Option<Pricing> {
         cache_read,
         cache_write,
         window,
+        known: true,
     })
 }
 
@@ -294,8 +324,45 @@ pub fn with_override(
         cache_write: write.unwrap_or(default_write),
         window: window
             .or(base.as_ref().map(|b| b.window))
-            .unwrap_or(200_000),
+            .unwrap_or(DEFAULT_WINDOW),
+        known: true,
     })
+}
+
+/// Where a file's model came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelSource {
+    /// `--model` on the command line.
+    Flag,
+    /// The log's own session header.
+    Log,
+    /// Neither: [`DEFAULT_MODEL`].
+    Default,
+}
+
+/// The pricing of one log: `--model` when given (`flag`), else the model
+/// the log names, else [`DEFAULT_MODEL`]; `--price` applies on top. A
+/// model the log names that the table does not know gets
+/// [`Pricing::unknown`] (unless `--price` gives its prices); an unknown
+/// `--model` is an error.
+pub fn for_log(
+    flag: Option<&str>,
+    logged: Option<&str>,
+    price: Option<&str>,
+) -> Result<(Pricing, ModelSource), PriceError> {
+    match (flag, logged) {
+        (Some(model), _) => Ok((resolve(model, price)?, ModelSource::Flag)),
+        (None, Some(model)) => {
+            let pricing = match (lookup(model), price) {
+                (base, Some(text)) => with_override(base, model, text)?,
+                (Some(base), None) => base,
+                (None, None) => Pricing::unknown(model),
+            };
+            Ok((pricing, ModelSource::Log))
+        }
+        (None, None) => Ok((resolve(DEFAULT_MODEL, price)?, ModelSource::Default)),
+    }
 }
 
 /// The pricing for `model`, with an optional `--price` override.
@@ -323,7 +390,17 @@ mod tests {
             "gpt-4o-mini"
         );
         assert_eq!(lookup("gpt-5-mini").unwrap().model, "gpt-5-mini");
+        assert_eq!(
+            lookup("claude-3-7-sonnet-latest").unwrap().model,
+            "claude-3-7-sonnet"
+        );
         assert!(lookup("llama-3").is_none());
+        assert!(
+            lookup("gpt-5-pro").is_none(),
+            "a costlier variant is not gpt-5"
+        );
+        assert!(lookup("gpt-5.1-codex-mini").is_none());
+        assert!(lookup("o3-pro").is_none());
     }
 
     #[test]
@@ -366,5 +443,33 @@ mod tests {
                 .to_string()
                 .contains("claude-sonnet-4-5")
         );
+    }
+
+    #[test]
+    fn a_log_is_priced_by_its_own_model() {
+        let (p, from) = for_log(None, Some("gpt-5.1-codex"), None).unwrap();
+        assert_eq!(
+            (p.model.as_str(), from, p.known),
+            ("gpt-5.1", ModelSource::Log, true)
+        );
+        assert_eq!(p.rules, CacheRules::OpenAi);
+        let (p, from) = for_log(Some("claude-opus-4-5"), Some("gpt-5"), None).unwrap();
+        assert_eq!(
+            (p.model.as_str(), from),
+            ("claude-opus-4-5", ModelSource::Flag)
+        );
+        let (p, from) = for_log(None, None, None).unwrap();
+        assert_eq!(
+            (p.model.as_str(), from),
+            (DEFAULT_MODEL, ModelSource::Default)
+        );
+        let (p, from) = for_log(None, Some("gemini-3-pro-preview"), None).unwrap();
+        assert_eq!(from, ModelSource::Log);
+        assert!(!p.known, "never priced as another model");
+        assert_eq!(p.model, "gemini-3-pro-preview");
+        assert_eq!(p.cost(1000, 0, 0, 1000), 0.0);
+        let (p, _) = for_log(None, Some("gemini-3-pro-preview"), Some("in=2,out=12")).unwrap();
+        assert!(p.known && p.input == 2.0);
+        assert!(for_log(Some("mystery"), None, None).is_err());
     }
 }

@@ -35,6 +35,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::calibrate::Calibration;
 use crate::policy::{Request, View};
 use crate::transcript::Entry;
 use anchors::AnchorId;
@@ -76,8 +77,10 @@ pub struct Stats {
     pub output_tokens: u64,
     /// Extra model calls (summaries).
     pub side_calls: u64,
-    /// Dollars.
+    /// Dollars, over the requests whose model has a price.
     pub cost_usd: f64,
+    /// Requests (side calls included) whose model has no known price.
+    pub unpriced_requests: u64,
     /// Anchors at risk, summed over requests.
     pub anchors_at_risk: u64,
     /// Anchors lost, summed over requests.
@@ -115,6 +118,7 @@ impl Stats {
         self.output_tokens += other.output_tokens;
         self.side_calls += other.side_calls;
         self.cost_usd += other.cost_usd;
+        self.unpriced_requests += other.unpriced_requests;
         self.anchors_at_risk += other.anchors_at_risk;
         self.anchors_lost += other.anchors_lost;
         self.requests_at_risk += other.requests_at_risk;
@@ -156,7 +160,10 @@ impl Stats {
             cache_write_tokens: self.cache_write_tokens,
             output_tokens: self.output_tokens,
             side_calls: self.side_calls,
-            cost_usd: round(self.cost_usd, 6),
+            cost_usd: (self.unpriced_requests < (requests as u64 + self.side_calls)
+                || requests == 0)
+                .then(|| round(self.cost_usd, 6)),
+            unpriced_requests: self.unpriced_requests,
             anchors_at_risk: self.anchors_at_risk,
             anchors_lost: self.anchors_lost,
             lost_anchor_rate: share(self.anchors_lost, self.anchors_at_risk),
@@ -182,6 +189,10 @@ impl Stats {
             budget_unmet: self.budget_unmet,
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn round(value: f64, digits: i32) -> f64 {
@@ -219,8 +230,12 @@ pub struct Summary {
     pub output_tokens: u64,
     /// Extra model calls the policy made (summaries).
     pub side_calls: u64,
-    /// Cost in US dollars for the chosen model.
-    pub cost_usd: f64,
+    /// Cost in US dollars, each file priced by its model; over the priced
+    /// requests only, `null` when none was priced.
+    pub cost_usd: Option<f64>,
+    /// Requests left out of the cost: their model has no known price.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unpriced_requests: u64,
     /// Anchors used that appeared earlier, summed over requests.
     pub anchors_at_risk: u64,
     /// Of those, anchors absent from the request.
@@ -256,18 +271,30 @@ pub struct Recorder {
     budget: usize,
     pricing: Arc<Pricing>,
     cache: CacheModel,
+    calibration: Calibration,
+    overhead: usize,
     previous: Vec<u64>,
     compared: bool,
     stats: Stats,
 }
 
 impl Recorder {
-    /// A recorder for requests under `budget`, costed with `pricing`.
+    /// A recorder for requests under `budget`, costed with `pricing`,
+    /// counting tokens as the lab's counter does.
     pub fn new(budget: usize, pricing: Arc<Pricing>) -> Self {
+        Self::calibrated(budget, pricing, Calibration::identity())
+    }
+
+    /// A recorder whose requests are converted to provider tokens with
+    /// `calibration` (its overhead counts as part of the cached prefix)
+    /// before they are measured against `budget` and billed.
+    pub fn calibrated(budget: usize, pricing: Arc<Pricing>, calibration: Calibration) -> Self {
         Recorder {
             budget,
             cache: CacheModel::new(pricing.rules),
             pricing,
+            overhead: calibration.overhead_local(),
+            calibration,
             previous: Vec::new(),
             compared: false,
             stats: Stats::default(),
@@ -285,19 +312,31 @@ impl Recorder {
     }
 
     fn bill(&mut self, used: CacheUse, output: usize) {
+        let scale = |n: usize| (n as f64 * self.calibration.token_ratio).round() as usize;
+        let used = CacheUse {
+            reused: scale(used.reused),
+            read: scale(used.read),
+            write: scale(used.write),
+            uncached: scale(used.uncached),
+        };
         let s = &mut self.stats;
         s.input_tokens += (used.uncached + used.read + used.write) as u64;
         s.reused_tokens += used.reused as u64;
         s.cache_read_tokens += used.read as u64;
         s.cache_write_tokens += used.write as u64;
         s.output_tokens += output as u64;
-        s.cost_usd += self
-            .pricing
-            .cost(used.uncached, used.read, used.write, output);
+        if self.pricing.known {
+            s.cost_usd += self
+                .pricing
+                .cost(used.uncached, used.read, used.write, output);
+        } else {
+            s.unpriced_requests += 1;
+        }
     }
 
     /// Records one request (and the side calls made before it).
     pub fn record(&mut self, request: &Request, call: &Call<'_>, tools_tokens: usize) {
+        let tools_tokens = tools_tokens + self.overhead;
         for side in &request.side_calls {
             let used = self.cache.pieces(tools_tokens, &side.input, call.time);
             self.bill(used, side.output_tokens);
@@ -326,6 +365,7 @@ impl Recorder {
             }
         };
         self.bill(used, call.output_tokens);
+        let tokens = (tokens as f64 * self.calibration.token_ratio).round() as usize;
         let s = &mut self.stats;
         s.tokens.push(u32::try_from(tokens).unwrap_or(u32::MAX));
         s.evictions
@@ -439,7 +479,7 @@ mod tests {
         );
         let first = a.tokens() + b.tokens();
         let expected = pricing.cost(0, 0, first, 10) + pricing.cost(0, 0, b.tokens(), 10);
-        assert!((s.cost_usd - round(expected, 6)).abs() < 1e-9);
+        assert!((s.cost_usd.unwrap() - round(expected, 6)).abs() < 1e-9);
         assert_eq!(s.budget_unmet, None);
     }
 

@@ -1,16 +1,35 @@
 //! The JSON report: one object, deterministic byte for byte for the same
 //! input and options.
 //!
-//! `{"budget", "model", "files": [{"path", "format", "requests",
-//! "annotated", "log_compactions", "warnings", "policies": {NAME: M},
-//! "errors"?: {NAME: why}}], "aggregate": {NAME: M}}` where `M` is a
-//! [`Summary`] and policies appear in the order asked.
+//! `{"budget", "budget_typed", "model", "files": [{"path", "format",
+//! "model", "model_from", "cost_known", "budget", "requests",
+//! "no_model_call"?, "annotated", "log_compactions", "warnings", "compared_calls",
+//! "logged_prompt_tokens_mean", "replayed_prompt_tokens_mean",
+//! "local_prompt_tokens_mean", "calibration", "policies": {NAME: M},
+//! "errors"?: {NAME: why}}], "skipped": [{"path", "why"}],
+//! "aggregate": {NAME: M}}` where `M` is a [`Summary`] and policies appear
+//! in the order asked.
+//!
+//! `model` is the `--model` every file was priced as, or `null` when each
+//! file is priced by its own log's model (`model_from`: `log`, `flag` or
+//! `default` when the log names none); `cost_known` is false for a model
+//! with no price, whose `cost_usd` is then `null`. A file with no model
+//! call has `"no_model_call": true` and no policies.
+//!
+//! The prompt-size fields compare like with like ([`Fidelity`]): over the
+//! `compared_calls` calls that logged a prompt size before the log's first
+//! compaction, the logged mean and the replayed full history (`none`) in
+//! calibrated provider tokens, and uncalibrated; `null` when the log
+//! records no prompt size. `calibration` is the [`Calibration`] applied to
+//! every policy of the file.
 
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
-use super::ReplayReport;
+use super::{ReplayReport, Skipped};
+use crate::calibrate::{Calibration, Fidelity};
 use crate::metrics::Summary;
+use crate::metrics::cost::ModelSource;
 
 struct Ordered<T>(Vec<(String, T)>);
 
@@ -28,10 +47,19 @@ impl<T: Serialize> Serialize for Ordered<T> {
 struct File<'a> {
     path: &'a str,
     format: &'a str,
+    model: &'a str,
+    model_from: Option<ModelSource>,
+    cost_known: bool,
+    budget: usize,
     requests: u64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    no_model_call: bool,
     annotated: bool,
     log_compactions: u64,
     warnings: usize,
+    #[serde(flatten)]
+    fidelity: Fidelity,
+    calibration: Calibration,
     policies: Ordered<Summary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<Ordered<&'a str>>,
@@ -40,8 +68,10 @@ struct File<'a> {
 #[derive(Serialize)]
 struct Report<'a> {
     budget: usize,
-    model: &'a str,
+    budget_typed: &'a str,
+    model: Option<&'a str>,
     files: Vec<File<'a>>,
+    skipped: &'a [Skipped],
     aggregate: Ordered<Summary>,
 }
 
@@ -63,13 +93,21 @@ pub fn to_json(report: &ReplayReport) -> String {
             File {
                 path: &file.path,
                 format: &file.format,
+                model: &file.model,
+                model_from: file.model_source,
+                cost_known: file.priced,
+                budget: file.budget,
                 requests: file.requests,
+                no_model_call: file.requests == 0,
                 annotated: file.annotated,
                 log_compactions: file.log_compactions,
                 warnings: file.warnings.len(),
+                fidelity: file.fidelity,
+                calibration: file.calibration,
                 policies: Ordered(
                     file.policies
                         .iter()
+                        .filter(|_| file.requests > 0)
                         .map(|o| (o.kind.name().to_string(), o.stats.summary()))
                         .collect(),
                 ),
@@ -86,8 +124,10 @@ pub fn to_json(report: &ReplayReport) -> String {
     );
     let out = Report {
         budget: report.budget,
-        model: &report.model,
+        budget_typed: &report.budget_typed,
+        model: report.model.as_deref(),
         files,
+        skipped: &report.skipped,
         aggregate,
     };
     serde_json::to_string_pretty(&out).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))

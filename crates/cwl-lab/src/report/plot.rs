@@ -1,7 +1,14 @@
 //! The plot: request tokens over each session, one line per policy, the
-//! budget as a dashed line and evictions as dots on the line. One panel per
+//! budget as a grey line and evictions as dots on the line. One panel per
 //! file. SVG only: raster output would need system fonts, which the lab
 //! does not load.
+//!
+//! Long sessions are downsampled so the file stays small whatever the
+//! corpus: each line has at most [`TOTAL_POINTS`] / (files × policies)
+//! points (between [`MIN_POINTS`] and [`MAX_POINTS`]), each the largest
+//! request of its run of calls, so peaks over the budget stay visible; a
+//! dot marks a run with an eviction. The mesh has no minor lines, and the
+//! budget is one line rather than dashes, for the same reason.
 
 use std::path::Path;
 
@@ -35,6 +42,37 @@ pub const WIDTH: u32 = 1200;
 /// Height of one file's panel in pixels.
 pub const PANEL_HEIGHT: u32 = 520;
 
+/// Points drawn over all lines of a plot, at most (roughly).
+pub const TOTAL_POINTS: usize = 60_000;
+/// Fewest points a line is cut down to.
+pub const MIN_POINTS: usize = 20;
+/// Most points a line keeps.
+pub const MAX_POINTS: usize = 2_000;
+
+/// `(call, tokens, evicted)` per request, cut to at most `cap` points: the
+/// calls split into `cap` runs, each drawn as its largest request and
+/// marked evicted when any request of the run evicted.
+pub fn downsample(tokens: &[u32], evictions: &[u32], cap: usize) -> Vec<(u32, u32, bool)> {
+    let cap = cap.max(1);
+    let all = tokens
+        .iter()
+        .zip(evictions.iter().chain(std::iter::repeat(&0)))
+        .enumerate()
+        .map(|(i, (t, e))| (i as u32 + 1, *t, *e > 0));
+    if tokens.len() <= cap {
+        return all.collect();
+    }
+    let run = tokens.len().div_ceil(cap);
+    let points: Vec<(u32, u32, bool)> = all.collect();
+    points
+        .chunks(run)
+        .filter_map(|chunk| {
+            let top = chunk.iter().max_by_key(|p| (p.1, std::cmp::Reverse(p.0)))?;
+            Some((top.0, top.1, chunk.iter().any(|p| p.2)))
+        })
+        .collect()
+}
+
 /// Writes the plot of `report` to `path` (which must end in `.svg`).
 pub fn write_svg(report: &ReplayReport, path: &Path) -> Result<(), PlotError> {
     let is_svg = path
@@ -55,6 +93,8 @@ pub fn write_svg(report: &ReplayReport, path: &Path) -> Result<(), PlotError> {
     let root = SVGBackend::new(path, (WIDTH, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| draw(e.to_string()))?;
     let panels = root.split_evenly((report.files.len(), 1));
+    let series = (report.files.len() * report.policies.len()).max(1);
+    let cap = (TOTAL_POINTS / series).clamp(MIN_POINTS, MAX_POINTS);
     for (panel, file) in panels.iter().zip(&report.files) {
         let requests = file.requests.max(1) as u32;
         let peak = file
@@ -63,7 +103,7 @@ pub fn write_svg(report: &ReplayReport, path: &Path) -> Result<(), PlotError> {
             .flat_map(|o| o.stats.tokens.iter().copied())
             .max()
             .unwrap_or(0)
-            .max(report.budget as u32);
+            .max(file.budget as u32);
         let top = peak + peak / 10 + 1;
         let name = Path::new(&file.path)
             .file_name()
@@ -80,19 +120,15 @@ pub fn write_svg(report: &ReplayReport, path: &Path) -> Result<(), PlotError> {
             .map_err(|e| draw(e.to_string()))?;
         chart
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
             .x_desc("model call")
             .y_desc("request tokens")
             .draw()
             .map_err(|e| draw(e.to_string()))?;
         for (i, outcome) in file.policies.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
-            let points: Vec<(u32, u32)> = outcome
-                .stats
-                .tokens
-                .iter()
-                .enumerate()
-                .map(|(x, y)| (x as u32 + 1, *y))
-                .collect();
+            let sampled = downsample(&outcome.stats.tokens, &outcome.stats.evictions, cap);
+            let points: Vec<(u32, u32)> = sampled.iter().map(|p| (p.0, p.1)).collect();
             chart
                 .draw_series(LineSeries::new(
                     points.iter().copied(),
@@ -103,25 +139,22 @@ pub fn write_svg(report: &ReplayReport, path: &Path) -> Result<(), PlotError> {
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
                 });
-            let evicted = points
+            let evicted = sampled
                 .iter()
-                .zip(&outcome.stats.evictions)
-                .filter(|(_, e)| **e > 0)
-                .map(|(p, _)| Circle::new(*p, 2, color.filled()));
+                .filter(|p| p.2)
+                .map(|p| Circle::new((p.0, p.1), 2, color.filled()));
             chart
                 .draw_series(evicted)
                 .map_err(|e| draw(e.to_string()))?;
         }
-        let budget = report.budget as u32;
+        let budget = file.budget as u32;
         chart
-            .draw_series(DashedLineSeries::new(
+            .draw_series(LineSeries::new(
                 vec![(1, budget), (requests + 1, budget)],
-                8,
-                5,
-                BLACK.stroke_width(1),
+                BLACK.mix(0.6).stroke_width(2),
             ))
             .map_err(|e| draw(e.to_string()))?
-            .label(format!("budget {budget}"))
+            .label(format!("budget {}", report.budget_typed))
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK));
         chart
             .configure_series_labels()
@@ -133,4 +166,25 @@ pub fn write_svg(report: &ReplayReport, path: &Path) -> Result<(), PlotError> {
     }
     root.present().map_err(|e| draw(e.to_string()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::downsample;
+
+    #[test]
+    fn downsampling_keeps_peaks_and_evictions() {
+        let tokens: Vec<u32> = (0..1000)
+            .map(|i| if i == 517 { 90_000 } else { i })
+            .collect();
+        let mut evictions = vec![0u32; 1000];
+        evictions[3] = 2;
+        let points = downsample(&tokens, &evictions, 100);
+        assert_eq!(points.len(), 100);
+        assert!(points.contains(&(518, 90_000, false)), "the peak stays");
+        assert!(points[0].2, "the run with an eviction is marked");
+        assert_eq!(points.iter().filter(|p| p.2).count(), 1);
+        let short = downsample(&[5, 6], &[0, 1], 100);
+        assert_eq!(short, vec![(1, 5, false), (2, 6, true)]);
+    }
 }

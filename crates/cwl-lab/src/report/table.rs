@@ -1,18 +1,24 @@
-//! The human-readable report: a table per file and one aggregate.
+//! The human-readable report: a table per file (unless asked for the
+//! aggregate only) and one aggregate. Headers state the model and budget
+//! as the user typed them; a file with no model call says so instead of
+//! showing a table.
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
 
 use super::ReplayReport;
 use crate::metrics::Stats;
+use crate::metrics::cost::ModelSource;
 use crate::policy::PolicyKind;
+use crate::replay::FileReport;
 
-const HEADER: [&str; 13] = [
+const HEADER: [&str; 14] = [
     "policy",
     "mean",
     "p95",
     "max",
     ">budget",
+    "engine >τ",
     "evict/req",
     "cache read",
     "cache write",
@@ -23,41 +29,40 @@ const HEADER: [&str; 13] = [
     "view chg",
 ];
 
-/// The whole report as text.
+/// The whole report as text: every file's table, then the aggregate.
 pub fn render(report: &ReplayReport) -> String {
+    render_with(report, true)
+}
+
+/// The report as text; per-file tables only when `per_file`.
+pub fn render_with(report: &ReplayReport, per_file: bool) -> String {
     let mut out = String::new();
-    for file in &report.files {
-        let episodes = if file.annotated {
-            "annotated"
-        } else {
-            "inferred episodes"
-        };
-        out.push_str(&format!(
-            "{} ({}, {} requests, {episodes}, {} log compactions, {} warnings)\n",
-            file.path,
-            file.format,
-            file.requests,
-            file.log_compactions,
-            file.warnings.len()
-        ));
-        let rows: Vec<(PolicyKind, &Stats)> =
-            file.policies.iter().map(|o| (o.kind, &o.stats)).collect();
-        out.push_str(&table(&rows));
-        out.push('\n');
-        for outcome in &file.policies {
-            if let Some(why) = &outcome.failed {
-                out.push_str(&format!("  {} stopped early: {why}\n", outcome.kind));
-            }
+    if per_file {
+        for file in &report.files {
+            out.push_str(&file_section(report, file));
         }
+    }
+    for skipped in &report.skipped {
+        out.push_str(&format!("skipped {}\n", skipped.describe()));
+    }
+    if !report.skipped.is_empty() {
         out.push('\n');
     }
     let aggregate = report.aggregate();
+    let silent = report.files.iter().filter(|f| f.requests == 0).count();
+    let mut notes = String::new();
+    if silent > 0 {
+        notes.push_str(&format!(", {silent} with no model call"));
+    }
+    if !report.skipped.is_empty() {
+        notes.push_str(&format!(", {} skipped", report.skipped.len()));
+    }
     out.push_str(&format!(
-        "aggregate over {} files, {} requests (budget {}, costs for {})\n",
+        "aggregate over {} files{notes}, {} requests (budget {}, {})\n",
         report.files.len(),
         report.requests(),
-        report.budget,
-        report.model
+        report.budget_typed,
+        report.models_line()
     ));
     let rows: Vec<(PolicyKind, &Stats)> = aggregate.iter().map(|(k, s)| (*k, s)).collect();
     out.push_str(&table(&rows));
@@ -65,21 +70,128 @@ pub fn render(report: &ReplayReport) -> String {
     out
 }
 
+fn file_section(report: &ReplayReport, file: &FileReport) -> String {
+    let mut out = String::new();
+    if file.requests == 0 {
+        out.push_str(&format!(
+            "{} ({}, {} warnings): no model call in this log; nothing to replay\n\n",
+            file.path,
+            file.format,
+            file.warnings.len()
+        ));
+        return out;
+    }
+    let episodes = if file.annotated {
+        "annotated"
+    } else {
+        "inferred episodes"
+    };
+    out.push_str(&format!(
+        "{} ({}, {} requests, {episodes}, {} log compactions, {} warnings)\n",
+        file.path,
+        file.format,
+        file.requests,
+        file.log_compactions,
+        file.warnings.len()
+    ));
+    let source = match file.model_source {
+        Some(ModelSource::Flag) => ", --model",
+        Some(ModelSource::Log) => ", the log's model",
+        Some(ModelSource::Default) => ", default: the log names none",
+        None => "",
+    };
+    let price = if file.priced {
+        ""
+    } else {
+        "; not in the price table: cost unknown"
+    };
+    let budget = if report.budget_typed.ends_with('%') {
+        format!(
+            "{} = {} tokens",
+            report.budget_typed,
+            thousands(file.budget as u64)
+        )
+    } else {
+        report.budget_typed.clone()
+    };
+    out.push_str(&format!(
+        "  model {}{source}{price}; budget {budget}\n",
+        file.model
+    ));
+    out.push_str(&format!("  {}\n", calibration_line(file)));
+    let rows: Vec<(PolicyKind, &Stats)> =
+        file.policies.iter().map(|o| (o.kind, &o.stats)).collect();
+    out.push_str(&table(&rows));
+    out.push('\n');
+    for outcome in &file.policies {
+        if let Some(why) = &outcome.failed {
+            out.push_str(&format!("  {} stopped early: {why}\n", outcome.kind));
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// How the file's counts were calibrated, and how the replayed full
+/// history compares with the logged prompts.
+fn calibration_line(file: &FileReport) -> String {
+    let c = &file.calibration;
+    let f = &file.fidelity;
+    let how = if c.from_log {
+        format!(
+            "tokens calibrated to the log: +{} system/tool tokens, ×{:.3} per local token",
+            thousands(c.system_tokens_estimate),
+            c.token_ratio
+        )
+    } else {
+        "tokens uncalibrated (local counts)".to_string()
+    };
+    match (f.logged_prompt_tokens_mean, f.replayed_prompt_tokens_mean) {
+        (Some(logged), Some(replayed)) => format!(
+            "{how}; logged prompt mean {} vs replayed full history {} ({:+.1}%) over {} calls{}",
+            thousands(logged.round() as u64),
+            thousands(replayed.round() as u64),
+            (replayed - logged) / logged * 100.0,
+            f.compared_calls,
+            if file.log_compactions > 0 {
+                " before the log's first compaction"
+            } else {
+                ""
+            }
+        ),
+        _ => format!("{how}; the log records no prompt size"),
+    }
+}
+
 fn table(rows: &[(PolicyKind, &Stats)]) -> String {
     let mut table = Table::new();
     table.load_style(UTF8_FULL_CONDENSED).set_header(HEADER);
+    let mut partial = 0u64;
     for (kind, stats) in rows {
         let s = stats.summary();
+        let engine = s.budget_unmet.map_or_else(
+            || "–".to_string(),
+            |n| format!("{} ({})", n, percent(share(n, s.requests))),
+        );
+        let cost = match s.cost_usd {
+            None => "unknown".to_string(),
+            Some(c) if s.unpriced_requests > 0 => {
+                partial = partial.max(s.unpriced_requests);
+                format!("{c:.2}*")
+            }
+            Some(c) => format!("{c:.2}"),
+        };
         table.add_row(vec![
             kind.name().to_string(),
             thousands(s.tokens_mean.round() as u64),
             thousands(u64::from(s.tokens_p95)),
             thousands(u64::from(s.tokens_max)),
             percent(s.over_budget_share),
+            engine,
             format!("{:.2}", s.evictions),
-            thousands(s.cache_read_tokens),
-            thousands(s.cache_write_tokens),
-            format!("{:.2}", s.cost_usd),
+            cache(s.cost_usd, s.cache_read_tokens),
+            cache(s.cost_usd, s.cache_write_tokens),
+            cost,
             format!("{} ({})", percent(s.lost_anchor_rate), s.anchors_lost),
             percent(s.loss_free_share),
             percent(s.content_loss_free_share),
@@ -89,7 +201,26 @@ fn table(rows: &[(PolicyKind, &Stats)]) -> String {
     for column in table.column_iter_mut().skip(1) {
         column.set_cell_alignment(CellAlignment::Right);
     }
-    table.to_string()
+    let mut text = table.to_string();
+    if partial > 0 {
+        text.push_str(&format!(
+            "\n* cost of the priced requests only: up to {partial} requests are of models with no price"
+        ));
+    }
+    text
+}
+
+/// Cache tokens, or `–` when no request had a known model (its caching
+/// rules are unknown too).
+fn cache(cost: Option<f64>, tokens: u64) -> String {
+    match cost {
+        Some(_) => thousands(tokens),
+        None => "–".to_string(),
+    }
+}
+
+fn share(n: u64, d: u64) -> f64 {
+    if d == 0 { 0.0 } else { n as f64 / d as f64 }
 }
 
 fn percent(share: f64) -> String {

@@ -1,0 +1,215 @@
+//! Calibration to logged prompt sizes, end to end on a pi-style log whose
+//! usage the test controls: every logged prompt is `SYSTEM + RATIO ×` the
+//! local count of the history before it, except one noisy call, and a
+//! compaction after which the logged prompt shrinks.
+
+mod lab_common;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use cwl::tokens::message_tokens;
+use cwl::{Estimate, Message, ToolCall, ToolResult};
+use cwl_lab::calibrate::Calibration;
+use cwl_lab::policy::PolicyKind;
+use cwl_lab::replay::{ReplayConfig, replay, replay_with};
+use cwl_lab::session::Session;
+use serde_json::json;
+
+const SYSTEM: f64 = 3000.0;
+const RATIO: f64 = 1.25;
+const CALLS_BEFORE_COMPACTION: usize = 12;
+
+/// Writes the log; returns its path (inside `dir`).
+fn write_log(dir: &std::path::Path) -> std::path::PathBuf {
+    let counter = Estimate;
+    let path = dir.join("calibrated.jsonl");
+    let mut out = std::fs::File::create(&path).unwrap();
+    let mut line = |value: serde_json::Value| writeln!(out, "{value}").unwrap();
+    line(
+        json!({"type": "session", "version": 3, "id": "s", "timestamp": "2025-03-01T10:00:00.000Z",
+        "cwd": "/w", "provider": "anthropic", "modelId": "claude-sonnet-4-5"}),
+    );
+    let user = "please read every file in src and summarize them";
+    line(
+        json!({"type": "message", "message": {"role": "user", "content": [{"type": "text", "text": user}]}}),
+    );
+    let mut local = message_tokens(&counter, &Message::user(user));
+    let logged = |local: usize, i: usize| {
+        let noise = if i == 5 { 900.0 } else { 0.0 };
+        (SYSTEM + RATIO * local as f64 + noise).round() as u64
+    };
+    for i in 0..CALLS_BEFORE_COMPACTION + 4 {
+        if i == CALLS_BEFORE_COMPACTION {
+            line(
+                json!({"type": "compaction", "summary": "read files", "firstKeptEntryIndex": 1, "tokensBefore": 9}),
+            );
+        }
+        let input = if i >= CALLS_BEFORE_COMPACTION {
+            4000
+        } else {
+            logged(local, i)
+        };
+        let id = format!("t{i}");
+        let arguments = format!(r#"{{"path":"src/f{i}.rs"}}"#);
+        line(json!({"type": "message", "message": {"role": "assistant",
+            "content": [{"type": "toolCall", "id": id, "name": "read", "arguments": {"path": format!("src/f{i}.rs")}}],
+            "usage": {"input": input, "output": 10, "cacheRead": 0, "cacheWrite": 0}, "stopReason": "toolUse"}}));
+        let assistant = Message::Assistant {
+            content: vec![cwl::Block::ToolCall(ToolCall::new(&id, "read", &arguments))],
+        };
+        let output = format!("fn f{i}() {{}}\n").repeat(40 * (i + 1));
+        line(
+            json!({"type": "message", "message": {"role": "toolResult", "toolCallId": id, "toolName": "read",
+            "content": [{"type": "text", "text": output}], "isError": false}}),
+        );
+        let result = Message::ToolResult(ToolResult {
+            call_id: id.clone(),
+            tool_name: "read".into(),
+            content: output,
+            is_error: false,
+        });
+        local += message_tokens(&counter, &assistant) + message_tokens(&counter, &result);
+    }
+    path
+}
+
+fn config(budget: usize) -> ReplayConfig {
+    ReplayConfig {
+        policies: vec![PolicyKind::None, PolicyKind::Truncate, PolicyKind::Cwl],
+        counter: Arc::new(Estimate),
+        ..lab_common::config(budget)
+    }
+}
+
+#[test]
+fn recovers_overhead_and_ratio_and_matches_the_logged_prompts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_log(dir.path());
+    let calibration = Calibration::measure(Session::open(&path).unwrap(), &Estimate);
+    assert!(calibration.from_log);
+    assert!(
+        (calibration.token_ratio - RATIO).abs() < 0.01,
+        "{calibration:?}"
+    );
+    assert!(
+        (calibration.system_tokens_estimate as f64 - SYSTEM).abs() <= 2.0,
+        "{calibration:?}"
+    );
+    assert!(calibration.ratio_samples >= 8, "{calibration:?}");
+
+    let cfg = config(12_000);
+    let file = replay_with(
+        Session::open(&path).unwrap(),
+        "calibrated.jsonl",
+        &cfg,
+        calibration,
+        &mut || {},
+    );
+    let f = file.fidelity;
+    assert_eq!(
+        f.compared_calls, CALLS_BEFORE_COMPACTION as u64,
+        "calls after the compaction are not compared"
+    );
+    let logged = f.logged_prompt_tokens_mean.unwrap();
+    let replayed = f.replayed_prompt_tokens_mean.unwrap();
+    assert!((replayed - logged).abs() / logged < 0.02, "{f:?}");
+    assert!(f.prompt_tokens_error_mean.unwrap() < 0.02, "{f:?}");
+    let local = f.local_prompt_tokens_mean.unwrap();
+    assert!(
+        (logged - local) / logged > 0.3,
+        "uncalibrated counts miss the system prompt and the ratio: {f:?}"
+    );
+
+    let stats = |kind: PolicyKind| {
+        file.policies
+            .iter()
+            .find(|o| o.kind == kind)
+            .unwrap()
+            .stats
+            .summary()
+    };
+    let none = stats(PolicyKind::None);
+    assert!(
+        none.tokens_max > 12_000,
+        "the full history outgrows the budget"
+    );
+    let truncate = stats(PolicyKind::Truncate);
+    assert!(
+        truncate.tokens_max <= 12_000 && truncate.tokens_max > 9_000,
+        "provider-token requests fill τ and stay within it: {truncate:?}"
+    );
+    let cwl = stats(PolicyKind::Cwl);
+    let over = (cwl.over_budget_share * cwl.requests as f64).round() as u64;
+    assert_eq!(
+        cwl.budget_unmet,
+        Some(over),
+        "the engine decides against the converted budget: its own count of unmet requests is the measured one"
+    );
+}
+
+#[test]
+fn without_calibration_counts_stay_local() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_log(dir.path());
+    let file = replay(
+        Session::open(&path).unwrap(),
+        "calibrated.jsonl",
+        &config(1_000_000),
+        &mut || {},
+    );
+    assert_eq!(file.calibration, Calibration::identity());
+    let f = file.fidelity;
+    assert_eq!(f.local_prompt_tokens_mean, f.replayed_prompt_tokens_mean);
+    assert!(f.prompt_tokens_error_mean.unwrap() > 0.2, "{f:?}");
+}
+
+/// The real traces in `shared/traces`, when present: `none` replayed and
+/// calibrated comes within 10% of the logged prompt sizes (calls before
+/// each log's first compaction).
+#[test]
+fn real_traces_replay_within_ten_percent_of_their_logged_prompts() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for (dir, suffix, take) in [("pi", ".jsonl", 2), ("mini-swe-agent", ".traj.json", 3)] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            println!("skipped: no real traces at {}", root.join(dir).display());
+            continue;
+        };
+        let mut found: Vec<_> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.to_string_lossy().ends_with(suffix))
+            .collect();
+        found.sort();
+        files.extend(found.into_iter().take(take));
+    }
+    let counter: Arc<dyn cwl::TokenCounter> = Arc::new(cwl::O200k::new());
+    let cfg = ReplayConfig {
+        policies: vec![PolicyKind::None],
+        counter: Arc::clone(&counter),
+        check: false,
+        ..lab_common::config(80_000)
+    };
+    for path in files {
+        let calibration = Calibration::measure(Session::open(&path).unwrap(), counter.as_ref());
+        let shown = path.display().to_string();
+        let file = replay_with(
+            Session::open(&path).unwrap(),
+            &shown,
+            &cfg,
+            calibration,
+            &mut || {},
+        );
+        let f = file.fidelity;
+        let logged = f
+            .logged_prompt_tokens_mean
+            .expect("the log records prompt sizes");
+        let replayed = f.replayed_prompt_tokens_mean.unwrap();
+        let gap = (replayed - logged) / logged;
+        println!(
+            "{shown}: logged {logged:.0}, replayed {replayed:.0} ({:+.1}%)",
+            gap * 100.0
+        );
+        assert!(gap.abs() < 0.10, "{shown}: {f:?} {calibration:?}");
+    }
+}

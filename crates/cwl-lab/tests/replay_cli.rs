@@ -1,0 +1,193 @@
+//! `cwl replay` as a user meets it: each log priced by its own model,
+//! unreadable files skipped, files with no model call said so, the
+//! aggregate-only view, ranked warnings and a bounded plot.
+
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use cwl_lab::cli::{ReplayArgs, SkippedFiles, replay_files, run_replay};
+use cwl_lab::metrics::cost::ModelSource;
+use cwl_lab::report::{json, plot, table, warnings};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+struct Replay {
+    #[command(flatten)]
+    args: ReplayArgs,
+}
+
+fn args(files: &[&Path], extra: &[&str]) -> ReplayArgs {
+    let mut argv: Vec<String> = vec!["replay".into()];
+    argv.extend(files.iter().map(|f| f.display().to_string()));
+    argv.extend(
+        ["--tokenizer", "estimate", "--policy", "none,truncate,cwl"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    Replay::try_parse_from(argv).unwrap().args
+}
+
+/// A pi log of `calls` model calls by `model`, with logged usage.
+fn pi_log(dir: &Path, name: &str, model: &str, calls: usize) -> PathBuf {
+    let mut lines = vec![json!({"type": "session", "version": 3, "id": name,
+        "timestamp": "2025-03-01T10:00:00.000Z", "cwd": "/w", "provider": "x", "modelId": model})];
+    lines.push(json!({"type": "message", "message": {"role": "user",
+        "content": [{"type": "text", "text": "read the files in src and fix the bug"}]}}));
+    for i in 0..calls {
+        let id = format!("t{i}");
+        lines.push(json!({"type": "message", "message": {"role": "assistant",
+            "content": [{"type": "toolCall", "id": id, "name": "read", "arguments": {"path": format!("src/f{i}.rs")}}],
+            "usage": {"input": 10, "output": 20, "cacheRead": 1000 * (i + 1), "cacheWrite": 50}, "stopReason": "toolUse"}}));
+        lines.push(json!({"type": "message", "message": {"role": "toolResult", "toolCallId": id,
+            "toolName": "read", "content": [{"type": "text", "text": "fn main() {}\n".repeat(200)}], "isError": false}}));
+    }
+    let path = dir.join(name);
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn none_cost(report: &cwl_lab::report::ReplayReport) -> Option<f64> {
+    report.files[0].policies[0].stats.summary().cost_usd
+}
+
+#[test]
+fn each_log_is_priced_by_its_own_model_unless_model_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let opus = pi_log(dir.path(), "opus.jsonl", "claude-opus-4-5", 4);
+    let (own, _) = replay_files(&args(&[&opus], &[])).unwrap();
+    let file = &own.files[0];
+    assert_eq!(file.model, "claude-opus-4-5");
+    assert_eq!(file.model_source, Some(ModelSource::Log));
+    assert!(file.priced);
+    let (flagged, _) = replay_files(&args(&[&opus], &["--model", "claude-sonnet-4-5"])).unwrap();
+    assert_eq!(flagged.files[0].model_source, Some(ModelSource::Flag));
+    let ratio = none_cost(&own).unwrap() / none_cost(&flagged).unwrap();
+    assert!(
+        (ratio - 5.0 / 3.0).abs() < 0.01,
+        "opus 4.5 costs 5/3 of sonnet 4.5 on every kind of token: {ratio}"
+    );
+    let text = table::render(&own);
+    assert!(
+        text.contains("model claude-opus-4-5, the log's model; budget 80k"),
+        "{text}"
+    );
+    assert!(
+        text.contains("costs by each log's model: claude-opus-4-5 (1 file)"),
+        "{text}"
+    );
+    assert!(
+        table::render(&flagged).contains("(budget 80k, costs for claude-sonnet-4-5)"),
+        "the aggregate header states the --model"
+    );
+}
+
+#[test]
+fn a_model_without_a_price_has_an_unknown_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let gemini = pi_log(dir.path(), "gemini.jsonl", "gemini-3-pro-preview", 3);
+    let (report, _) = replay_files(&args(&[&gemini], &["--budget", "50%"])).unwrap();
+    let file = &report.files[0];
+    assert!(!file.priced);
+    assert_eq!(file.model, "gemini-3-pro-preview");
+    assert_eq!(none_cost(&report), None);
+    let value: Value = serde_json::from_str(&json::to_json(&report)).unwrap();
+    assert_eq!(value["budget_typed"], "50%");
+    assert_eq!(value["model"], Value::Null);
+    let f = &value["files"][0];
+    assert_eq!(f["cost_known"], false);
+    assert_eq!(f["model_from"], "log");
+    assert_eq!(f["policies"]["none"]["cost_usd"], Value::Null);
+    assert_eq!(f["policies"]["none"]["unpriced_requests"], 3);
+    let text = table::render(&report);
+    assert!(
+        text.contains("not in the price table: cost unknown"),
+        "{text}"
+    );
+    assert!(text.contains("budget 50% = 100,000 tokens"), "{text}");
+    assert!(text.contains("unknown"), "{text}");
+}
+
+#[test]
+fn unreadable_files_are_skipped_and_silent_logs_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = pi_log(dir.path(), "good.jsonl", "claude-sonnet-4-5", 3);
+    let silent = pi_log(dir.path(), "silent.jsonl", "claude-sonnet-4-5", 0);
+    let broken = dir.path().join("broken.jsonl");
+    std::fs::write(&broken, "this is not a session log\n").unwrap();
+    let all = args(&[&good, &broken, &silent], &[]);
+    let (report, _) = replay_files(&all).unwrap();
+    assert_eq!(report.files.len(), 2, "the run goes on past the bad file");
+    assert_eq!(report.skipped.len(), 1);
+    assert!(report.skipped[0].path.ends_with("broken.jsonl"));
+    assert_eq!(report.files[1].requests, 0);
+
+    let text = table::render(&report);
+    assert!(text.contains("silent.jsonl (pi, 0 warnings): no model call in this log"));
+    assert!(!text.contains("silent.jsonl (pi, 0 requests"));
+    assert!(text.contains("skipped "), "{text}");
+    assert!(text.contains("aggregate over 2 files, 1 with no model call, 1 skipped"));
+    let value: Value = serde_json::from_str(&json::to_json(&report)).unwrap();
+    let silent_json = &value["files"][1];
+    assert_eq!(silent_json["no_model_call"], true);
+    assert_eq!(silent_json["policies"], json!({}), "never 100% loss-free");
+    assert!(value["files"][0].get("no_model_call").is_none());
+    assert!(
+        value["skipped"][0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("broken.jsonl")
+    );
+
+    let ranked = warnings::rank(&report);
+    assert_eq!(ranked[0].rank, warnings::Rank::Figures);
+    assert!(ranked[0].example.contains("broken.jsonl"));
+
+    let error = run_replay(args(&[&good, &broken, &silent], &["--json"])).unwrap_err();
+    let skipped = error
+        .downcast_ref::<SkippedFiles>()
+        .expect("exit status says files were skipped");
+    assert_eq!((skipped.skipped.len(), skipped.total), (1, 3));
+}
+
+#[test]
+fn many_files_show_the_aggregate_only_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<PathBuf> = (0..11)
+        .map(|i| pi_log(dir.path(), &format!("s{i}.jsonl"), "claude-sonnet-4-5", 2))
+        .collect();
+    let paths: Vec<&Path> = logs.iter().map(PathBuf::as_path).collect();
+    assert!(!args(&paths, &[]).per_file_tables(), "more than 10 files");
+    assert!(args(&paths, &["--per-file"]).per_file_tables());
+    assert!(args(&paths[..2], &[]).per_file_tables());
+    assert!(!args(&paths[..2], &["--summary"]).per_file_tables());
+    let mut argv = vec!["replay", "a", "--summary", "--per-file"];
+    assert!(Replay::try_parse_from(argv.drain(..)).is_err());
+
+    let (report, _) = replay_files(&args(&paths, &[])).unwrap();
+    let summary = table::render_with(&report, false);
+    assert!(!summary.contains("s3.jsonl"), "{summary}");
+    assert!(summary.contains("aggregate over 11 files, 22 requests"));
+    assert!(summary.contains("engine >τ"), "the engine's own count");
+    let full = table::render_with(&report, true);
+    assert!(full.contains("s3.jsonl (pi, 2 requests"));
+}
+
+#[test]
+fn a_plot_of_long_sessions_stays_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = pi_log(dir.path(), "long.jsonl", "claude-sonnet-4-5", 600);
+    let (mut report, _) = replay_files(&args(&[&log], &["--budget", "20k"])).unwrap();
+    let one = report.files[0].clone();
+    report.files = (0..60).map(|_| one.clone()).collect();
+    let svg = dir.path().join("p.svg");
+    plot::write_svg(&report, &svg).unwrap();
+    let size = std::fs::metadata(&svg).unwrap().len();
+    assert!(
+        size < 4_000_000,
+        "60 sessions × 3 policies × 600 calls in {size} bytes"
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("budget 20k"));
+}
