@@ -6,18 +6,16 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use clap::Args;
 use cwl::Share;
 use plotters::prelude::*;
 use serde::Serialize;
 
-use crate::cli::ReplayArgs;
+use crate::cli::{ReplayArgs, replay_files};
 use crate::metrics::{Stats, Summary};
 use crate::policy::PolicyKind;
-use crate::replay::{ReplayConfig, replay};
 use crate::report::ReplayReport;
-use crate::session::Session;
 
 /// Arguments of `cwl sweep`: those of `cwl replay` (its `--policy` lists
 /// the baselines to compare with) and the low-water values to try.
@@ -53,68 +51,49 @@ pub struct SweepRow {
     pub summary: Summary,
 }
 
+/// Replays the logs as `cwl replay` would (calibrated, each log priced by
+/// its own model unless `--model`), with `policies` and `low_water`.
 fn aggregate(
-    files: &[std::path::PathBuf],
-    config: &ReplayConfig,
-) -> anyhow::Result<Vec<(PolicyKind, Stats)>> {
-    let mut reports = Vec::new();
-    for path in files {
-        let shown = path.display().to_string();
-        let session = Session::open(path).with_context(|| format!("cannot replay {shown}"))?;
-        reports.push(replay(session, &shown, config, &mut || {}));
+    args: &ReplayArgs,
+    policies: String,
+    low_water: Share,
+) -> anyhow::Result<(ReplayReport, Vec<(PolicyKind, Stats)>)> {
+    let mut args = args.clone();
+    args.policy = policies;
+    args.low_water = low_water;
+    let (report, _) = replay_files(&args)?;
+    if let Some(skipped) = report.skipped.first() {
+        bail!("cannot replay {}: {}", skipped.path, skipped.why);
     }
-    let report = ReplayReport {
-        budget: config.policy.budget,
-        budget_typed: config.policy.budget.to_string(),
-        model: Some(config.pricing.model.clone()),
-        policies: config.policies.clone(),
-        files: reports,
-        skipped: Vec::new(),
-    };
-    Ok(report.aggregate())
+    let aggregate = report.aggregate();
+    Ok((report, aggregate))
+}
+
+/// The rows of a sweep, with the budget as typed and the model costs are
+/// for (`None`: each log's own).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sweep {
+    /// The engine's rows in the order of `--points`, then the baselines'.
+    pub rows: Vec<SweepRow>,
+    /// The budget as the user typed it.
+    pub budget: String,
+    /// The model every cost is for, when one was given.
+    pub model: Option<String>,
 }
 
 /// Runs the sweep and prints it (table, or JSON with `--json`).
 pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
-    if args.points.is_empty() {
-        bail!("--points needs at least one low-water value");
-    }
-    let base = args.replay.config()?;
-    let mut rows = Vec::new();
-    for &point in &args.points {
-        let mut config = base.clone();
-        config.policies = vec![PolicyKind::Cwl];
-        config.policy.low_water = point;
-        eprintln!("sweep: cwl at low water {point}");
-        for (_, stats) in aggregate(&args.replay.files, &config)? {
-            rows.push(SweepRow {
-                policy: "cwl".into(),
-                low_water: Some(point.get()),
-                summary: stats.summary(),
-            });
-        }
-    }
-    let mut config = base.clone();
-    config.policies.retain(|kind| *kind != PolicyKind::Cwl);
-    if !config.policies.is_empty() {
-        eprintln!("sweep: {} baselines", config.policies.len());
-        for (kind, stats) in aggregate(&args.replay.files, &config)? {
-            rows.push(SweepRow {
-                policy: kind.name().into(),
-                low_water: None,
-                summary: stats.summary(),
-            });
-        }
-    }
+    let Sweep {
+        rows,
+        budget,
+        model,
+    } = sweep(&args)?;
+    let model = model.unwrap_or_else(|| "each log's own model".to_string());
     let mut out = std::io::stdout().lock();
     if args.replay.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
     } else {
-        write!(
-            out,
-            "{}",
-            render(&rows, base.policy.budget, &base.pricing.model)
-        )?;
+        write!(out, "{}", render(&rows, &budget, &model))?;
     }
     out.flush()?;
     if let Some(path) = &args.replay.plot {
@@ -123,63 +102,139 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Replays the engine at each low-water point and the baselines once.
+pub fn sweep(args: &SweepArgs) -> anyhow::Result<Sweep> {
+    if args.points.is_empty() {
+        bail!("--points needs at least one low-water value");
+    }
+    let baselines: Vec<&str> = PolicyKind::parse_list(&args.replay.policy)?
+        .into_iter()
+        .filter(|kind| *kind != PolicyKind::Cwl)
+        .map(PolicyKind::name)
+        .collect();
+    let mut rows = Vec::new();
+    let mut header = None;
+    for &point in &args.points {
+        eprintln!("sweep: cwl at low water {point}");
+        let (report, aggregate) = aggregate(&args.replay, "cwl".into(), point)?;
+        header.get_or_insert_with(|| (report.budget_typed.clone(), report.model.clone()));
+        for (_, stats) in aggregate {
+            rows.push(SweepRow {
+                policy: "cwl".into(),
+                low_water: Some(point.get()),
+                summary: stats.summary(),
+            });
+        }
+    }
+    if !baselines.is_empty() {
+        eprintln!("sweep: {} baselines", baselines.len());
+        let (_, aggregate) = aggregate(&args.replay, baselines.join(","), args.replay.low_water)?;
+        for (kind, stats) in aggregate {
+            rows.push(SweepRow {
+                policy: kind.name().into(),
+                low_water: None,
+                summary: stats.summary(),
+            });
+        }
+    }
+    let (budget, model) = header.unwrap_or_default();
+    Ok(Sweep {
+        rows,
+        budget,
+        model,
+    })
+}
+
 /// The sweep as a table.
-pub fn render(rows: &[SweepRow], budget: usize, model: &str) -> String {
+pub fn render(rows: &[SweepRow], budget: &str, model: &str) -> String {
     let mut out = format!(
-        "low-water sweep (budget {budget}, costs for {model})\n{:<16} {:>9} {:>9} {:>8} {:>10} {:>10} {:>9} {:>10}\n",
-        "policy", "low water", "mean", ">budget", "evict/req", "cost $", "lost", "loss-free"
+        "low-water sweep (budget {budget}, costs for {model})\n{:<16} {:>9} {:>9} {:>8} {:>9} {:>10} {:>7} {:>10} {:>10}\n",
+        "policy",
+        "low water",
+        "mean",
+        ">budget",
+        "view chg",
+        "cost $",
+        "lost",
+        "loss-free",
+        "content"
     );
     for row in rows {
         let s = &row.summary;
         out.push_str(&format!(
-            "{:<16} {:>9} {:>9.0} {:>7.1}% {:>10.2} {:>10} {:>8.1}% {:>9.1}%\n",
+            "{:<16} {:>9} {:>9.0} {:>7.1}% {:>8.1}% {:>10} {:>6.1}% {:>9.1}% {:>9.1}%\n",
             row.policy,
             row.low_water
                 .map_or_else(|| "-".to_string(), |w| format!("{w:.2}")),
             s.tokens_mean,
             s.over_budget_share * 100.0,
-            s.evictions,
+            s.view_changes * 100.0,
             s.cost_usd
                 .map_or_else(|| "unknown".to_string(), |c| format!("{c:.2}")),
             s.lost_anchor_rate * 100.0,
             s.loss_free_share * 100.0,
+            s.content_loss_free_share * 100.0,
         ));
     }
     out
 }
 
-/// Draws cost (x) against loss-free share (y): the engine's points joined
-/// in low-water order and labelled with their value, baselines as dots.
+/// Draws cost (x) against retention (y), one panel for the anchor metric
+/// and one for the content metric: the engine's points joined in
+/// low-water order and labelled with their value, baselines as dots.
 pub fn write_svg(rows: &[SweepRow], path: &Path) -> anyhow::Result<()> {
     let draw = |what: String| anyhow::anyhow!("cannot write plot {}: {what}", path.display());
     if rows.is_empty() {
         bail!("nothing to plot");
     }
     if rows.iter().any(|r| r.summary.cost_usd.is_none()) {
-        bail!("cannot plot cost: the model has no price (give it with --price)");
+        bail!("cannot plot cost: the model has no price (give it with --model or --price)");
     }
+    let root = SVGBackend::new(path, (1200, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| draw(e.to_string()))?;
+    let panels = root.split_evenly((1, 2));
+    let metrics: [(&str, Metric); 2] = [
+        ("loss-free requests (anchors), %", |s| {
+            s.loss_free_share * 100.0
+        }),
+        ("loss-free requests (content), %", |s| {
+            s.content_loss_free_share * 100.0
+        }),
+    ];
+    for (panel, (label, metric)) in panels.iter().zip(metrics) {
+        panel_svg(panel, rows, label, metric).map_err(draw)?;
+    }
+    root.present().map_err(|e| draw(e.to_string()))?;
+    Ok(())
+}
+
+/// A retention figure of a summary, in percent.
+type Metric = fn(&Summary) -> f64;
+
+fn panel_svg(
+    panel: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    rows: &[SweepRow],
+    label: &str,
+    metric: Metric,
+) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
     let cost = |r: &SweepRow| r.summary.cost_usd.unwrap_or_default();
-    let kept = |r: &SweepRow| r.summary.loss_free_share * 100.0;
+    let kept = |r: &SweepRow| metric(&r.summary);
     let (x_min, x_max) = bounds(rows.iter().map(cost));
     let (y_min, y_max) = bounds(rows.iter().map(kept));
-    let root = SVGBackend::new(path, (1000, 640)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| draw(e.to_string()))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "cost against retention: cwl by low-water mark, and the baselines",
-            ("sans-serif", 20),
-        )
-        .margin(16)
+    let mut chart = ChartBuilder::on(panel)
+        .caption(format!("cost against {label}"), ("sans-serif", 16))
+        .margin(14)
         .x_label_area_size(40)
-        .y_label_area_size(60)
+        .y_label_area_size(56)
         .build_cartesian_2d(x_min..x_max, y_min..y_max)
-        .map_err(|e| draw(e.to_string()))?;
+        .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
         .x_desc("cost in US dollars (lower is better)")
-        .y_desc("loss-free requests, % (higher is better)")
+        .y_desc(label)
         .draw()
-        .map_err(|e| draw(e.to_string()))?;
+        .map_err(|e| err(&e))?;
     let engine: Vec<(f64, f64, f64)> = rows
         .iter()
         .filter_map(|r| r.low_water.map(|w| (cost(r), kept(r), w)))
@@ -190,23 +245,22 @@ pub fn write_svg(rows: &[SweepRow], path: &Path) -> anyhow::Result<()> {
             engine.iter().map(|&(x, y, _)| (x, y)),
             blue.stroke_width(2),
         ))
-        .map_err(|e| draw(e.to_string()))?;
+        .map_err(|e| err(&e))?;
     chart
         .draw_series(engine.iter().map(|&(x, y, w)| {
             EmptyElement::at((x, y))
                 + Circle::new((0, 0), 4, blue.filled())
-                + Text::new(format!("cwl {w:.2}"), (6, -12), ("sans-serif", 13))
+                + Text::new(format!("cwl {w:.2}"), (6, -12), ("sans-serif", 12))
         }))
-        .map_err(|e| draw(e.to_string()))?;
+        .map_err(|e| err(&e))?;
     let grey = RGBColor(110, 110, 110);
     chart
         .draw_series(rows.iter().filter(|r| r.low_water.is_none()).map(|r| {
             EmptyElement::at((cost(r), kept(r)))
                 + Circle::new((0, 0), 4, grey.filled())
-                + Text::new(r.policy.clone(), (6, 4), ("sans-serif", 13))
+                + Text::new(r.policy.clone(), (6, 4), ("sans-serif", 12))
         }))
-        .map_err(|e| draw(e.to_string()))?;
-    root.present().map_err(|e| draw(e.to_string()))?;
+        .map_err(|e| err(&e))?;
     Ok(())
 }
 
