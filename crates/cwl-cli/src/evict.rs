@@ -35,6 +35,11 @@ pub struct EvictArgs {
     /// index line. `off` keeps them all (user turns are never evicted).
     #[arg(long, value_name = "SHARE|off", default_value = "15%", value_parser = parse_residue_cap)]
     residue_share: ResidueCap,
+    /// Episodes reaching into the transcript's most recent share of the
+    /// budget (0.1 or 10%) are evicted only after every older one; `off`
+    /// evicts by age alone (the paper).
+    #[arg(long, value_name = "SHARE|off", default_value = "10%", value_parser = parse_residue_cap)]
+    keep_recent: ResidueCap,
     /// The model's context window in tokens, for a percentage budget.
     #[arg(long, value_name = "TOKENS", value_parser = parse_window)]
     window: Option<usize>,
@@ -122,7 +127,8 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
     };
     let mut config = Config::with_budget(budget)
         .low_water(args.low_water)
-        .residue_share(args.residue_share.0);
+        .residue_share(args.residue_share.0)
+        .keep_recent(args.keep_recent.0);
     for (name, class) in &args.classes {
         config.classes.set(name, *class);
     }

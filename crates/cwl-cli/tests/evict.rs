@@ -248,6 +248,8 @@ fn low_water_and_residue_share_reach_the_engine() {
             "0.5",
             "--residue-share",
             "off",
+            "--keep-recent",
+            "off",
         ],
         &transcript(),
     );
@@ -256,6 +258,7 @@ fn low_water_and_residue_share_reach_the_engine() {
         ("--low-water", "0"),
         ("--low-water", "110%"),
         ("--residue-share", "x"),
+        ("--keep-recent", "2"),
     ] {
         let output = cwl(&["evict", flag, bad], "");
         assert_eq!(output.status.code(), Some(2), "{flag} {bad}");
