@@ -30,7 +30,7 @@ pub struct SweepArgs {
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "0.5,0.6,0.7,0.75,0.8,0.9,1"
+        default_value = "0.5,0.6,0.7,0.75,0.8,0.85,0.9,1"
     )]
     pub points: Vec<Share>,
     /// The logs and replay settings, as for `cwl replay`.

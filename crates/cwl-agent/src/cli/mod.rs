@@ -48,9 +48,9 @@ pub struct AgentArgs {
     pub budget: Option<Budget>,
 
     /// Where an eviction pass stops once the context is over the budget, as
-    /// a share of it: 0.75 or 75% evicts down to 75% of the budget, so the
+    /// a share of it: 0.85 or 85% evicts down to 85% of the budget, so the
     /// cached prompt prefix changes in rare batches; 1 stops as soon as it
-    /// fits. Default: 75% (a resumed session keeps its own).
+    /// fits. Default: 85% (a resumed session keeps its own).
     #[arg(long, value_name = "SHARE")]
     pub low_water: Option<Share>,
 
