@@ -245,12 +245,15 @@ fn panel_svg(
             engine.iter().map(|&(x, y, _)| (x, y)),
             blue.stroke_width(2),
         ))
-        .map_err(|e| err(&e))?;
+        .map_err(|e| err(&e))?
+        .label("cwl by low-water mark")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], blue.stroke_width(2)));
     chart
-        .draw_series(engine.iter().map(|&(x, y, w)| {
+        .draw_series(engine.iter().enumerate().map(|(i, &(x, y, w))| {
+            let below = if i % 2 == 0 { -14 } else { 6 };
             EmptyElement::at((x, y))
                 + Circle::new((0, 0), 4, blue.filled())
-                + Text::new(format!("cwl {w:.2}"), (6, -12), ("sans-serif", 12))
+                + Text::new(format!("{w:.2}"), (4, below), ("sans-serif", 12))
         }))
         .map_err(|e| err(&e))?;
     let grey = RGBColor(110, 110, 110);
@@ -260,6 +263,13 @@ fn panel_svg(
                 + Circle::new((0, 0), 4, grey.filled())
                 + Text::new(r.policy.clone(), (6, 4), ("sans-serif", 12))
         }))
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.85))
+        .draw()
         .map_err(|e| err(&e))?;
     Ok(())
 }

@@ -75,7 +75,11 @@ fn a_sweep_replays_the_engine_per_point_and_each_baseline_once() {
     let plot = dir.path().join("sweep.svg");
     write_svg(&result.rows, &plot).unwrap();
     let svg = std::fs::read_to_string(&plot).unwrap();
-    assert!(svg.contains("cwl 0.50") && svg.contains("oldest-turn"));
+    assert!(
+        svg.contains("\n0.50\n")
+            && svg.contains("oldest-turn")
+            && svg.contains("cwl by low-water mark")
+    );
 }
 
 #[test]
