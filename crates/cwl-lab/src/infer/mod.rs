@@ -2,7 +2,8 @@
 //!
 //! Runs of read-only tool use (reads, searches, listings, read-only shell
 //! commands such as `cat`, `ls`, `grep`, `git status`/`log`/`diff`) become
-//! `expl` episodes; runs of mutating use become `act` episodes. A user turn
+//! `expl` episodes; runs of mutating use become `act` episodes; a run of
+//! more than [`MAX_EPISODE_CALLS`] calls is split. A user turn
 //! ends the open episode and starts a new task. Steps without tool calls,
 //! or whose calls neither explore nor change the workspace (planning, task
 //! lists, questions to the user: [`Access::Neutral`]), stay in whatever
@@ -48,6 +49,12 @@ use touch::{Footprints, Touch};
 
 /// Longest inferred description, in characters.
 pub const MAX_DESCRIPTION: usize = 240;
+
+/// Most tool calls in one inferred episode: a longer run is split, as an
+/// agent annotating its own work ends one exploration and starts the next,
+/// so a long read-only run never becomes one active episode that nothing
+/// may evict.
+pub const MAX_EPISODE_CALLS: usize = 8;
 
 #[derive(Debug)]
 struct Open {
@@ -118,7 +125,11 @@ impl Inferrer {
                     .map(|c| touch::touch(&c.arguments))
                     .collect();
                 let mut out = Vec::new();
-                if self.open.as_ref().is_none_or(|open| open.kind != kind) {
+                let full = self
+                    .open
+                    .as_ref()
+                    .is_some_and(|open| open.calls >= MAX_EPISODE_CALLS);
+                if full || self.open.as_ref().is_none_or(|open| open.kind != kind) {
                     out.extend(self.close());
                     out.extend(self.start(kind, &touches));
                 } else if kind == EpisodeKind::Act {
@@ -388,6 +399,18 @@ mod tests {
         assert!(inferrer.disabled());
         assert!(inferrer.before(&step(&[("edit", "{}")])).is_empty());
         assert!(inferrer.finish().is_empty());
+    }
+
+    #[test]
+    fn long_runs_are_split_into_episodes_of_bounded_size() {
+        let read = step(&[("read", r#"{"path":"src/a.rs"}"#)]);
+        let messages: Vec<Message> = std::iter::repeat_n(read, 3 * MAX_EPISODE_CALLS).collect();
+        let out = run(&messages);
+        let starts = out
+            .iter()
+            .filter(|a| matches!(a, Annotation::Start { .. }))
+            .count();
+        assert_eq!(starts, 3, "{out:?}");
     }
 
     #[test]
