@@ -22,7 +22,7 @@ use crate::report::ReplayReport;
 #[derive(Debug, Args)]
 #[command(
     about = "Replay the engine at several low-water marks and the baselines once: cost against retention, to choose --low-water",
-    long_about = "Replay the engine (policy `cwl`) over the logs once per low-water value and every other policy of --policy once, and report each run's aggregate: request tokens, share over budget, view changes (evictions per request), cost and retention. --plot draws cost against loss-free share: the engine's curve, one point per low-water value, and one point per baseline."
+    long_about = "Replay the engine (policy `cwl`) over the logs once per low-water value and every other policy of --policy once, and report each run's aggregate: request tokens, share over budget, view changes (the share of requests that broke the previous request's prefix), cost and retention (anchors and content). Replays are calibrated and priced as `cwl replay`'s. --plot draws cost against each retention metric: the engine's curve, one point per low-water value, and one point per baseline."
 )]
 pub struct SweepArgs {
     /// Low-water values to try, as shares of the budget.
