@@ -17,6 +17,7 @@ pub enum Budget {
 
 /// A budget that could not be read or resolved.
 #[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
 pub enum BudgetError {
     /// Not a number, `Nk`, `NM` or `N%`.
     #[error("invalid budget `{0}`: expected tokens like 80000, 80k or 1.5M, or a share like 50%")]

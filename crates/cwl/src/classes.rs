@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// How recoverable a tool's output is, which decides when it is stripped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolClass {
     /// Enumerating output (searches, listings): noisy and cheap to redo.
     Bulk,

@@ -22,6 +22,7 @@ pub struct Evicted {
 
 /// A transcript the engine cannot take, with the message at fault.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum EvictError {
     /// A message was refused.
     #[error("message {index}: {source}")]

@@ -10,6 +10,7 @@ use crate::message::{Block, Message, ToolCall, ToolResult, ToolSpec};
 
 /// Why a request body could not be read, and where.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum OpenAiError {
     /// The body is not an object with a `messages` array.
     #[error("{0}")]

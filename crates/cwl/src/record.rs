@@ -30,6 +30,7 @@ pub struct Usage {
 /// One line of a session file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Record {
     /// First line: what the session is.
     Session {

@@ -212,7 +212,8 @@ fn replay_from(
                 usize::try_from(*reported).unwrap_or(usize::MAX),
             ),
             Record::Settings { .. } => recorded = Settings::last([record]),
-            Record::Session { .. } | Record::Note { .. } | Record::Checkpoint { .. } => {}
+            // Headers, notes, checkpoints and lines of later formats change no state.
+            _ => {}
         }
     }
     context.set_budget(budget);
