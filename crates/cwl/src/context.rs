@@ -443,14 +443,17 @@ impl Context {
                     placed
                 }
                 Block::ToolCall(call) if call.name == RECALL => {
-                    let owner = match self.recall_target(&call.arguments) {
+                    match self.recall_target(&call.arguments) {
                         Some(target) => {
                             let (name, description) = self.recall_label(target);
-                            Some(self.graph.recalled(&name, description, seq))
+                            let id = self.graph.recalled(&name, description, seq, &call.id);
+                            (Some(id), Role::Marker)
                         }
-                        None => self.graph.owner_at(seq),
-                    };
-                    (owner, Role::Call(ToolClass::Intermediate))
+                        None => (
+                            self.graph.owner_at(seq),
+                            Role::Call(ToolClass::Intermediate),
+                        ),
+                    }
                 }
                 Block::ToolCall(call) => (
                     self.graph.owner_at(seq),

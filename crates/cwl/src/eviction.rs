@@ -228,8 +228,10 @@ impl Context {
         (removed, changed)
     }
 
-    /// Places an out-of-band episode's residue where the episode began.
+    /// Places an out-of-band episode's residue where the episode began (an
+    /// odd stream position, between pushes: `view_sources` relies on it).
     fn insert_residue(&mut self, seq: u64, owner: EpisodeId, text: String) {
+        debug_assert!(seq % 2 == 1, "out-of-band residues sit between pushes");
         let tokens = self.counter.count(&text);
         self.total += MESSAGE_OVERHEAD + tokens;
         self.residues.residue(seq, owner, MESSAGE_OVERHEAD + tokens);

@@ -461,11 +461,19 @@ impl Graph {
     }
 
     /// Opens and closes at once an expl holding recalled content, named
-    /// after what it brings back.
-    pub(crate) fn recalled(&mut self, of: &str, description: String, seq: u64) -> EpisodeId {
+    /// after what it brings back; the `recall` call is its marker, which
+    /// full removal replaces with the residue.
+    pub(crate) fn recalled(
+        &mut self,
+        of: &str,
+        description: String,
+        seq: u64,
+        call: &str,
+    ) -> EpisodeId {
         let name = self.free_name(&format!("recall-{of}"));
         let id = self.push_episode(name.clone(), EpisodeKind::Expl, Origin::Recalled, seq);
         self.episodes[id as usize].description = Some(description);
+        self.episodes[id as usize].start_call = Some(call.to_string());
         self.names.insert(name, id);
         self.close(id);
         id

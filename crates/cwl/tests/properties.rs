@@ -325,6 +325,13 @@ proptest! {
             }
             let grown: Vec<Message> = context.view().cloned().collect();
             let report = context.enforce();
+            for (source, message) in context.view_sources() {
+                match source {
+                    cwl::Source::Pushed(at) => prop_assert_eq!(&messages[at as usize], message),
+                    cwl::Source::Altered(at) => prop_assert!(&messages[at as usize] != message),
+                    _ => {}
+                }
+            }
             let view: Vec<Message> = context.view().cloned().collect();
             validate(&view).map_err(TestCaseError::fail)?;
             prop_assert_eq!(context.tokens(), recount(&context));
