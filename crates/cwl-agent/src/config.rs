@@ -14,6 +14,7 @@
 //! max_turns = 200
 //! low_water = "85%"               # where an eviction pass stops (share of budget)
 //! residue_share = "15%"           # room for residues and old user turns, or "off"
+//! keep_recent = "10%"             # recent work evicted last, or "off"
 //!
 //! [[models]]                      # add or replace model table entries
 //! name = "qwen3-coder"
@@ -53,6 +54,8 @@ pub struct FileConfig {
     pub low_water: Option<String>,
     /// Residue cap (`0.15`, `15%`, `off`).
     pub residue_share: Option<String>,
+    /// Recent working set (`0.1`, `10%`, `off`).
+    pub keep_recent: Option<String>,
     /// Model table entries; each replaces the built-in entry of that name.
     #[serde(default)]
     pub models: Vec<ModelInfo>,

@@ -155,7 +155,11 @@ fn the_config_file_sets_models_and_budgets() {
         "{error:#}"
     );
 
-    std::fs::write(&config, "low_water = \"50%\"\nresidue_share = \"off\"\n").unwrap();
+    std::fs::write(
+        &config,
+        "low_water = \"50%\"\nresidue_share = \"off\"\nkeep_recent = \"25%\"\n",
+    )
+    .unwrap();
     server.push(answer("ok"));
     cli::run_run(RunArgs {
         agent: agent_args(&server, work.path(), sessions.path(), &config),
@@ -166,6 +170,7 @@ fn the_config_file_sets_models_and_budgets() {
     let configured = session::Settings {
         low_water: cwl::Share::new(0.5).unwrap(),
         residue_share: None,
+        keep_recent: Some(cwl::Share::new(0.25).unwrap()),
     };
     let settings: Vec<_> = session::list(sessions.path())
         .unwrap()
@@ -180,6 +185,7 @@ fn the_config_file_sets_models_and_budgets() {
     for (text, key) in [
         ("low_water = \"2\"", "low_water"),
         ("residue_share = \"some\"", "residue_share"),
+        ("keep_recent = \"2\"", "keep_recent"),
     ] {
         std::fs::write(&config, format!("{text}\n")).unwrap();
         let error = cli::run_run(RunArgs {

@@ -325,6 +325,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
     let wanted = Settings {
         low_water: Share::new(0.5).unwrap(),
         residue_share: None,
+        keep_recent: cwl::Config::default().keep_recent,
     };
     assert_eq!(Settings::of(t.agent.context().config()), wanted);
     let loaded = session::read(&t.agent.session_path()).unwrap();
@@ -360,7 +361,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
     };
     assert_eq!(Settings::of(agent.context().config()), now);
     assert!(
-        notes.iter().any(|e| matches!(e, Event::Note { text } if text.contains("eviction settings changed from low-water 50%, residue share off to low-water 50%, residue share 20%"))),
+        notes.iter().any(|e| matches!(e, Event::Note { text } if text.contains("eviction settings changed from low-water 50%, residue share off, keep recent 10% to low-water 50%, residue share 20%, keep recent 10%"))),
         "{notes:?}"
     );
     drop(agent);

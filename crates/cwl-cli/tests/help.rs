@@ -28,5 +28,9 @@ fn run_chat_and_evict_explain_low_water_and_residue_share() {
             "cwl {command}:\n{text}"
         );
         assert!(text.contains("index line"), "cwl {command}:\n{text}");
+        assert!(
+            text.contains("--keep-recent <SHARE|off>") && text.contains("by age alone"),
+            "cwl {command}:\n{text}"
+        );
     }
 }

@@ -6,7 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Share;
+use crate::config::{Config, Share};
+
+fn default_keep_recent() -> Option<Share> {
+    Config::default().keep_recent
+}
 use crate::message::{Message, ToolSpec};
 
 /// The current version of the session file format.
@@ -87,6 +91,10 @@ pub enum Record {
         low_water: Share,
         /// The share of τ residues may take before they fold; `None`: off.
         residue_share: Option<Share>,
+        /// The recent working set as a share of τ; `None`: off. Files
+        /// written before it existed ran with the default.
+        #[serde(default = "default_keep_recent")]
+        keep_recent: Option<Share>,
     },
     /// The engine's whole state after the message records before it (see
     /// `cwl::Checkpoint`), so a resume restores it and replays only the

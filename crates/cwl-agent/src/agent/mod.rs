@@ -56,6 +56,9 @@ pub struct AgentOptions {
     /// take before the oldest fold into an index line (`None`: the resumed
     /// session's, else [`cwl::DEFAULT_RESIDUE_SHARE`]).
     pub residue_share: Option<ResidueCap>,
+    /// The recent working set as a share of the budget (`None`: the resumed
+    /// session's, else [`cwl::DEFAULT_KEEP_RECENT`]).
+    pub keep_recent: Option<ResidueCap>,
 }
 
 impl AgentOptions {
@@ -71,6 +74,7 @@ impl AgentOptions {
             git_status: true,
             low_water: None,
             residue_share: None,
+            keep_recent: None,
         }
     }
 
@@ -81,6 +85,7 @@ impl AgentOptions {
         Settings {
             low_water: self.low_water.unwrap_or(base.low_water),
             residue_share: self.residue_share.map_or(base.residue_share, |cap| cap.0),
+            keep_recent: self.keep_recent.map_or(base.keep_recent, |cap| cap.0),
         }
     }
 

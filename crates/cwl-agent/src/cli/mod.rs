@@ -61,6 +61,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "SHARE|off")]
     pub residue_share: Option<ResidueCap>,
 
+    /// Episodes reaching into the most recent share of the budget (0.1 or
+    /// 10%) are evicted only after every older one, so the model keeps its
+    /// latest edits and results; `off` evicts by age alone (the paper).
+    /// Default: 10% (a resumed session keeps its own).
+    #[arg(long, value_name = "SHARE|off")]
+    pub keep_recent: Option<ResidueCap>,
+
     /// Directory the agent works in; write and edit are refused outside it.
     /// Default: the current directory (a resumed session's own directory).
     #[arg(long, value_name = "DIR")]

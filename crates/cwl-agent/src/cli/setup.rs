@@ -139,6 +139,14 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         ),
         _ => None,
     };
+    options.keep_recent = match (args.keep_recent, &file.keep_recent) {
+        (Some(cap), _) => Some(cap),
+        (None, Some(text)) if from_file => Some(
+            text.parse()
+                .with_context(|| "config file: keep_recent".to_string())?,
+        ),
+        _ => None,
+    };
     if kind == ProviderKind::Anthropic {
         let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
         options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;

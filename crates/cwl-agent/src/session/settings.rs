@@ -3,13 +3,15 @@
 
 use cwl::{Config, Record, Share};
 
-/// The low-water mark and residue cap of a session.
+/// The low-water mark, residue cap and recent working set of a session.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
     /// Where a pass that starts over τ stops, as a share of τ.
     pub low_water: Share,
     /// The share of τ residues may take before they fold; `None`: off.
     pub residue_share: Option<Share>,
+    /// The recent working set as a share of τ; `None`: off.
+    pub keep_recent: Option<Share>,
 }
 
 impl Default for Settings {
@@ -18,6 +20,7 @@ impl Default for Settings {
         Settings {
             low_water: config.low_water,
             residue_share: config.residue_share,
+            keep_recent: config.keep_recent,
         }
     }
 }
@@ -28,6 +31,7 @@ impl Settings {
         Config::with_budget(budget)
             .low_water(self.low_water)
             .residue_share(self.residue_share)
+            .keep_recent(self.keep_recent)
     }
 
     /// The settings of `config`.
@@ -35,6 +39,7 @@ impl Settings {
         Settings {
             low_water: config.low_water,
             residue_share: config.residue_share,
+            keep_recent: config.keep_recent,
         }
     }
 
@@ -43,6 +48,7 @@ impl Settings {
         Record::Settings {
             low_water: self.low_water,
             residue_share: self.residue_share,
+            keep_recent: self.keep_recent,
         }
     }
 
@@ -54,9 +60,11 @@ impl Settings {
                 Record::Settings {
                     low_water,
                     residue_share,
+                    keep_recent,
                 } => Some(Settings {
                     low_water: *low_water,
                     residue_share: *residue_share,
+                    keep_recent: *keep_recent,
                 }),
                 _ => None,
             })
@@ -68,9 +76,10 @@ impl std::fmt::Display for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "low-water {}, residue share {}",
+            "low-water {}, residue share {}, keep recent {}",
             self.low_water,
-            cwl::ResidueCap(self.residue_share)
+            cwl::ResidueCap(self.residue_share),
+            cwl::ResidueCap(self.keep_recent)
         )
     }
 }
