@@ -123,30 +123,19 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     options.reasoning = args.reasoning;
     // A resumed session keeps its own settings unless a flag says otherwise.
     let from_file = header.is_none();
-    options.low_water = match (args.low_water, &file.low_water) {
-        (Some(share), _) => Some(share),
-        (None, Some(text)) if from_file => Some(
-            text.parse()
-                .with_context(|| "config file: low_water".to_string())?,
-        ),
-        _ => None,
-    };
-    options.residue_share = match (args.residue_share, &file.residue_share) {
-        (Some(cap), _) => Some(cap),
-        (None, Some(text)) if from_file => Some(
-            text.parse()
-                .with_context(|| "config file: residue_share".to_string())?,
-        ),
-        _ => None,
-    };
-    options.keep_recent = match (args.keep_recent, &file.keep_recent) {
-        (Some(cap), _) => Some(cap),
-        (None, Some(text)) if from_file => Some(
-            text.parse()
-                .with_context(|| "config file: keep_recent".to_string())?,
-        ),
-        _ => None,
-    };
+    options.low_water = setting(args.low_water, &file.low_water, from_file, "low_water")?;
+    options.residue_share = setting(
+        args.residue_share,
+        &file.residue_share,
+        from_file,
+        "residue_share",
+    )?;
+    options.keep_recent = setting(
+        args.keep_recent,
+        &file.keep_recent,
+        from_file,
+        "keep_recent",
+    )?;
     if kind == ProviderKind::Anthropic {
         let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
         options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;
@@ -208,4 +197,26 @@ fn provider(kind: ProviderKind, base_url: Option<String>) -> anyhow::Result<Box<
             Box::new(AnthropicProvider::new(config)?)
         }
     })
+}
+
+/// An eviction setting: the flag's value, else the config file's (only for
+/// a new session: a resumed one keeps its own), else none.
+fn setting<T>(
+    flag: Option<T>,
+    file: &Option<String>,
+    from_file: bool,
+    key: &str,
+) -> anyhow::Result<Option<T>>
+where
+    T: std::str::FromStr,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    match (flag, file) {
+        (Some(value), _) => Ok(Some(value)),
+        (None, Some(text)) if from_file => text
+            .parse()
+            .map(Some)
+            .with_context(|| format!("config file: {key}")),
+        _ => Ok(None),
+    }
 }
