@@ -120,6 +120,28 @@ pub(crate) struct Entry {
     pub(crate) altered: bool,
 }
 
+impl Entry {
+    /// Drops an assistant message left with nothing but reasoning (no
+    /// valid request holds one); returns the tokens freed.
+    pub(crate) fn drop_if_only_reasoning(&mut self) -> usize {
+        let Some(Message::Assistant { content }) = &self.message else {
+            return 0;
+        };
+        if !content
+            .iter()
+            .all(|block| matches!(block, Block::Reasoning { .. }))
+        {
+            return 0;
+        }
+        self.message = None;
+        self.meta
+            .iter()
+            .map(|meta| meta.tokens as usize)
+            .sum::<usize>()
+            + self.base as usize
+    }
+}
+
 /// Where a message of the view comes from, so a harness can map the view
 /// back to its own copies of what it pushed (identical messages stay apart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

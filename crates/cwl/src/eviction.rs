@@ -67,12 +67,6 @@ impl Context {
                     continue 'pass;
                 }
             }
-            if !self.graph.episode(target).is_removed() {
-                let (removed, seq) = self.strip(target, Level::Removed);
-                seq.into_iter().for_each(&mut note);
-                self.graph.mark(target, Level::Removed, removed.tokens);
-                touched.levels.push(removed);
-            }
             report.episodes.push(touched);
         }
         if self.tokens() > budget {
@@ -195,18 +189,13 @@ impl Context {
                         changed.get_or_insert(entry.seq);
                         entry.altered = true;
                     }
-                    let only_reasoning = content
-                        .iter()
-                        .all(|block| matches!(block, Block::Reasoning { .. }));
-                    if touched && only_reasoning {
-                        removed.blocks += content.len();
-                        self.total -= entry
-                            .meta
-                            .iter()
-                            .map(|meta| meta.tokens as usize)
-                            .sum::<usize>();
-                        self.total -= entry.base as usize;
-                        entry.message = None;
+                    if touched {
+                        let left = content.len();
+                        let freed = entry.drop_if_only_reasoning();
+                        if freed > 0 {
+                            removed.blocks += left;
+                            self.total -= freed;
+                        }
                     }
                 }
                 Message::ToolResult(_) => {

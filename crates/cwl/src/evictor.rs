@@ -17,7 +17,7 @@ pub trait Evictor: Send + Sync + fmt::Debug {
     fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId>;
 
     /// The levels applied to an episode of this kind, least destructive
-    /// first. [`Level::Removed`] should come last.
+    /// first. Removal always follows them, whether listed or not.
     fn levels(&self, kind: EpisodeKind) -> &'static [Level];
 }
 

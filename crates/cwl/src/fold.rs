@@ -191,14 +191,7 @@ impl Context {
                     content.remove(slot);
                     entry.meta.remove(slot);
                     entry.altered = true;
-                    if content
-                        .iter()
-                        .all(|block| matches!(block, Block::Reasoning { .. }))
-                    {
-                        self.total -= entry.meta.iter().map(|m| m.tokens as usize).sum::<usize>()
-                            + entry.base as usize;
-                        entry.message = None;
-                    }
+                    self.total -= entry.drop_if_only_reasoning();
                     return;
                 }
                 _ => {}

@@ -571,12 +571,14 @@ impl Graph {
         id
     }
 
-    /// The next level to apply to `id` among `levels`, if any is left.
+    /// The next level to apply to `id` among `levels`, which always end
+    /// with removal, if any is left.
     pub(crate) fn next_level(&self, id: EpisodeId, levels: &[Level]) -> Option<Level> {
         let episode = self.episode(id);
         levels
             .iter()
             .copied()
+            .chain(std::iter::once(Level::Removed))
             .filter(|level| level.applies_to(episode.kind))
             .find(|level| episode.level.is_none_or(|done| *level > done))
     }
