@@ -15,6 +15,7 @@
 //! low_water = "85%"               # where an eviction pass stops (share of budget)
 //! residue_share = "15%"           # room for residues and old user turns, or "off"
 //! keep_recent = "10%"             # recent work evicted last, or "off"
+//! superseded = "50%"              # repeated old content evicted first, or "off"
 //!
 //! [[models]]                      # add or replace model table entries
 //! name = "qwen3-coder"
@@ -56,6 +57,8 @@ pub struct FileConfig {
     pub residue_share: Option<String>,
     /// Recent working set (`0.1`, `10%`, `off`).
     pub keep_recent: Option<String>,
+    /// Superseded share (`0.5`, `50%`, `off`).
+    pub superseded: Option<String>,
     /// Model table entries; each replaces the built-in entry of that name.
     #[serde(default)]
     pub models: Vec<ModelInfo>,

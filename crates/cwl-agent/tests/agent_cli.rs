@@ -157,7 +157,7 @@ fn the_config_file_sets_models_and_budgets() {
 
     std::fs::write(
         &config,
-        "low_water = \"50%\"\nresidue_share = \"off\"\nkeep_recent = \"25%\"\n",
+        "low_water = \"50%\"\nresidue_share = \"off\"\nkeep_recent = \"25%\"\nsuperseded = \"off\"\n",
     )
     .unwrap();
     server.push(answer("ok"));
@@ -171,6 +171,7 @@ fn the_config_file_sets_models_and_budgets() {
         low_water: cwl::Share::new(0.5).unwrap(),
         residue_share: None,
         keep_recent: Some(cwl::Share::new(0.25).unwrap()),
+        superseded: None,
     };
     let settings: Vec<_> = session::list(sessions.path())
         .unwrap()

@@ -319,6 +319,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
     let mut custom = options(BUDGET);
     custom.low_water = Some(Share::new(0.5).unwrap());
     custom.residue_share = Some(ResidueCap(None));
+    custom.superseded = Some(ResidueCap(Some(Share::new(0.3).unwrap())));
     let script = explore("a", "find-login", "src/auth.rs");
     let mut t = Scripted::start(openai_replies(&script), custom).await;
     t.agent.run_task("Read the auth code.").await.unwrap();
@@ -326,6 +327,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
         low_water: Share::new(0.5).unwrap(),
         residue_share: None,
         keep_recent: cwl::Config::default().keep_recent,
+        superseded: Some(Share::new(0.3).unwrap()),
     };
     assert_eq!(Settings::of(t.agent.context().config()), wanted);
     let loaded = session::read(&t.agent.session_path()).unwrap();
@@ -361,7 +363,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
     };
     assert_eq!(Settings::of(agent.context().config()), now);
     assert!(
-        notes.iter().any(|e| matches!(e, Event::Note { text } if text.contains("eviction settings changed from low-water 50%, residue share off, keep recent 10% to low-water 50%, residue share 20%, keep recent 10%"))),
+        notes.iter().any(|e| matches!(e, Event::Note { text } if text.contains("eviction settings changed from low-water 50%, residue share off, keep recent 10%, superseded 30% to low-water 50%, residue share 20%, keep recent 10%, superseded 30%"))),
         "{notes:?}"
     );
     drop(agent);

@@ -40,6 +40,11 @@ pub struct EvictArgs {
     /// evicts by age alone (the paper).
     #[arg(long, value_name = "SHARE|off", default_value = "10%", value_parser = parse_residue_cap)]
     keep_recent: ResidueCap,
+    /// An old episode at least this share of whose lines a later one
+    /// repeats (a file read again, a command rerun) is evicted before any
+    /// other; `off` keeps the paper's order.
+    #[arg(long, value_name = "SHARE|off", default_value = "50%", value_parser = parse_residue_cap)]
+    superseded: ResidueCap,
     /// The model's context window in tokens, for a percentage budget.
     #[arg(long, value_name = "TOKENS", value_parser = parse_window)]
     window: Option<usize>,
@@ -128,7 +133,8 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
     let mut config = Config::with_budget(budget)
         .low_water(args.low_water)
         .residue_share(args.residue_share.0)
-        .keep_recent(args.keep_recent.0);
+        .keep_recent(args.keep_recent.0)
+        .superseded(args.superseded.0);
     for (name, class) in &args.classes {
         config.classes.set(name, *class);
     }

@@ -146,6 +146,9 @@ pub struct ReplayArgs {
     /// cwl: episodes reaching into the view's most recent share of the budget (0.1 or 10%) are evicted only after every older one, or `off` (the paper: by age alone).
     #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().keep_recent))]
     pub keep_recent: cwl::ResidueCap,
+    /// cwl: an old episode at least this share of whose lines a later episode in the view repeats (a file read again, a command rerun) goes before any other (0.5 or 50%), or `off` (the paper's order).
+    #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().superseded))]
+    pub superseded: cwl::ResidueCap,
 }
 
 /// `cwl gen`: write a synthetic annotated session for scale tests.
@@ -243,6 +246,7 @@ impl ReplayArgs {
                 low_water: self.low_water,
                 residue_share: self.residue_share.0,
                 keep_recent: self.keep_recent.0,
+                superseded: self.superseded.0,
             },
             pricing: Arc::new(pricing),
             counter,

@@ -15,6 +15,7 @@ use crate::evictor::Evictor;
 use crate::fold::Residues;
 use crate::graph::Graph;
 use crate::message::ToolSpec;
+use crate::repeats::Repeats;
 use crate::tokens::TokenCounter;
 
 /// The version of the checkpoint format.
@@ -31,6 +32,8 @@ pub struct Checkpoint {
     graph: Graph,
     pending: HashMap<String, Pending>,
     residues: Residues,
+    #[serde(default)]
+    repeats: Repeats,
     next_seq: u64,
     total: usize,
     offset: i64,
@@ -68,6 +71,7 @@ impl Context {
             graph: self.graph.clone(),
             pending: self.pending.clone(),
             residues: self.residues.clone(),
+            repeats: self.repeats.clone(),
             next_seq: self.next_seq,
             total: self.total,
             offset: self.offset,
@@ -96,6 +100,7 @@ impl Context {
             graph: checkpoint.graph,
             pending: checkpoint.pending,
             residues: checkpoint.residues,
+            repeats: checkpoint.repeats,
             next_seq: checkpoint.next_seq,
             total: checkpoint.total,
             offset: checkpoint.offset,

@@ -24,6 +24,10 @@ pub const DEFAULT_RESIDUE_SHARE: f64 = 0.15;
 /// logs; see the README).
 pub const DEFAULT_KEEP_RECENT: f64 = 0.1;
 
+/// Default share of an episode's lines that later episodes must repeat for
+/// it to go first ([`Config::superseded`]).
+pub const DEFAULT_SUPERSEDED: f64 = 0.5;
+
 /// A share in (0, 1], such as a low-water mark or a residue cap.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
 #[serde(try_from = "f64", into = "f64")]
@@ -132,6 +136,12 @@ pub struct Config {
     /// evicts by age alone (the paper).
     #[serde(default)]
     pub keep_recent: Option<Share>,
+    /// An old episode at least this share of whose lines a later episode
+    /// still in the view repeats (a file read again, a command rerun) is
+    /// evicted before any other: the view keeps the newer copy. `None`
+    /// turns this off (the paper's order).
+    #[serde(default)]
+    pub superseded: Option<Share>,
     /// Which tools' calls are bulk output and which intermediate.
     pub classes: ToolClasses,
 }
@@ -143,6 +153,7 @@ impl Default for Config {
             low_water: Share(DEFAULT_LOW_WATER),
             residue_share: Some(Share(DEFAULT_RESIDUE_SHARE)),
             keep_recent: Some(Share(DEFAULT_KEEP_RECENT)),
+            superseded: Some(Share(DEFAULT_SUPERSEDED)),
             classes: ToolClasses::default(),
         }
     }
@@ -165,6 +176,7 @@ impl Config {
             low_water: Share(1.0),
             residue_share: None,
             keep_recent: None,
+            superseded: None,
             classes: ToolClasses::default(),
         }
     }
@@ -184,6 +196,13 @@ impl Config {
     /// Sets the recent working set (`None`: off).
     pub fn keep_recent(mut self, share: Option<Share>) -> Self {
         self.keep_recent = share;
+        self
+    }
+
+    /// Sets the share of repeated lines that makes an episode go first
+    /// (`None`: off).
+    pub fn superseded(mut self, share: Option<Share>) -> Self {
+        self.superseded = share;
         self
     }
 

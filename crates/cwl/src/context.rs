@@ -16,6 +16,7 @@ use crate::graph::{Applied, EpisodeId, Graph};
 use crate::message::{Block, Message, ToolSpec};
 use crate::protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind};
 use crate::recall::RECALL;
+use crate::repeats::Repeats;
 use crate::tokens::{self, MESSAGE_OVERHEAD, TokenCounter};
 
 /// A message the transcript cannot take; the context is unchanged.
@@ -184,6 +185,7 @@ pub struct Context {
     pub(crate) graph: Graph,
     pub(crate) pending: HashMap<String, Pending>,
     pub(crate) residues: Residues,
+    pub(crate) repeats: Repeats,
     pub(crate) next_seq: u64,
     pub(crate) total: usize,
     pub(crate) offset: i64,
@@ -215,6 +217,7 @@ impl Context {
             graph: Graph::default(),
             pending: HashMap::new(),
             residues: Residues::default(),
+            repeats: Repeats::default(),
             next_seq: 2,
             total: tools_tokens,
             offset: 0,
@@ -267,6 +270,9 @@ impl Context {
                 let tokens = self.counter.count(&result.content);
                 if let Some(owner) = pending.owner {
                     self.graph.touch(owner, seq, MESSAGE_OVERHEAD + tokens);
+                    if let (Some(share), Role::Call(_)) = (self.config.superseded, pending.role) {
+                        self.repeats.text(owner, &result.content, share);
+                    }
                 }
                 let meta = Meta {
                     owner: pending.owner,
@@ -487,6 +493,9 @@ impl Context {
             let tokens = tokens::block_tokens(self.counter.as_ref(), block);
             if let Some(owner) = owner {
                 self.graph.touch(owner, seq, tokens);
+                if let (Some(share), Role::Text | Role::Call(_)) = (self.config.superseded, role) {
+                    self.repeats.block(owner, block, share);
+                }
             }
             if let Block::ToolCall(call) = block {
                 self.pending.insert(

@@ -46,7 +46,9 @@ impl Context {
             if self.tokens() <= report.floor {
                 break;
             }
-            let Some(target) = evictor.select(self.graph.candidates_with_recent(recent)) else {
+            let Some(target) =
+                evictor.select(self.graph.candidates_with_recent(recent, &self.repeats))
+            else {
                 break;
             };
             let episode = self.graph.episode(target);
@@ -61,6 +63,9 @@ impl Context {
                 let (removed, seq) = self.strip(target, level);
                 seq.into_iter().for_each(&mut note);
                 self.graph.mark(target, level, removed.tokens);
+                if let (Level::Removed, Some(share)) = (level, self.config.superseded) {
+                    self.repeats.removed(target, share);
+                }
                 touched.levels.push(removed);
                 if self.tokens() <= report.floor {
                     report.episodes.push(touched);

@@ -9,6 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::{Annotation, DelimiterError, EpisodeKind};
+use crate::repeats::Repeats;
 
 /// Index of an episode in its session, in order of creation (= age).
 pub type EpisodeId = u32;
@@ -197,6 +198,7 @@ pub struct Candidates<'a> {
     graph: &'a Graph,
     frontier: u64,
     recent: u64,
+    repeats: Option<&'a Repeats>,
 }
 
 impl Candidates<'_> {
@@ -228,6 +230,23 @@ impl Candidates<'_> {
             (Some(a), Some(e)) => Some(a.min(e)),
             (a, e) => a.or(e),
         }
+    }
+
+    /// The oldest candidate outside the recent working set most of whose
+    /// lines a later episode still in the view repeats
+    /// ([`crate::Config::superseded`]).
+    pub fn oldest_superseded(&self) -> Option<EpisodeId> {
+        self.repeats?
+            .superseded()
+            .find(|&id| self.is_old(id) && self.contains(id))
+    }
+
+    /// Whether `id` is a candidate.
+    pub fn contains(&self, id: EpisodeId) -> bool {
+        let graph = self.graph;
+        let gap_open =
+            || graph.gaps.contains(&id) && graph.live_acts.last().is_none_or(|&act| id > act);
+        self.settled(id) && (graph.acts.contains(&id) || graph.expls.contains(&id) || gap_open())
     }
 
     /// Whether the episode ended before the recent working set (the last
@@ -285,16 +304,22 @@ impl Graph {
             graph: self,
             frontier: self.frontier,
             recent: u64::MAX,
+            repeats: None,
         }
     }
 
     /// The candidates, with the recent working set beginning at stream
     /// position `recent`.
-    pub(crate) fn candidates_with_recent(&self, recent: u64) -> Candidates<'_> {
+    pub(crate) fn candidates_with_recent<'a>(
+        &'a self,
+        recent: u64,
+        repeats: &'a Repeats,
+    ) -> Candidates<'a> {
         Candidates {
             graph: self,
             frontier: self.frontier,
             recent,
+            repeats: Some(repeats),
         }
     }
 
@@ -307,6 +332,7 @@ impl Graph {
             graph: self,
             frontier: u64::MAX,
             recent: u64::MAX,
+            repeats: None,
         };
         now.oldest().is_none() && (later.oldest().is_some() || self.gap.is_some())
     }

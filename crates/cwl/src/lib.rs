@@ -50,6 +50,7 @@ pub mod openai;
 pub mod protocol;
 pub mod recall;
 pub mod record;
+mod repeats;
 pub mod report;
 pub mod tokens;
 
@@ -58,7 +59,7 @@ pub use checkpoint::{Checkpoint, CheckpointError};
 pub use classes::{ToolClass, ToolClasses};
 pub use config::{
     Config, DEFAULT_BUDGET, DEFAULT_KEEP_RECENT, DEFAULT_LOW_WATER, DEFAULT_RESIDUE_SHARE,
-    ResidueCap, Share, ShareError,
+    DEFAULT_SUPERSEDED, ResidueCap, Share, ShareError,
 };
 pub use context::{Accepted, Context, DelimiterOutcome, Source, TranscriptError};
 pub use evictor::{Evictor, OldestFirst, PaperOrder};

@@ -95,6 +95,11 @@ pub enum Record {
         /// written before it existed ran with the default.
         #[serde(default = "default_keep_recent")]
         keep_recent: Option<Share>,
+        /// The share of an episode's lines a later one must repeat for it
+        /// to go first; `None`: off. Files written before it existed ran
+        /// without it.
+        #[serde(default)]
+        superseded: Option<Share>,
     },
     /// The engine's whole state after the message records before it (see
     /// `cwl::Checkpoint`), so a resume restores it and replays only the

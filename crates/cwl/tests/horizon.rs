@@ -474,3 +474,74 @@ fn the_recent_working_set_goes_after_every_older_episode() {
         "the working set goes too when nothing older is left, acts first"
     );
 }
+
+#[test]
+fn an_episode_a_later_one_repeats_goes_first_and_its_lines_stay() {
+    let file: String = (0..20)
+        .map(|line| format!("{line:>4}\tlet value_{line} = compute({line});\n"))
+        .collect();
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("look")
+        .tool("ls", "src/")
+        .end_expl("listed")
+        .start_expl("first-read")
+        .tool("read", &file)
+        .end_expl("read the file")
+        .start_act("unrelated-edit", &["look"])
+        .tool("edit", &bulk(60))
+        .end_act()
+        .start_expl("second-read")
+        .tool("read", &file)
+        .end_expl("read it again")
+        .say("done");
+    let messages = script.build();
+    let budget = with(Config::paper(1_000_000), &messages).tokens() - 20;
+    let mut paper = with(Config::paper(budget), &messages);
+    assert_eq!(names(&paper.enforce()), ["unrelated-edit"], "acts first");
+
+    let half = Some(Share::new(0.5).unwrap());
+    let mut context = with(Config::paper(budget).superseded(half), &messages);
+    let report = context.enforce();
+    assert_eq!(names(&report), ["first-read"], "the repeated copy first");
+    assert!(report.budget_met);
+    let view = view(&context);
+    validate(&view).unwrap();
+    assert!(has_output(&view, &file), "the newer copy stays");
+    assert!(has_output(&view, &bulk(60)));
+    assert_eq!(context.tokens(), recount(&context));
+}
+
+#[test]
+fn a_copy_that_is_gone_supersedes_nothing() {
+    let file: String = (0..20)
+        .map(|line| format!("fn handler_{line}() -> Result<(), Error> {{}}\n"))
+        .collect();
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("look")
+        .tool("ls", "src/")
+        .end_expl("listed")
+        .start_expl("first-read")
+        .tool("read", &file)
+        .end_expl("read the file")
+        .start_act("rewrite", &["first-read"])
+        .tool("write", &file)
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let half = Some(Share::new(0.5).unwrap());
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let mut context = with(Config::paper(total - 300).superseded(half), &messages);
+    let report = context.enforce();
+    assert_eq!(
+        names(&report)[..2],
+        ["rewrite", "look"],
+        "the read is pinned by the act that repeats it; once the act is gone \
+         the read is the only copy and waits its turn"
+    );
+    validate(&view(&context)).unwrap();
+    assert_eq!(context.tokens(), recount(&context));
+}

@@ -66,12 +66,20 @@ fn text(tokens: usize) -> String {
     "w ".repeat(tokens * 2)
 }
 
+/// Tool output of about `tokens` tokens: the first lines of one shared
+/// file, so later outputs repeat earlier ones (superseded episodes).
+fn output(tokens: usize) -> String {
+    (0..tokens.div_ceil(6))
+        .map(|line| format!("shared line {line:04}\n"))
+        .collect()
+}
+
 fn emit_calls(script: &mut Script, calls: &[Call]) {
     for call in calls {
         if call.reasoning > 0 {
-            script.tool_with_reasoning(&text(call.reasoning), call.tool, &text(call.output));
+            script.tool_with_reasoning(&text(call.reasoning), call.tool, &output(call.output));
         } else {
-            script.tool(call.tool, &text(call.output));
+            script.tool(call.tool, &output(call.output));
         }
     }
 }
@@ -302,7 +310,8 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// The engine's defaults beyond the paper (low water, residue cap):
+    /// The engine's defaults beyond the paper (low water, residue cap,
+    /// superseded episodes first):
     /// the view stays valid and counted, changes only when over τ and only
     /// after the reported first change, and keeps the current task.
     #[test]
@@ -311,11 +320,13 @@ proptest! {
         budget in 50usize..3000,
         low_water in 0.3f64..1.0,
         share in 0.05f64..0.5,
+        superseded in prop::option::of(0.1f64..1.0),
     ) {
         let messages = session(&ops);
         let config = Config::with_budget(budget)
             .low_water(cwl::Share::new(low_water).expect("in range"))
-            .residue_share(Some(cwl::Share::new(share).expect("in range")));
+            .residue_share(Some(cwl::Share::new(share).expect("in range")))
+            .superseded(superseded.map(|s| cwl::Share::new(s).expect("in range")));
         let mut context = Context::new(config, counter(), vec![cwl::delimiter_spec()]);
         let mut previous: Vec<Message> = Vec::new();
         for (index, message) in messages.iter().enumerate() {

@@ -59,6 +59,10 @@ pub struct AgentOptions {
     /// The recent working set as a share of the budget (`None`: the resumed
     /// session's, else [`cwl::DEFAULT_KEEP_RECENT`]).
     pub keep_recent: Option<ResidueCap>,
+    /// The share of an old episode's lines a later one must repeat for it
+    /// to go first (`None`: the resumed session's, else
+    /// [`cwl::DEFAULT_SUPERSEDED`]).
+    pub superseded: Option<ResidueCap>,
 }
 
 impl AgentOptions {
@@ -75,6 +79,7 @@ impl AgentOptions {
             low_water: None,
             residue_share: None,
             keep_recent: None,
+            superseded: None,
         }
     }
 
@@ -86,6 +91,7 @@ impl AgentOptions {
             low_water: self.low_water.unwrap_or(base.low_water),
             residue_share: self.residue_share.map_or(base.residue_share, |cap| cap.0),
             keep_recent: self.keep_recent.map_or(base.keep_recent, |cap| cap.0),
+            superseded: self.superseded.map_or(base.superseded, |cap| cap.0),
         }
     }
 

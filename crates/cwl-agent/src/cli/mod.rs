@@ -68,6 +68,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "SHARE|off")]
     pub keep_recent: Option<ResidueCap>,
 
+    /// An old episode at least this share of whose lines a later one in the
+    /// view repeats (a file read again, a command rerun) is evicted before
+    /// any other, so the newer copy stays; `off` keeps the paper's order.
+    /// Default: 50% (a resumed session keeps its own).
+    #[arg(long, value_name = "SHARE|off")]
+    pub superseded: Option<ResidueCap>,
+
     /// Directory the agent works in; write and edit are refused outside it.
     /// Default: the current directory (a resumed session's own directory).
     #[arg(long, value_name = "DIR")]

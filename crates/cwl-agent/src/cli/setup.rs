@@ -136,6 +136,7 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         from_file,
         "keep_recent",
     )?;
+    options.superseded = setting(args.superseded, &file.superseded, from_file, "superseded")?;
     if kind == ProviderKind::Anthropic {
         let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
         options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;

@@ -3,7 +3,8 @@
 
 use cwl::{Config, Record, Share};
 
-/// The low-water mark, residue cap and recent working set of a session.
+/// The low-water mark, residue cap, recent working set and superseded
+/// share of a session.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
     /// Where a pass that starts over τ stops, as a share of τ.
@@ -12,6 +13,9 @@ pub struct Settings {
     pub residue_share: Option<Share>,
     /// The recent working set as a share of τ; `None`: off.
     pub keep_recent: Option<Share>,
+    /// The share of an episode's lines a later one must repeat for it to
+    /// go first; `None`: off.
+    pub superseded: Option<Share>,
 }
 
 impl Default for Settings {
@@ -21,6 +25,7 @@ impl Default for Settings {
             low_water: config.low_water,
             residue_share: config.residue_share,
             keep_recent: config.keep_recent,
+            superseded: config.superseded,
         }
     }
 }
@@ -32,6 +37,7 @@ impl Settings {
             .low_water(self.low_water)
             .residue_share(self.residue_share)
             .keep_recent(self.keep_recent)
+            .superseded(self.superseded)
     }
 
     /// The settings of `config`.
@@ -40,6 +46,7 @@ impl Settings {
             low_water: config.low_water,
             residue_share: config.residue_share,
             keep_recent: config.keep_recent,
+            superseded: config.superseded,
         }
     }
 
@@ -49,6 +56,7 @@ impl Settings {
             low_water: self.low_water,
             residue_share: self.residue_share,
             keep_recent: self.keep_recent,
+            superseded: self.superseded,
         }
     }
 
@@ -61,10 +69,12 @@ impl Settings {
                     low_water,
                     residue_share,
                     keep_recent,
+                    superseded,
                 } => Some(Settings {
                     low_water: *low_water,
                     residue_share: *residue_share,
                     keep_recent: *keep_recent,
+                    superseded: *superseded,
                 }),
                 _ => None,
             })
@@ -76,10 +86,11 @@ impl std::fmt::Display for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "low-water {}, residue share {}, keep recent {}",
+            "low-water {}, residue share {}, keep recent {}, superseded {}",
             self.low_water,
             cwl::ResidueCap(self.residue_share),
-            cwl::ResidueCap(self.keep_recent)
+            cwl::ResidueCap(self.keep_recent),
+            cwl::ResidueCap(self.superseded)
         )
     }
 }

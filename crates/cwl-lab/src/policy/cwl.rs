@@ -37,15 +37,16 @@ impl std::fmt::Debug for CwlPolicy {
 }
 
 impl CwlPolicy {
-    /// The engine at `config.budget`, low water, residue cap and recent
-    /// working set, with default tool classes.
+    /// The engine at `config.budget`, low water, residue cap, recent
+    /// working set and superseded share, with default tool classes.
     pub fn new(config: &PolicyConfig, lab: &Lab) -> Self {
         CwlPolicy {
             context: Context::new(
                 Config::with_budget(config.budget)
                     .low_water(config.low_water)
                     .residue_share(config.residue_share)
-                    .keep_recent(config.keep_recent),
+                    .keep_recent(config.keep_recent)
+                    .superseded(config.superseded),
                 lab.counter_arc(),
                 lab_tools(lab),
             ),

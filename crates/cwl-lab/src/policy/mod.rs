@@ -288,6 +288,9 @@ pub struct PolicyConfig {
     pub residue_share: Option<::cwl::Share>,
     /// `cwl`: the recent working set as a share of τ (`None`: off, the paper).
     pub keep_recent: Option<::cwl::Share>,
+    /// `cwl`: the share of an episode's lines a later one must repeat for it
+    /// to go first (`None`: off, the paper).
+    pub superseded: Option<::cwl::Share>,
 }
 
 impl Default for PolicyConfig {
@@ -300,6 +303,7 @@ impl Default for PolicyConfig {
             low_water: ::cwl::Config::default().low_water,
             residue_share: ::cwl::Config::default().residue_share,
             keep_recent: ::cwl::Config::default().keep_recent,
+            superseded: ::cwl::Config::default().superseded,
         }
     }
 }
