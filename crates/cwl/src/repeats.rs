@@ -14,9 +14,10 @@
 //! not count. Only the newest holder of a line and the one before it are
 //! remembered, so the bookkeeping follows the view, not the history.
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
+
+use rustc_hash::{FxHashMap, FxHasher};
 
 use serde::{Deserialize, Serialize};
 
@@ -50,8 +51,8 @@ struct Tally {
 /// The line index of the live view and the set of superseded episodes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Repeats {
-    holders: HashMap<LineKey, Holders>,
-    tallies: HashMap<EpisodeId, Tally>,
+    holders: FxHashMap<LineKey, Holders>,
+    tallies: FxHashMap<EpisodeId, Tally>,
     superseded: BTreeSet<EpisodeId>,
 }
 
@@ -189,7 +190,7 @@ fn line_key(line: &str) -> Option<LineKey> {
     if line.chars().count() < MIN_LINE {
         return None;
     }
-    let mut hasher = DefaultHasher::new();
+    let mut hasher = FxHasher::default();
     line.hash(&mut hasher);
     Some(hasher.finish())
 }
