@@ -13,7 +13,6 @@ pub mod import;
 
 pub mod calibrate;
 pub mod cli;
-pub mod infer;
 pub mod metrics;
 pub mod policy;
 pub mod replay;

@@ -19,7 +19,6 @@ use cwl::tokens::{MESSAGE_OVERHEAD, message_tokens};
 use cwl::{Annotation, Message, TokenCounter};
 
 use crate::calibrate::{Calibration, Fidelity, FidelityTally};
-use crate::infer::Inferrer;
 use crate::metrics::anchors::{AnchorId, Scope};
 use crate::metrics::content::Need;
 use crate::metrics::cost::{ModelSource, Pricing};
@@ -27,6 +26,7 @@ use crate::metrics::{Call, Recorder, Stats};
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
 use crate::session::{Session, SessionEvent};
 use crate::transcript::{Lab, Pairing, Step, Unit};
+use cwl_infer::Inferrer;
 
 /// What to replay and how to measure it.
 #[derive(Clone)]

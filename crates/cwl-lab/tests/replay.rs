@@ -320,7 +320,7 @@ fn the_engine_runs_on_inferred_episodes_and_counts_like_the_lab() {
         ..PolicyConfig::default()
     };
     let mut policy = CwlPolicy::new(&cfg, &lab);
-    let mut inferrer = cwl_lab::infer::Inferrer::new();
+    let mut inferrer = cwl_infer::Inferrer::new();
     let mut pairing = cwl_lab::transcript::Pairing::new();
     let mut checked = 0;
     let push_step = |pairing: &mut cwl_lab::transcript::Pairing,

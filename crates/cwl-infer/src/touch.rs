@@ -8,7 +8,7 @@
 //! (`pattern`, `query`, `regex`...) and from the other words of shell
 //! commands, as identifier runs of four characters or more. [`Footprints`]
 //! indexes what closed expl episodes touched and answers, for the calls of
-//! a mutating step, which of them it depends on (see [`crate::infer`]).
+//! a mutating step, which of them it depends on (see [`crate`]).
 
 use std::collections::{BTreeSet, HashMap};
 
