@@ -1,0 +1,345 @@
+//! Which conversation a request continues.
+//!
+//! Clients resend their whole history with every request and say nothing
+//! reliable about which conversation it belongs to (session headers are
+//! hints at best; side requests for titles share the same system prompt).
+//! A request continues the known conversation whose history is the longest
+//! prefix of its messages. Prefixes are compared through a hash chain:
+//! `c₁ = h(m₁)`, `cᵢ = h(cᵢ₋₁, mᵢ)`, so one map from chain hash to
+//! conversation finds the longest known prefix, and a conversation grows by
+//! one hash per new message.
+//!
+//! A request that matches only part of a conversation's history (the
+//! client edited or rewound it) starts a new conversation: the engine's
+//! state cannot be rewound. Conversations idle for longer than a timeout
+//! are forgotten; a later request for one starts afresh (the proxy rebuilds
+//! it from the store).
+
+use std::hash::{Hash, Hasher};
+use std::time::{Duration, Instant};
+
+use rustc_hash::{FxHashMap, FxHasher};
+use serde_json::Value;
+
+/// A conversation's id, unique for the proxy's lifetime.
+pub type ConversationId = u64;
+
+/// Keys left out of a message's identity: clients move them from message
+/// to message between requests (Claude Code marks only the latest user
+/// block for caching), so they would break every prefix.
+const VOLATILE_KEYS: &[&str] = &["cache_control"];
+
+/// The identity of one message as a client sent it: a hash of its JSON
+/// with object keys in sorted order and volatile keys left out, so the
+/// same message hashes the same in every request whatever the key order.
+pub fn message_hash(message: &Value) -> u64 {
+    let mut hasher = FxHasher::default();
+    canonical(message, &mut hasher);
+    hasher.finish()
+}
+
+fn canonical(value: &Value, hasher: &mut FxHasher) {
+    match value {
+        Value::Null => 0u8.hash(hasher),
+        Value::Bool(b) => (1u8, b).hash(hasher),
+        Value::Number(n) => (2u8, n.to_string()).hash(hasher),
+        Value::String(s) => (3u8, s).hash(hasher),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(hasher);
+            items.iter().for_each(|item| canonical(item, hasher));
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map
+                .keys()
+                .filter(|key| !VOLATILE_KEYS.contains(&key.as_str()))
+                .collect();
+            keys.sort_unstable();
+            (5u8, keys.len()).hash(hasher);
+            for key in keys {
+                key.hash(hasher);
+                canonical(&map[key], hasher);
+            }
+        }
+    }
+}
+
+fn chain(previous: u64, message: u64) -> u64 {
+    let mut hasher = FxHasher::default();
+    (previous, message).hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Where a request goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// It continues a known conversation: push the messages from `known`
+    /// on (the ones before were pushed by earlier requests).
+    Continue {
+        /// The conversation.
+        id: ConversationId,
+        /// How many of the request's messages the conversation already has.
+        known: usize,
+    },
+    /// Nothing known is a prefix of it: a new conversation, every message
+    /// to push.
+    New {
+        /// The new conversation.
+        id: ConversationId,
+    },
+    /// It shares only part of a known conversation's history (the client
+    /// edited or rewound it): a new conversation, every message to push.
+    Branch {
+        /// The new conversation.
+        id: ConversationId,
+        /// The conversation it left.
+        from: ConversationId,
+        /// How many leading messages the two share.
+        shared: usize,
+    },
+}
+
+impl Route {
+    /// The conversation the request goes to.
+    pub fn id(&self) -> ConversationId {
+        match *self {
+            Route::Continue { id, .. } | Route::New { id } | Route::Branch { id, .. } => id,
+        }
+    }
+
+    /// How many leading messages its engine already holds.
+    pub fn known(&self) -> usize {
+        match *self {
+            Route::Continue { known, .. } => known,
+            Route::New { .. } | Route::Branch { .. } => 0,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Conversation {
+    chain: Vec<u64>,
+    last_used: Instant,
+}
+
+/// The conversations the proxy knows, by the hash chain of their history.
+#[derive(Debug)]
+pub struct Conversations {
+    by_chain: FxHashMap<u64, ConversationId>,
+    conversations: FxHashMap<ConversationId, Conversation>,
+    next_id: ConversationId,
+    idle: Duration,
+}
+
+impl Conversations {
+    /// No conversation yet; those unused for `idle` are forgotten.
+    pub fn new(idle: Duration) -> Self {
+        Conversations {
+            by_chain: FxHashMap::default(),
+            conversations: FxHashMap::default(),
+            next_id: 1,
+            idle,
+        }
+    }
+
+    /// Routes a request whose messages hash to `messages` (see
+    /// [`message_hash`]) and records its history as the conversation's.
+    pub fn route(&mut self, messages: &[u64], now: Instant) -> Route {
+        let mut chains = Vec::with_capacity(messages.len());
+        let mut previous = 0;
+        for &message in messages {
+            previous = chain(previous, message);
+            chains.push(previous);
+        }
+        let found = chains.iter().enumerate().rev().find_map(|(at, c)| {
+            let id = *self.by_chain.get(c)?;
+            let conversation = self.conversations.get(&id)?;
+            (conversation.chain.get(at) == Some(c)).then_some((id, at + 1))
+        });
+        let route = match found {
+            Some((id, shared)) if self.conversations[&id].chain.len() == shared => {
+                Route::Continue { id, known: shared }
+            }
+            Some((from, shared)) => Route::Branch {
+                id: self.fresh_id(),
+                from,
+                shared,
+            },
+            None => Route::New {
+                id: self.fresh_id(),
+            },
+        };
+        let id = route.id();
+        let conversation = self
+            .conversations
+            .entry(id)
+            .or_insert_with(|| Conversation {
+                chain: Vec::new(),
+                last_used: now,
+            });
+        conversation.last_used = now;
+        for &c in &chains[conversation.chain.len().min(chains.len())..] {
+            self.by_chain.entry(c).or_insert(id);
+            conversation.chain.push(c);
+        }
+        route
+    }
+
+    /// Forgets conversations unused since `now - idle`; returns their ids.
+    pub fn expire(&mut self, now: Instant) -> Vec<ConversationId> {
+        let idle = self.idle;
+        let gone: Vec<ConversationId> = self
+            .conversations
+            .iter()
+            .filter(|(_, c)| now.saturating_duration_since(c.last_used) >= idle)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &gone {
+            if let Some(conversation) = self.conversations.remove(id) {
+                for c in conversation.chain {
+                    if self.by_chain.get(&c) == Some(id) {
+                        self.by_chain.remove(&c);
+                    }
+                }
+            }
+        }
+        gone
+    }
+
+    /// Conversations held in memory.
+    pub fn len(&self) -> usize {
+        self.conversations.len()
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.conversations.is_empty()
+    }
+
+    fn fresh_id(&mut self) -> ConversationId {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn hashes(messages: &[Value]) -> Vec<u64> {
+        messages.iter().map(message_hash).collect()
+    }
+
+    fn user(text: &str) -> Value {
+        json!({"role": "user", "content": [{"type": "text", "text": text}]})
+    }
+
+    fn assistant(text: &str) -> Value {
+        json!({"role": "assistant", "content": [{"type": "text", "text": text}]})
+    }
+
+    #[test]
+    fn a_growing_history_continues_its_conversation() {
+        let mut known = Conversations::new(Duration::from_secs(60));
+        let now = Instant::now();
+        let mut history = vec![user("fix the bug")];
+        let first = known.route(&hashes(&history), now);
+        assert!(matches!(first, Route::New { .. }));
+        history.push(assistant("looking"));
+        history.push(user("go on"));
+        let next = known.route(&hashes(&history), now);
+        assert_eq!(
+            next,
+            Route::Continue {
+                id: first.id(),
+                known: 1
+            }
+        );
+        assert_eq!(next.known(), 1);
+        let again = known.route(&hashes(&history), now);
+        assert_eq!(
+            again,
+            Route::Continue {
+                id: first.id(),
+                known: 3
+            }
+        );
+        assert_eq!(known.len(), 1);
+    }
+
+    #[test]
+    fn key_order_and_cache_markers_do_not_change_identity() {
+        let plain = json!({"role": "user", "content": [{"type": "text", "text": "hi"}]});
+        let marked = json!({"content": [{"text": "hi", "type": "text",
+            "cache_control": {"type": "ephemeral"}}], "role": "user"});
+        assert_eq!(message_hash(&plain), message_hash(&marked));
+        assert_ne!(message_hash(&plain), message_hash(&user("hello")));
+        assert_ne!(
+            message_hash(&json!([1, [2]])),
+            message_hash(&json!([[1], 2]))
+        );
+    }
+
+    #[test]
+    fn an_edited_history_branches_and_both_go_on() {
+        let mut known = Conversations::new(Duration::from_secs(60));
+        let now = Instant::now();
+        let original = vec![user("a"), assistant("b"), user("c")];
+        let first = known.route(&hashes(&original), now).id();
+        let edited = vec![user("a"), assistant("b"), user("C, rephrased")];
+        let branch = known.route(&hashes(&edited), now);
+        let Route::Branch { id, from, shared } = branch else {
+            panic!("{branch:?}")
+        };
+        assert_eq!((from, shared), (first, 2));
+        assert_ne!(id, first);
+        let mut longer = edited.clone();
+        longer.push(assistant("d"));
+        assert_eq!(
+            known.route(&hashes(&longer), now),
+            Route::Continue { id, known: 3 }
+        );
+        let mut resumed = original.clone();
+        resumed.push(assistant("e"));
+        assert_eq!(
+            known.route(&hashes(&resumed), now),
+            Route::Continue {
+                id: first,
+                known: 3
+            }
+        );
+    }
+
+    #[test]
+    fn a_rewound_history_is_a_branch_not_a_continuation() {
+        let mut known = Conversations::new(Duration::from_secs(60));
+        let now = Instant::now();
+        let long = vec![user("a"), assistant("b"), user("c")];
+        let first = known.route(&hashes(&long), now).id();
+        let short = known.route(&hashes(&long[..1]), now);
+        assert!(
+            matches!(short, Route::Branch { from, shared: 1, .. } if from == first),
+            "{short:?}"
+        );
+    }
+
+    #[test]
+    fn idle_conversations_are_forgotten() {
+        let mut known = Conversations::new(Duration::from_secs(10));
+        let start = Instant::now();
+        let a = known.route(&hashes(&[user("a")]), start).id();
+        let b = known
+            .route(&hashes(&[user("b")]), start + Duration::from_secs(8))
+            .id();
+        assert_eq!(known.expire(start + Duration::from_secs(12)), vec![a]);
+        assert_eq!(known.len(), 1);
+        let again = known.route(&hashes(&[user("a"), assistant("x")]), start);
+        assert!(matches!(again, Route::New { .. }), "{again:?}");
+        let still = known.route(
+            &hashes(&[user("b"), assistant("y")]),
+            start + Duration::from_secs(13),
+        );
+        assert_eq!(still, Route::Continue { id: b, known: 1 });
+    }
+}
