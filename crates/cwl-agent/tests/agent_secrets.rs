@@ -86,9 +86,15 @@ fn check_bash_outputs(env: &str, echo: &str) {
 
 #[tokio::test]
 async fn bash_gets_no_keys_and_their_values_are_redacted_everywhere() {
-    let server = ScriptedServer::start(bash_script().into_iter().chain([echoing_401()]))
-        .await
-        .unwrap();
+    let overloaded = Reply::status(
+        503,
+        format!(r#"{{"error":{{"message":"busy, key {KEY}"}}}}"#),
+    );
+    let replies = [overloaded]
+        .into_iter()
+        .chain(bash_script())
+        .chain([echoing_401()]);
+    let server = ScriptedServer::start(replies).await.unwrap();
     let dir = workspace();
     write_secret_file(dir.path());
     let sessions = tempfile::tempdir().unwrap();
@@ -150,6 +156,19 @@ async fn bash_gets_no_keys_and_their_values_are_redacted_everywhere() {
             && read.contains("MY_SERVICE_TOKEN=[redacted MY_SERVICE_TOKEN]"),
         "{read}"
     );
+    let retries: Vec<String> = events(&shared)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Retrying { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retries.len(), 1);
+    assert!(
+        retries[0].contains("busy, key [redacted OPENAI_API_KEY]"),
+        "the retry reason shown is redacted: {}",
+        retries[0].replace(KEY, "<KEY>")
+    );
     let notes: Vec<String> = events(&shared)
         .into_iter()
         .filter_map(|e| match e {
@@ -174,7 +193,7 @@ async fn bash_gets_no_keys_and_their_values_are_redacted_everywhere() {
     );
 
     let requests = server.requests();
-    assert_eq!(requests.len(), 3);
+    assert_eq!(requests.len(), 4);
     for request in &requests {
         assert_no_secret("a request body", &request.body);
         assert_eq!(
@@ -183,7 +202,7 @@ async fn bash_gets_no_keys_and_their_values_are_redacted_everywhere() {
             "the key itself still authenticates the calls"
         );
     }
-    assert!(requests[1].body.contains("[redacted OPENAI_API_KEY]"));
+    assert!(requests[2].body.contains("[redacted OPENAI_API_KEY]"));
 }
 
 /// Set in the child process [`the_cli_withholds_the_process_environment_s_keys`] starts.
