@@ -16,6 +16,7 @@
 //! residue_share = "15%"           # room for residues and old user turns, or "off"
 //! keep_recent = "10%"             # recent work evicted last, or "off"
 //! superseded = "50%"              # repeated old content evicted first, or "off"
+//! env_deny = ["*_API_KEY", "*_TOKEN", "*SECRET*"]  # variables `bash` does not get
 //!
 //! [[models]]                      # add or replace model table entries
 //! name = "qwen3-coder"
@@ -26,13 +27,15 @@
 //! ```
 //!
 //! API keys are not read from this file: they come from the environment
-//! (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`) only.
+//! (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`) only. Child processes never get
+//! them, nor the variables `env_deny` names (see [`crate::secrets`]).
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::provider::ModelInfo;
+use crate::secrets::EnvDeny;
 
 /// The config file's contents.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -59,6 +62,9 @@ pub struct FileConfig {
     pub keep_recent: Option<String>,
     /// Superseded share (`0.5`, `50%`, `off`).
     pub superseded: Option<String>,
+    /// Name patterns of environment variables withheld from child
+    /// processes and redacted (`None`: [`crate::secrets::DEFAULT_ENV_DENY`]).
+    pub env_deny: Option<EnvDeny>,
     /// Model table entries; each replaces the built-in entry of that name.
     #[serde(default)]
     pub models: Vec<ModelInfo>,
@@ -161,5 +167,23 @@ output_price = 1.5
             Err(ConfigError::Read { .. })
         ));
         assert_eq!(parse("").unwrap(), FileConfig::default());
+    }
+
+    #[test]
+    fn env_deny_patterns_are_checked_when_read() {
+        let config = parse(r#"env_deny = ["PGPASSWORD", "*_key"]"#).unwrap();
+        let deny = config.env_deny.unwrap();
+        assert!(deny.matches("PGPASSWORD") && deny.matches("ssh_key"));
+        assert!(
+            !deny.matches("GITHUB_TOKEN"),
+            "the list replaces the default"
+        );
+        assert_eq!(parse("").unwrap().env_deny, None);
+        let error = parse("max_turns = 3\nenv_deny = [\"*_TOKEN\", \"A?B\"]").unwrap_err();
+        assert!(error.contains("line 2"), "{error}");
+        assert!(error.contains(r#"env_deny pattern "A?B""#), "{error}");
+        assert!(error.contains("`*` is the only wildcard"), "{error}");
+        let error = parse(r#"env_deny = "*_TOKEN""#).unwrap_err();
+        assert!(error.contains("env_deny"), "{error}");
     }
 }

@@ -11,5 +11,6 @@ pub mod demo;
 pub mod prompt;
 pub mod provider;
 pub mod render;
+pub mod secrets;
 pub mod session;
 pub mod tools;

@@ -59,7 +59,8 @@ impl Agent {
             if output.is_error {
                 self.stats.tool_errors += 1;
             }
-            let result = output.into_result(call);
+            let mut result = output.into_result(call);
+            self.redactor().redact_string(&mut result.content);
             self.observer.event(&Event::ToolResult {
                 id: result.call_id.clone(),
                 name: result.tool_name.clone(),

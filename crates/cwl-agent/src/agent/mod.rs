@@ -21,6 +21,7 @@ use cwl::{Context, Message, O200k, Record, ResidueCap, Share, TokenCounter, Tran
 use serde::Serialize;
 
 use crate::provider::{ModelInfo, Provider, ProviderError, ReasoningEffort};
+use crate::secrets::Redactor;
 use crate::session::{self, SessionError, SessionInfo, SessionWriter, Settings};
 use crate::tools::Toolbox;
 
@@ -428,13 +429,15 @@ impl Agent {
         self.observer.as_mut()
     }
 
-    /// Appends `message` to the engine and the session file.
+    /// Appends `message`, secrets redacted, to the engine and the session
+    /// file.
     fn push(
         &mut self,
         message: Message,
         usage: Option<cwl::Usage>,
         cost_usd: Option<f64>,
     ) -> Result<Vec<cwl::DelimiterOutcome>, AgentError> {
+        let message = self.redactor().redact_message(message);
         let outcomes = self.context.push(message.clone())?;
         self.writer.append(&Record::Message {
             timestamp: Some(session::now()),
@@ -474,8 +477,14 @@ impl Agent {
         session::SessionTranscript::new(self.writer.path())
     }
 
-    /// Records a note and tells the observer.
+    /// The redactor for the secret values the toolbox withholds.
+    fn redactor(&self) -> &Redactor {
+        self.toolbox.config().secrets.redactor()
+    }
+
+    /// Records a note (secrets redacted) and tells the observer.
     fn note(&mut self, text: String) -> Result<(), AgentError> {
+        let text = self.redactor().redact(&text).into_owned();
         self.writer.append(&Record::Note {
             timestamp: Some(session::now()),
             text: text.clone(),

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use cwl::{EpisodeKind, Message, TokenCounter};
 
+use crate::secrets::Secrets;
+
 /// The block's first line; the demo model and tests recognise it by this.
 pub const STATUS_OPEN: &str = "<status>";
 /// The block's last line.
@@ -121,12 +123,16 @@ fn drop_last_line(git: &str) -> Option<String> {
     Some(out)
 }
 
-/// `git status --short` in `cwd`, capped at [`GIT_MAX_LINES`] lines;
-/// `None` when `cwd` is not in a repository, git is missing or slow.
-pub async fn git_status(cwd: &Path) -> Option<String> {
+/// `git status --short` in `cwd`, with the environment `secrets` passes
+/// (a repository's hooks and fsmonitor run in it), capped at
+/// [`GIT_MAX_LINES`] lines; `None` when `cwd` is not in a repository, git
+/// is missing or slow.
+pub async fn git_status(cwd: &Path, secrets: &Secrets) -> Option<String> {
     let run = tokio::process::Command::new("git")
         .args(["status", "--short", "--untracked-files=normal"])
         .current_dir(cwd)
+        .env_clear()
+        .envs(secrets.child_env())
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
@@ -266,8 +272,14 @@ mod tests {
             eprintln!("git is not available; skipping");
             return;
         }
-        assert_eq!(git_status(dir.path()).await.as_deref(), Some(""));
+        assert_eq!(
+            git_status(dir.path(), &Secrets::default()).await.as_deref(),
+            Some("")
+        );
         std::fs::write(dir.path().join("a.txt"), "x").unwrap();
-        assert_eq!(git_status(dir.path()).await.as_deref(), Some("?? a.txt\n"));
+        assert_eq!(
+            git_status(dir.path(), &Secrets::default()).await.as_deref(),
+            Some("?? a.txt\n")
+        );
     }
 }

@@ -118,6 +118,7 @@ impl Agent {
             reasoning: self.options.reasoning,
         };
         let observer = &mut self.observer;
+        let redactor = self.toolbox.config().secrets.redactor();
         let mut on_event = |event: StreamEvent| {
             let event = match event {
                 StreamEvent::TextDelta(text) => Event::TextDelta { text },
@@ -131,7 +132,7 @@ impl Agent {
                 } => Event::Retrying {
                     attempt,
                     wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                    reason,
+                    reason: redactor.redact(&reason).into_owned(),
                     discarded_output,
                 },
             };
@@ -140,7 +141,7 @@ impl Agent {
         let response = match self.provider.stream(&request, &mut on_event).await {
             Ok(response) => response,
             Err(error) => {
-                let error = AgentError::Provider(error);
+                let error = AgentError::Provider(error.redacted(self.redactor()));
                 self.note(error.to_string())?;
                 return Err(error);
             }
@@ -193,7 +194,7 @@ impl Agent {
     /// view ends with a user turn or a tool result (always, in this loop).
     async fn prepare(&mut self) -> Prepared {
         let git = if self.options.git_status {
-            status::git_status(self.toolbox.root()).await
+            status::git_status(self.toolbox.root(), &self.toolbox.config().secrets).await
         } else {
             None
         };

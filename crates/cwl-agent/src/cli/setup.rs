@@ -14,6 +14,7 @@ use crate::provider::{
     ProviderKind, anthropic,
 };
 use crate::render::{RenderOptions, Renderer, Summary};
+use crate::secrets::Secrets;
 use crate::session::{self, SessionInfo};
 use crate::tools::{ToolConfig, Toolbox};
 
@@ -103,6 +104,7 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         &cwd,
         ToolConfig {
             allow_outside_writes: args.allow_outside_writes,
+            secrets: Secrets::from_process(&file.env_deny.clone().unwrap_or_default()),
             ..ToolConfig::default()
         },
     )?;

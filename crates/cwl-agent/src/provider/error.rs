@@ -137,6 +137,75 @@ impl ProviderError {
     }
 }
 
+impl ProviderError {
+    /// The error with every secret value in its text replaced (a server
+    /// may echo the key in an error body).
+    pub fn redacted(self, redactor: &crate::secrets::Redactor) -> Self {
+        let text = |s: String| redactor.redact(&s).into_owned();
+        match self {
+            ProviderError::MissingKey { var, base_var, url } => ProviderError::MissingKey {
+                var,
+                base_var,
+                url: text(url),
+            },
+            ProviderError::InvalidKey { var } => ProviderError::InvalidKey { var },
+            ProviderError::InvalidBaseUrl { var, url, reason } => ProviderError::InvalidBaseUrl {
+                var,
+                url: text(url),
+                reason: text(reason),
+            },
+            ProviderError::Client(detail) => ProviderError::Client(text(detail)),
+            ProviderError::Auth {
+                status,
+                url,
+                message,
+                var,
+            } => ProviderError::Auth {
+                status,
+                url: text(url),
+                message: text(message),
+                var,
+            },
+            ProviderError::Status {
+                status,
+                url,
+                message,
+                retry_after,
+            } => ProviderError::Status {
+                status,
+                url: text(url),
+                message: text(message),
+                retry_after,
+            },
+            ProviderError::Connection { url, detail } => ProviderError::Connection {
+                url: text(url),
+                detail: text(detail),
+            },
+            ProviderError::Truncated { url, detail } => ProviderError::Truncated {
+                url: text(url),
+                detail: text(detail),
+            },
+            ProviderError::Malformed { url, detail } => ProviderError::Malformed {
+                url: text(url),
+                detail: text(detail),
+            },
+            ProviderError::Api {
+                kind,
+                message,
+                retryable,
+            } => ProviderError::Api {
+                kind: text(kind),
+                message: text(message),
+                retryable,
+            },
+            ProviderError::RetriesExhausted { attempts, last } => ProviderError::RetriesExhausted {
+                attempts,
+                last: Box::new(last.redacted(redactor)),
+            },
+        }
+    }
+}
+
 /// Renders an error with its chain of causes on one line.
 pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();

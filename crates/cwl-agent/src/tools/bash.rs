@@ -3,7 +3,9 @@
 //! The command runs as `bash -c` in its own process group with stdout and
 //! stderr on one pipe (so their interleaving is the program's own). When it
 //! returns or times out, the whole group is killed, so background jobs and
-//! grandchildren cannot outlive the call or hold the output pipe open.
+//! grandchildren cannot outlive the call or hold the output pipe open. Its
+//! environment is [`Secrets::child_env`](crate::secrets::Secrets::child_env):
+//! no provider keys, nothing `env_deny` names.
 
 use std::path::Path;
 use std::time::Duration;
@@ -94,6 +96,8 @@ pub(crate) async fn run(root: &Path, cfg: &ToolConfig, raw: &str) -> Result<Tool
     cmd.arg("-c")
         .arg(&command)
         .current_dir(root)
+        .env_clear()
+        .envs(cfg.secrets.child_env())
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)

@@ -30,6 +30,8 @@ use std::time::Duration;
 
 use error::ToolError;
 
+use crate::secrets::Secrets;
+
 /// The names of the toolbox's tools, in the order [`Toolbox::specs`] offers them.
 pub const TOOL_NAMES: [&str; 7] = [
     read::NAME,
@@ -75,6 +77,10 @@ pub struct ToolConfig {
     pub list_max_entries: usize,
     /// Bytes of output `grep`, `glob` and `ls` produce. Default: 30,000.
     pub max_output_bytes: usize,
+    /// The environment `bash` runs with and the values redacted from every
+    /// result. Default: this process's environment under the default
+    /// `env_deny` patterns.
+    pub secrets: Secrets,
 }
 
 impl Default for ToolConfig {
@@ -92,6 +98,7 @@ impl Default for ToolConfig {
             grep_max_line_chars: 300,
             list_max_entries: 500,
             max_output_bytes: 30_000,
+            secrets: Secrets::default(),
         }
     }
 }
