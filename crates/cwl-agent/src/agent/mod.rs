@@ -260,8 +260,12 @@ impl Agent {
         let mut agent = Agent::assemble(
             provider, toolbox, options, observer, context, counter, writer,
         );
-        for message in crate::prompt::prologue(agent.toolbox.root()) {
+        let prologue = crate::prompt::prologue(agent.toolbox.root());
+        for message in prologue.messages {
             agent.push(message, None, None)?;
+        }
+        for note in prologue.notes {
+            agent.note(note)?;
         }
         if agent.context.tokens() > agent.options.engine_budget() {
             agent.note(format!(
