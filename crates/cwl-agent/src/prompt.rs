@@ -65,48 +65,120 @@ pub struct Instructions {
     pub text: String,
 }
 
-/// Reads the instruction files of `cwd`. Missing, empty or unreadable
-/// files are skipped; a second file with the same text as the first (a
-/// symlink, a copy) is skipped too.
-pub fn instructions(cwd: &Path) -> Vec<Instructions> {
-    let mut found: Vec<Instructions> = Vec::new();
+/// The instruction files of a directory: those loaded, and why others
+/// were not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstructionFiles {
+    /// The files loaded, in [`INSTRUCTION_FILES`] order.
+    pub found: Vec<Instructions>,
+    /// One line per file that exists but was refused (not UTF-8 text, not
+    /// readable), naming the file and why, for the user.
+    pub refused: Vec<String>,
+}
+
+/// Reads the instruction files of `cwd`. Missing or empty files are
+/// skipped; a second file with the same text as the first (a symlink, a
+/// copy) is skipped too. A file that is not UTF-8 text (invalid UTF-8 or a
+/// NUL byte in its first [`INSTRUCTION_MAX_BYTES`]) or cannot be read is
+/// refused: its content never reaches the prompt.
+pub fn instructions(cwd: &Path) -> InstructionFiles {
+    let mut files = InstructionFiles::default();
     for file in INSTRUCTION_FILES {
-        let Ok(bytes) = std::fs::read(cwd.join(file)) else {
-            continue;
-        };
-        let mut text = String::from_utf8_lossy(&bytes).into_owned();
-        if text.len() > INSTRUCTION_MAX_BYTES {
-            let mut end = INSTRUCTION_MAX_BYTES;
-            while !text.is_char_boundary(end) {
-                end -= 1;
+        let text = match read_text(&cwd.join(file)) {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            Err(why) => {
+                files.refused.push(format!(
+                    "{file} was not loaded as project instructions: {why}"
+                ));
+                continue;
             }
-            text.truncate(end);
-            text.push_str(&format!(
-                "\n[... {file} is longer; read the rest with the read tool if needed]"
-            ));
-        }
-        if text.trim().is_empty() || found.iter().any(|f| f.text == text) {
+        };
+        if text.trim().is_empty() || files.found.iter().any(|f| f.text == text) {
             continue;
         }
-        found.push(Instructions {
+        files.found.push(Instructions {
             file: file.to_string(),
             text,
         });
     }
-    found
+    files
 }
 
-/// The prologue messages of a new session in `cwd`: the system prompt,
-/// then one system message per instruction file.
-pub fn prologue(cwd: &Path) -> Vec<Message> {
+/// The text of instruction file `path`, capped, with a line saying where
+/// the rest is; `None` when it does not exist, an error saying why it
+/// cannot be used otherwise.
+fn read_text(path: &Path) -> Result<Option<String>, String> {
+    use std::io::Read;
+    let file = path.file_name().unwrap_or_default().to_string_lossy();
+    let opened = match std::fs::File::open(path) {
+        Ok(opened) => opened,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("it cannot be read ({e})")),
+    };
+    // One char past the cap shows whether the file is longer.
+    let mut bytes = Vec::new();
+    opened
+        .take(INSTRUCTION_MAX_BYTES as u64 + 4)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("it cannot be read ({e})"))?;
+    let longer = bytes.len() > INSTRUCTION_MAX_BYTES;
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(text) => text,
+        // A character cut by the read limit, not bad data.
+        Err(e) if longer && e.error_len().is_none() => {
+            std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default()
+        }
+        Err(e) => {
+            return Err(format!(
+                "it is not UTF-8 text (invalid byte at offset {}); save it as UTF-8 to use it",
+                e.valid_up_to()
+            ));
+        }
+    };
+    if let Some(at) = text.find('\0') {
+        return Err(format!(
+            "it is not text (a NUL byte at offset {at}); save it as UTF-8 text to use it"
+        ));
+    }
+    let mut text = text.strip_prefix('\u{feff}').unwrap_or(text).to_owned();
+    if longer {
+        let mut end = INSTRUCTION_MAX_BYTES.min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(&format!(
+            "\n[... {file} is longer; read the rest with the read tool if needed]"
+        ));
+    }
+    Ok(Some(text))
+}
+
+/// The prologue of a new session: its messages, and notes for the user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prologue {
+    /// The system prompt, then one system message per instruction file.
+    pub messages: Vec<Message>,
+    /// Why instruction files were refused ([`InstructionFiles::refused`]).
+    pub notes: Vec<String>,
+}
+
+/// The prologue of a new session in `cwd`: the system prompt, then one
+/// system message per instruction file loaded, and a note per file refused.
+pub fn prologue(cwd: &Path) -> Prologue {
     let mut messages = vec![Message::system(system_prompt(cwd))];
-    for found in instructions(cwd) {
+    let files = instructions(cwd);
+    for found in files.found {
         messages.push(Message::system(format!(
             "Project instructions from {}:\n\n{}",
             found.file, found.text
         )));
     }
-    messages
+    Prologue {
+        messages,
+        notes: files.refused,
+    }
 }
 
 #[cfg(test)]
@@ -135,10 +207,10 @@ mod tests {
     #[test]
     fn loads_instruction_files_in_order_and_skips_duplicates() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(prologue(dir.path()).len(), 1);
+        assert_eq!(prologue(dir.path()).messages.len(), 1);
         std::fs::write(dir.path().join("CLAUDE.md"), "Use tabs.").unwrap();
         std::fs::write(dir.path().join("AGENTS.md"), "Run make test.").unwrap();
-        let messages = prologue(dir.path());
+        let messages = prologue(dir.path()).messages;
         assert_eq!(messages.len(), 3);
         assert!(
             matches!(&messages[1], Message::System { content } if content.contains("AGENTS.md") && content.ends_with("Run make test."))
@@ -147,9 +219,9 @@ mod tests {
             matches!(&messages[2], Message::System { content } if content.contains("CLAUDE.md") && content.ends_with("Use tabs."))
         );
         std::fs::write(dir.path().join("CLAUDE.md"), "Run make test.").unwrap();
-        assert_eq!(instructions(dir.path()).len(), 1);
+        assert_eq!(instructions(dir.path()).found.len(), 1);
         std::fs::write(dir.path().join("AGENTS.md"), "  \n").unwrap();
-        assert_eq!(instructions(dir.path())[0].file, "CLAUDE.md");
+        assert_eq!(instructions(dir.path()).found[0].file, "CLAUDE.md");
     }
 
     #[test]
@@ -160,8 +232,60 @@ mod tests {
             "é".repeat(INSTRUCTION_MAX_BYTES),
         )
         .unwrap();
-        let found = instructions(dir.path());
-        assert!(found[0].text.len() < INSTRUCTION_MAX_BYTES + 100);
+        let files = instructions(dir.path());
+        assert!(files.refused.is_empty(), "{:?}", files.refused);
+        let found = files.found;
+        assert!(found[0].text.len() <= INSTRUCTION_MAX_BYTES + 100);
+        assert!(found[0].text.len() > INSTRUCTION_MAX_BYTES - 4);
         assert!(found[0].text.ends_with("if needed]"));
+    }
+
+    #[test]
+    fn files_that_are_not_utf8_text_are_refused_with_a_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("AGENTS.md"), b"ok\xff\xfe binary").unwrap();
+        std::fs::write(dir.path().join("CLAUDE.md"), "Use tabs.").unwrap();
+        let files = instructions(dir.path());
+        assert_eq!(files.found.len(), 1);
+        assert_eq!(files.found[0].file, "CLAUDE.md");
+        assert_eq!(
+            files.refused,
+            [
+                "AGENTS.md was not loaded as project instructions: it is not UTF-8 text (invalid byte at offset 2); save it as UTF-8 to use it"
+            ]
+        );
+
+        std::fs::write(dir.path().join("AGENTS.md"), "text\0more").unwrap();
+        let files = instructions(dir.path());
+        assert!(
+            files.refused[0].contains("a NUL byte at offset 4"),
+            "{:?}",
+            files.refused
+        );
+
+        std::fs::remove_file(dir.path().join("AGENTS.md")).unwrap();
+        std::fs::create_dir(dir.path().join("AGENTS.md")).unwrap();
+        let files = instructions(dir.path());
+        assert!(
+            files.refused[0]
+                .starts_with("AGENTS.md was not loaded as project instructions: it cannot be read"),
+            "{:?}",
+            files.refused
+        );
+        assert_eq!(prologue(dir.path()).notes, files.refused);
+    }
+
+    #[test]
+    fn a_character_cut_by_the_cap_is_not_a_refusal_and_a_bom_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = "a".repeat(INSTRUCTION_MAX_BYTES + 2);
+        text.push('€');
+        std::fs::write(dir.path().join("AGENTS.md"), &text).unwrap();
+        let files = instructions(dir.path());
+        assert!(files.refused.is_empty(), "{:?}", files.refused);
+        assert!(files.found[0].text.ends_with("if needed]"));
+
+        std::fs::write(dir.path().join("AGENTS.md"), "\u{feff}Run make.").unwrap();
+        assert_eq!(instructions(dir.path()).found[0].text, "Run make.");
     }
 }

@@ -61,11 +61,10 @@ fn recalls(events: &[Event]) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn resume(server: &ScriptedServer, t: &Scripted, options: AgentOptions) -> (Agent, Vec<Event>) {
+fn resume(server: &ScriptedServer, t: &Closed, options: AgentOptions) -> (Agent, Vec<Event>) {
     let (shared, observer) = collector();
     let toolbox = Toolbox::new(t.dir.path(), ToolConfig::default()).unwrap();
-    let path = t.agent.session_path();
-    let agent = Agent::resume(openai(server), toolbox, options, &path, observer).unwrap();
+    let agent = Agent::resume(openai(server), toolbox, options, &t.path, observer).unwrap();
     (agent, events(&shared))
 }
 
@@ -104,9 +103,10 @@ async fn recall_brings_evicted_episodes_back_before_and_after_a_resume() {
     let server = ScriptedServer::start(openai_replies(&script))
         .await
         .unwrap();
+    let t = t.close();
     let (shared, observer) = collector();
     let toolbox = Toolbox::new(t.dir.path(), ToolConfig::default()).unwrap();
-    let path = t.agent.session_path();
+    let path = t.path.clone();
     let mut agent =
         Agent::resume(openai(&server), toolbox, options(BUDGET), &path, observer).unwrap();
     for task in [
@@ -176,7 +176,8 @@ async fn a_resume_from_the_checkpoint_equals_a_full_replay_and_a_bad_one_falls_b
     t.agent.run_task("Survey the store.").await.unwrap();
     let view: Vec<Message> = t.agent.context().view().cloned().collect();
     let tokens = t.agent.context().tokens();
-    let path = t.agent.session_path();
+    let t = t.close();
+    let path = t.path.clone();
     let original = std::fs::read_to_string(&path).unwrap();
     let (checkpoints, rest): (Vec<&str>, Vec<&str>) = original
         .lines()
@@ -259,7 +260,8 @@ async fn old_session_files_without_checkpoints_or_settings_still_resume() {
     let mut t = Scripted::start(openai_replies(&script), options(BUDGET)).await;
     t.agent.run_task("Read the auth code.").await.unwrap();
     let view: Vec<Message> = t.agent.context().view().cloned().collect();
-    let path = t.agent.session_path();
+    let t = t.close();
+    let path = t.path.clone();
     let old: String = std::fs::read_to_string(&path)
         .unwrap()
         .lines()
@@ -330,7 +332,8 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
         superseded: Some(Share::new(0.3).unwrap()),
     };
     assert_eq!(Settings::of(t.agent.context().config()), wanted);
-    let loaded = session::read(&t.agent.session_path()).unwrap();
+    let t = t.close();
+    let loaded = session::read(&t.path).unwrap();
     assert!(
         matches!(loaded.records[0].1, Record::Settings { .. }),
         "settings follow the header"
@@ -346,7 +349,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
             .any(|e| matches!(e, Event::Note { text } if text.contains("settings changed")))
     );
     drop(agent);
-    let after = session::read(&t.agent.session_path()).unwrap();
+    let after = session::read(&t.path).unwrap();
     assert_eq!(
         after.records.len(),
         loaded.records.len() + 1,

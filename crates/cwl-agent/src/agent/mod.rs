@@ -261,8 +261,12 @@ impl Agent {
         let mut agent = Agent::assemble(
             provider, toolbox, options, observer, context, counter, writer,
         );
-        for message in crate::prompt::prologue(agent.toolbox.root()) {
+        let prologue = crate::prompt::prologue(agent.toolbox.root());
+        for message in prologue.messages {
             agent.push(message, None, None)?;
+        }
+        for note in prologue.notes {
+            agent.note(note)?;
         }
         if agent.context.tokens() > agent.options.engine_budget() {
             agent.note(format!(
@@ -274,7 +278,9 @@ impl Agent {
         Ok(agent)
     }
 
-    /// Continues the session in file `path`: restores its last checkpoint
+    /// Continues the session in file `path`, holding its write lock (it
+    /// fails with [`SessionError::InUse`] while another process writes the
+    /// session): restores its last checkpoint
     /// and replays what follows (or replays it all into a fresh engine), so
     /// the view is the same as when it stopped; cuts a torn last line, and
     /// answers tool calls left without a result with an error result (they
@@ -289,7 +295,7 @@ impl Agent {
         observer: Box<dyn Observer>,
     ) -> Result<Agent, AgentError> {
         check_budget(&options)?;
-        let mut loaded = session::read(path)?;
+        let (mut writer, mut loaded) = SessionWriter::reopen(path)?;
         // Sessions from before recall get it: their folded residues point to it.
         let offer_recall = !loaded.info.tools.iter().any(|t| t.name == cwl::RECALL);
         if offer_recall {
@@ -304,7 +310,6 @@ impl Agent {
             Arc::clone(&counter),
             settings.config(options.engine_budget()),
         )?;
-        let mut writer = SessionWriter::reopen(path, loaded.valid_len)?;
         if recorded != Some(settings) {
             writer.append(&settings.record())?;
         }

@@ -89,6 +89,7 @@ impl Agent {
         answer: String,
     ) -> Result<TaskOutcome, AgentError> {
         self.checkpoint()?;
+        self.writer.sync()?;
         self.observer.event(&Event::TaskFinished { task, turns });
         Ok(TaskOutcome { turns, answer })
     }

@@ -7,7 +7,9 @@
 //! calibration, usage and cost per model call, and notes. Each record is
 //! written with one `write` call as soon as it happens, so a crash loses at
 //! most the line being written; [`read`] detects such a torn last line and
-//! skips it with a warning. API keys are never part of any record.
+//! skips it with a warning. API keys are never part of any record. A
+//! writer holds an exclusive lock on the file while it lives, so two
+//! processes never append to one session ([`SessionWriter`]).
 //!
 //! Resuming ([`replay`]) restores the last checkpoint ([`Record::Checkpoint`],
 //! written at task ends, spaced so checkpoints take at most about as much
@@ -33,7 +35,7 @@ pub use list::{SessionSummary, list};
 pub use read::{Loaded, read};
 pub use resume::{PendingCall, Replayed, find, replay, replay_all};
 pub use settings::Settings;
-pub use store::{SessionWriter, new_id};
+pub use store::{SessionWriter, new_id, pid_path};
 pub use transcript::SessionTranscript;
 
 /// Why a session file could not be written, read or replayed.
@@ -95,6 +97,14 @@ pub enum SessionError {
         name: String,
         /// The ids it matches.
         matches: String,
+    },
+    /// Another process holds the session's write lock.
+    #[error("session {id} is in use by {}; wait for it to finish or stop that process, then resume", held_by(*.pid))]
+    InUse {
+        /// The session id.
+        id: String,
+        /// The holder's pid, from the session's `.pid` file when readable.
+        pid: Option<u32>,
     },
     /// No data directory is known and none was given.
     #[error("no session directory: the user data directory is unknown; pass --session-dir")]
@@ -161,6 +171,13 @@ impl SessionInfo {
             )),
             _ => None,
         }
+    }
+}
+
+fn held_by(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("pid {pid}"),
+        None => "another process".to_string(),
     }
 }
 

@@ -188,7 +188,9 @@ mod tests {
         );
         assert_eq!(loaded.valid_len, good.len() as u64);
 
-        let mut writer = SessionWriter::reopen(&path, loaded.valid_len).unwrap();
+        let (mut writer, reloaded) = SessionWriter::reopen(&path).unwrap();
+        assert_eq!(reloaded.valid_len, loaded.valid_len);
+        assert_eq!(std::fs::read(&path).unwrap(), good, "the torn line is cut");
         writer.append(&message("after")).unwrap();
         let again = read(&path).unwrap();
         assert!(again.warnings.is_empty());
@@ -209,7 +211,7 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let loaded = read(&path).unwrap();
         assert_eq!(loaded.records.len(), 1);
-        let mut writer = SessionWriter::reopen(&path, loaded.valid_len).unwrap();
+        let (mut writer, _) = SessionWriter::reopen(&path).unwrap();
         writer.append(&message("y")).unwrap();
         assert_eq!(read(&path).unwrap().records.len(), 2);
     }

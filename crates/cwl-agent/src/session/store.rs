@@ -1,18 +1,29 @@
 //! Writing a session file: create it with its header, append records.
+//!
+//! A writer holds an exclusive OS lock (`flock(2)`, on Unix) on the session
+//! file for as long as it lives, so a second process
+//! resuming the same session refuses at once instead of interleaving its
+//! records; the OS drops the lock when the process ends, even by `kill -9`.
+//! The holder's pid is kept in a side file `<id>.pid` next to the session
+//! (removed when the writer is dropped) so the refusal can name it. Readers
+//! (`cwl sessions`, `recall`) take no lock and are never blocked. The file
+//! is opened with `O_APPEND`: records only ever go at its end.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use cwl::Record;
 
-use super::{SessionError, SessionInfo};
+use super::{Loaded, SessionError, SessionInfo, read};
 
-/// An open session file. Every [`SessionWriter::append`] writes one whole
-/// line with a single write call, so the file is flushed at every record.
+/// An open, locked session file. Every [`SessionWriter::append`] writes one
+/// whole line with a single write call, so the file is flushed at every
+/// record; [`SessionWriter::sync`] makes it durable.
 #[derive(Debug)]
 pub struct SessionWriter {
     path: PathBuf,
+    pid_path: PathBuf,
     file: File,
     written: u64,
 }
@@ -27,9 +38,14 @@ pub fn new_id() -> String {
     )
 }
 
+/// Where the pid of the process writing the session at `path` is kept.
+pub fn pid_path(path: &Path) -> PathBuf {
+    path.with_extension("pid")
+}
+
 impl SessionWriter {
-    /// Creates `<dir>/<id>.jsonl` (and `dir`) and writes the header.
-    /// Fails rather than overwrite an existing file.
+    /// Creates `<dir>/<id>.jsonl` (and `dir`), locks it and writes the
+    /// header. Fails rather than overwrite an existing file.
     pub fn create(dir: &Path, info: &SessionInfo) -> Result<Self, SessionError> {
         std::fs::create_dir_all(dir).map_err(|source| SessionError::Io {
             path: dir.to_owned(),
@@ -37,51 +53,89 @@ impl SessionWriter {
         })?;
         let path = dir.join(format!("{}.jsonl", info.id));
         let file = OpenOptions::new()
-            .write(true)
+            .append(true)
+            .read(true)
             .create_new(true)
             .open(&path)
             .map_err(|source| SessionError::Io {
                 path: path.clone(),
                 source,
             })?;
-        let mut writer = SessionWriter {
-            path,
-            file,
-            written: 0,
-        };
+        let mut writer = SessionWriter::lock(path, file)?;
         writer.append(&info.record())?;
         Ok(writer)
     }
 
-    /// Opens an existing file for appending after its first `valid_len`
-    /// bytes: anything after them (a torn last line) is cut off first, and
-    /// a missing final newline is added.
-    pub fn reopen(path: &Path, valid_len: u64) -> Result<Self, SessionError> {
-        let io = |source| SessionError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let mut file = OpenOptions::new()
+    /// Opens the existing session file at `path` for appending: locks it
+    /// (refusing with [`SessionError::InUse`] when another process writes
+    /// it), reads it under the lock, cuts off anything after the last good
+    /// record (a torn last line) and adds a missing final newline.
+    pub fn reopen(path: &Path) -> Result<(Self, Loaded), SessionError> {
+        let file = OpenOptions::new()
+            .append(true)
             .read(true)
-            .write(true)
             .open(path)
-            .map_err(io)?;
-        file.set_len(valid_len).map_err(io)?;
-        file.seek(SeekFrom::End(0)).map_err(io)?;
-        if valid_len > 0 {
-            let mut last = [0u8; 1];
-            file.seek(SeekFrom::Start(valid_len - 1)).map_err(io)?;
-            std::io::Read::read_exact(&mut file, &mut last).map_err(io)?;
-            file.seek(SeekFrom::End(0)).map_err(io)?;
-            if last[0] != b'\n' {
-                file.write_all(b"\n").map_err(io)?;
+            .map_err(|source| SessionError::Io {
+                path: path.to_owned(),
+                source,
+            })?;
+        let mut writer = SessionWriter::lock(path.to_owned(), file)?;
+        let loaded = read(path)?;
+        writer.cut(loaded.valid_len)?;
+        Ok((writer, loaded))
+    }
+
+    /// Takes the exclusive lock on `file` and records this process's pid.
+    fn lock(path: PathBuf, file: File) -> Result<Self, SessionError> {
+        let pid_path = pid_path(&path);
+        match try_lock(&file) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(SessionError::InUse {
+                    id: stem(&path),
+                    pid: holder(&pid_path),
+                });
+            }
+            Err(e) => {
+                return Err(SessionError::Io {
+                    path,
+                    source: std::io::Error::new(e.kind(), format!("cannot lock it: {e}")),
+                });
             }
         }
+        std::fs::write(&pid_path, format!("{}\n", std::process::id())).map_err(|source| {
+            SessionError::Io {
+                path: pid_path.clone(),
+                source,
+            }
+        })?;
         Ok(SessionWriter {
-            path: path.to_owned(),
+            path,
+            pid_path,
             file,
             written: 0,
         })
+    }
+
+    /// Cuts the file to its first `valid_len` bytes and ends it with a
+    /// newline. Only called under the lock, before anything is appended.
+    fn cut(&mut self, valid_len: u64) -> Result<(), SessionError> {
+        let io = |source| SessionError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        self.file.set_len(valid_len).map_err(io)?;
+        if valid_len > 0 {
+            let mut last = [0u8; 1];
+            self.file
+                .seek(SeekFrom::Start(valid_len - 1))
+                .and_then(|_| self.file.read_exact(&mut last))
+                .map_err(io)?;
+            if last[0] != b'\n' {
+                self.file.write_all(b"\n").map_err(io)?;
+            }
+        }
+        Ok(())
     }
 
     /// Appends one record as one line and flushes it.
@@ -102,6 +156,15 @@ impl SessionWriter {
         Ok(())
     }
 
+    /// Makes everything appended so far durable (`fdatasync`); called at
+    /// the end of every task.
+    pub fn sync(&mut self) -> Result<(), SessionError> {
+        self.file.sync_data().map_err(|source| SessionError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
     /// Bytes this writer appended since it was created or reopened.
     pub fn written(&self) -> u64 {
         self.written
@@ -114,9 +177,55 @@ impl SessionWriter {
 
     /// The session id (the file stem).
     pub fn id(&self) -> String {
-        self.path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
+        stem(&self.path)
     }
+}
+
+impl Drop for SessionWriter {
+    /// Syncs the file (best effort) and removes the pid file before the
+    /// lock goes with the handle.
+    fn drop(&mut self) {
+        let _ = self.file.sync_data();
+        let _ = std::fs::remove_file(&self.pid_path);
+    }
+}
+
+/// Takes the exclusive lock on `file` without waiting: false when another
+/// open file (this process's or another's) holds it.
+#[cfg(unix)]
+fn try_lock(file: &File) -> std::io::Result<bool> {
+    use rustix::fs::{FlockOperation, flock};
+    match flock(file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Off Unix sessions are not locked: `File::try_lock` is newer than this
+/// crate's minimum Rust version.
+#[cfg(not(unix))]
+fn try_lock(_file: &File) -> std::io::Result<bool> {
+    Ok(true)
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The pid the lock holder recorded, if it is readable yet.
+fn holder(pid_path: &Path) -> Option<u32> {
+    // The holder writes its pid right after locking; give it a moment.
+    for _ in 0..20 {
+        if let Some(pid) = std::fs::read_to_string(pid_path)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+        {
+            return Some(pid);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    None
 }

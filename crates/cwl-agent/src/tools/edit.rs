@@ -1,4 +1,5 @@
-//! `edit`: replace one exact, unique occurrence of a text in a file.
+//! `edit`: replace one exact, unique occurrence of a text in a file. The
+//! file is replaced by a temp file and a rename (see [`super::replace`]).
 
 use std::fs;
 use std::path::Path;
@@ -9,6 +10,7 @@ use super::args::Args;
 use super::error::ToolError;
 use super::guard::mutation_target;
 use super::paths::ToolPath;
+use super::replace::replace_file;
 use super::{ExecContext, ToolConfig};
 
 /// The tool's name.
@@ -86,7 +88,8 @@ pub(crate) fn run(
         [at] => {
             let line = line_of(&content, *at);
             let updated = format!("{}{new}{}", &content[..*at], &content[at + old.len()..]);
-            fs::write(&real, updated).map_err(|e| ToolError::io("write", &target.shown, e))?;
+            replace_file(&real, updated.as_bytes())
+                .map_err(|e| ToolError::io("write", &target.shown, e))?;
             Ok(format!(
                 "edited `{}`: replaced {} lines with {} lines at line {line}",
                 target.shown,

@@ -21,6 +21,7 @@ mod guard;
 mod ls;
 mod paths;
 mod read;
+mod replace;
 mod walk;
 mod write;
 

@@ -1,4 +1,5 @@
-//! `write`: create or overwrite a file, creating parent directories.
+//! `write`: create or overwrite a file, creating parent directories. The
+//! file is replaced by a temp file and a rename (see [`super::replace`]).
 
 use std::fs;
 use std::path::Path;
@@ -9,6 +10,7 @@ use super::args::Args;
 use super::error::ToolError;
 use super::guard::mutation_target;
 use super::paths::ToolPath;
+use super::replace::replace_file;
 use super::{ExecContext, ToolConfig};
 
 /// The tool's name.
@@ -53,7 +55,8 @@ pub(crate) fn run(
         fs::create_dir_all(parent)
             .map_err(|e| ToolError::io("create the parent directory of", &target.shown, e))?;
     }
-    fs::write(&real, content).map_err(|e| ToolError::io("write", &target.shown, e))?;
+    replace_file(&real, content.as_bytes())
+        .map_err(|e| ToolError::io("write", &target.shown, e))?;
     let lines = content.lines().count();
     let verb = if existed { "overwrote" } else { "created" };
     Ok(format!(

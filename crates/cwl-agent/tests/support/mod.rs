@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use cwl::{Block, Message, O200k, ToolCall, Usage};
@@ -188,6 +188,43 @@ impl Scripted {
         let (agent, shared) = openai_agent(&server, dir.path(), sessions.path(), options);
         Scripted {
             agent,
+            shared,
+            sessions,
+            dir,
+            server,
+        }
+    }
+}
+
+/// A [`Scripted`] run whose agent is gone, as after `cwl run` ends: the
+/// session's lock is released and it can be resumed.
+pub struct Closed {
+    /// The session file.
+    pub path: PathBuf,
+    /// What the agent reported.
+    pub shared: Arc<Mutex<Collect>>,
+    /// Where the session is saved.
+    pub sessions: tempfile::TempDir,
+    /// The workspace.
+    pub dir: tempfile::TempDir,
+    /// The server that answered the agent.
+    pub server: ScriptedServer,
+}
+
+impl Scripted {
+    /// Drops the agent (releasing the session), keeping the rest.
+    pub fn close(self) -> Closed {
+        let path = self.agent.session_path();
+        let Scripted {
+            agent,
+            shared,
+            sessions,
+            dir,
+            server,
+        } = self;
+        drop(agent);
+        Closed {
+            path,
             shared,
             sessions,
             dir,
