@@ -17,6 +17,7 @@
 //! keep_recent = "10%"             # recent work evicted last, or "off"
 //! superseded = "50%"              # repeated old content evicted first, or "off"
 //! env_deny = ["*_API_KEY", "*_TOKEN", "*SECRET*"]  # variables `bash` does not get
+//! stream_idle_timeout = "90s"     # a model stream silent this long is retried
 //!
 //! [[models]]                      # add or replace model table entries
 //! name = "qwen3-coder"
@@ -31,6 +32,7 @@
 //! them, nor the variables `env_deny` names (see [`crate::secrets`]).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -65,6 +67,10 @@ pub struct FileConfig {
     /// Name patterns of environment variables withheld from child
     /// processes and redacted (`None`: [`crate::secrets::DEFAULT_ENV_DENY`]).
     pub env_deny: Option<EnvDeny>,
+    /// How long a model stream may stay silent before it counts as a lost
+    /// connection and is retried (`90s`, `500ms`, `2m`; a bare number is
+    /// seconds).
+    pub stream_idle_timeout: Option<String>,
     /// Model table entries; each replaces the built-in entry of that name.
     #[serde(default)]
     pub models: Vec<ModelInfo>,
@@ -118,9 +124,46 @@ pub fn parse(text: &str) -> Result<FileConfig, String> {
     toml::from_str(text).map_err(|e| e.to_string().trim().to_string())
 }
 
+/// Parses a duration: a number of seconds (`90`, `1.5`) or a number with
+/// the unit `ms`, `s` or `m` (`200ms`, `90s`, `2m`). It must be positive.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    let (number, scale) = if let Some(n) = trimmed.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = trimmed.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = trimmed.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (trimmed, 1.0)
+    };
+    let value: f64 = number.trim().parse().map_err(|_| {
+        format!(
+            "expected a duration such as 90s, 500ms or 2m (a bare number is seconds), not {text:?}"
+        )
+    })?;
+    match Duration::try_from_secs_f64(value * scale) {
+        Ok(duration) if !duration.is_zero() => Ok(duration),
+        _ => Err(format!("the duration must be positive, not {text:?}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration(" 90s "), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
+        for bad in ["", "soon", "0", "-5s", "90h", "NaN"] {
+            let error = parse_duration(bad).unwrap_err();
+            assert!(error.contains(&format!("{bad:?}")), "{error}");
+        }
+    }
 
     #[test]
     fn parses_every_key() {
@@ -134,6 +177,7 @@ session_dir = "/tmp/s"
 max_turns = 12
 low_water = "60%"
 residue_share = "off"
+stream_idle_timeout = "45s"
 
 [[models]]
 name = "local-model"
@@ -148,6 +192,7 @@ output_price = 1.5
         assert_eq!(config.max_turns, Some(12));
         assert_eq!(config.low_water.as_deref(), Some("60%"));
         assert_eq!(config.residue_share.as_deref(), Some("off"));
+        assert_eq!(config.stream_idle_timeout.as_deref(), Some("45s"));
         assert_eq!(config.models.len(), 1);
         assert_eq!(config.models[0].context_window, 32_000);
         assert_eq!(config.models[0].input_price, Some(0.5));

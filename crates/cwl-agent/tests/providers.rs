@@ -955,3 +955,81 @@ fn errors_and_providers_can_cross_threads() {
     assert_send_sync::<OpenAiProvider>();
     assert_send_sync::<AnthropicProvider>();
 }
+
+#[tokio::test]
+async fn a_stalled_stream_times_out_and_is_retried_visibly() {
+    let partial = sse(&[delta(json!({"content": "Stuck "}))]);
+    let server = serve([
+        Reply::Stall(partial),
+        Reply::Silence,
+        Reply::openai(&Message::assistant_text("done"), Usage::default()),
+    ])
+    .await;
+    let (policy, waits) = recording_policy(5);
+    let provider = OpenAiProvider::new(
+        OpenAiConfig::new(server.url())
+            .with_retry(policy)
+            .with_idle_timeout(Duration::from_millis(200)),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (result, events) = run(&provider, &[Message::user("x")], &[]).await;
+    let response = result.unwrap();
+    assert_eq!(response.message, Message::assistant_text("done"));
+    assert_eq!(response.attempts, 3);
+    assert_eq!(waits.lock().unwrap().len(), 2);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let retries: Vec<(u32, bool, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Retrying {
+                attempt,
+                discarded_output,
+                reason,
+                ..
+            } => Some((*attempt, *discarded_output, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert_eq!((retries[0].0, retries[0].1), (1, true));
+    assert!(
+        retries[0]
+            .2
+            .contains("no data for 0.2s (stream idle timeout)"),
+        "{}",
+        retries[0].2
+    );
+    assert_eq!((retries[1].0, retries[1].1), (2, false));
+    assert!(
+        retries[1]
+            .2
+            .contains("no answer for 0.2s (stream idle timeout"),
+        "{}",
+        retries[1].2
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_stream_that_keeps_stalling_gives_up_after_the_attempt_limit() {
+    let server = serve([Reply::Stall(String::new()), Reply::Stall(String::new())]).await;
+    let (policy, _) = recording_policy(2);
+    let provider = AnthropicProvider::new(
+        AnthropicConfig::new(server.url())
+            .with_retry(policy)
+            .with_idle_timeout(Duration::from_millis(150)),
+    )
+    .unwrap();
+    let err = ask(&provider).await.unwrap_err();
+    assert!(
+        err.to_string().contains("gave up after 2 attempts"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("stream idle timeout"), "{err}");
+    assert_eq!(server.requests().len(), 2);
+}

@@ -110,6 +110,12 @@ pub struct AgentArgs {
     /// Print events as JSON lines on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+
+    /// How long a model stream may send nothing before it counts as a
+    /// dropped connection and the call is retried: seconds, or 500ms, 2m.
+    /// Default: the config file's stream_idle_timeout, else 90s.
+    #[arg(long, value_name = "SECS", value_parser = crate::config::parse_duration)]
+    pub stream_idle_timeout: Option<std::time::Duration>,
 }
 
 /// `cwl run`: run tasks non-interactively, one after another, in one
@@ -285,6 +291,8 @@ mod tests {
             "60%",
             "--residue-share",
             "off",
+            "--stream-idle-timeout",
+            "200ms",
         ])
         .unwrap()
         .args;
@@ -295,6 +303,10 @@ mod tests {
         assert_eq!(run.agent.reasoning, Some(ReasoningEffort::High));
         assert_eq!(run.agent.low_water, Some(Share::new(0.6).unwrap()));
         assert_eq!(run.agent.residue_share, Some(ResidueCap(None)));
+        assert_eq!(
+            run.agent.stream_idle_timeout,
+            Some(std::time::Duration::from_millis(200))
+        );
         for bad in [
             &["run", "--budget", "lots"][..],
             &["run", "--provider", "gemini"],
@@ -302,6 +314,8 @@ mod tests {
             &["run", "--low-water", "0"],
             &["run", "--low-water", "150%"],
             &["run", "--residue-share", "none-at-all"],
+            &["run", "--stream-idle-timeout", "0"],
+            &["run", "--stream-idle-timeout", "forever"],
         ] {
             let error = Run::try_parse_from(bad).unwrap_err().to_string();
             assert!(error.contains(bad[2]), "{error}");

@@ -115,7 +115,14 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
             .clone()
             .filter(|_| configured.is_none_or(|c| c == kind))
     });
-    let provider = provider(kind, base_url)?;
+    let idle_timeout = match (args.stream_idle_timeout, &file.stream_idle_timeout) {
+        (Some(idle), _) => idle,
+        (None, Some(text)) => config::parse_duration(text)
+            .map_err(anyhow::Error::msg)
+            .context("config file: stream_idle_timeout")?,
+        (None, None) => crate::provider::DEFAULT_IDLE_TIMEOUT,
+    };
+    let provider = provider(kind, base_url, idle_timeout)?;
     let mut options = AgentOptions::new(model);
     options.budget = budget;
     options.max_turns = args
@@ -183,17 +190,21 @@ fn provider_kind(
     )
 }
 
-fn provider(kind: ProviderKind, base_url: Option<String>) -> anyhow::Result<Box<dyn Provider>> {
+fn provider(
+    kind: ProviderKind,
+    base_url: Option<String>,
+    idle_timeout: std::time::Duration,
+) -> anyhow::Result<Box<dyn Provider>> {
     Ok(match kind {
         ProviderKind::OpenAi => {
-            let mut config = OpenAiConfig::from_env();
+            let mut config = OpenAiConfig::from_env().with_idle_timeout(idle_timeout);
             if let Some(url) = base_url {
                 config.base_url = url;
             }
             Box::new(OpenAiProvider::new(config)?)
         }
         ProviderKind::Anthropic => {
-            let mut config = AnthropicConfig::from_env();
+            let mut config = AnthropicConfig::from_env().with_idle_timeout(idle_timeout);
             if let Some(url) = base_url {
                 config.base_url = url;
             }

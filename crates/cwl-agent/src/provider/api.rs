@@ -9,8 +9,9 @@ use std::time::Duration;
 use super::sse::Events;
 use super::{ProviderError, Request, Response, RetryPolicy, Sink};
 
-/// Default bound on the wait for the next bytes of a stream.
-const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default bound on the wait for the next bytes of a response: a stream
+/// silent this long is treated as a dropped connection and retried.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The fixed facts of one model API: which variables configure it, where
 /// its requests go, how it takes a key and what a request body looks like.
@@ -114,6 +115,12 @@ impl<A: Api> ApiConfig<A> {
     /// Sets the retry policy.
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// Sets the longest wait for the next bytes of a response.
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = idle;
         self
     }
 }

@@ -26,6 +26,7 @@ pub struct ApiProvider<A> {
     has_key: bool,
     public: bool,
     retry: RetryPolicy,
+    idle_timeout: std::time::Duration,
     api: PhantomData<fn() -> A>,
 }
 
@@ -75,6 +76,7 @@ impl<A: Api> ApiProvider<A> {
             has_key,
             public,
             retry: config.retry,
+            idle_timeout: config.idle_timeout,
             api: PhantomData,
         })
     }
@@ -125,9 +127,16 @@ struct Call<'a, A> {
 impl<A: Wire> Attempt for Call<'_, A> {
     async fn attempt(&self, sink: &mut Sink<'_>) -> Result<Response, ProviderError> {
         let p = self.provider;
-        let response =
-            http::post(&p.client, &p.url, p.headers.clone(), &self.body, A::KEY_VAR).await?;
-        let mut events = Events::new(&p.url, response);
+        let response = http::post(
+            &p.client,
+            &p.url,
+            p.headers.clone(),
+            &self.body,
+            A::KEY_VAR,
+            p.idle_timeout,
+        )
+        .await?;
+        let mut events = Events::new(&p.url, response, p.idle_timeout);
         A::read(&mut events, sink).await
     }
 }

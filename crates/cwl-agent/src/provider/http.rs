@@ -14,7 +14,8 @@ use super::retry::retry_after;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Builds the HTTP client. `idle_timeout` bounds the wait for the next bytes
-/// of a response, so a silent, hung stream fails (and is retried) instead of
+/// of a response (its head or any later part of the stream), so a silent,
+/// hung stream fails as a lost connection (and is retried) instead of
 /// blocking forever.
 pub(crate) fn client(idle_timeout: Duration) -> Result<Client, ProviderError> {
     Client::builder()
@@ -52,12 +53,14 @@ pub(crate) fn endpoint(
 
 /// Posts `body` as JSON asking for an event stream, and returns the response
 /// if its status is a success and it is not a plain JSON document.
+/// `idle_timeout` is the client's, named in the error when it expires.
 pub(crate) async fn post(
     client: &Client,
     url: &str,
     mut headers: HeaderMap,
     body: &serde_json::Value,
     key_var: &'static str,
+    idle_timeout: Duration,
 ) -> Result<reqwest::Response, ProviderError> {
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
     let response = client
@@ -68,7 +71,14 @@ pub(crate) async fn post(
         .await
         .map_err(|e| ProviderError::Connection {
             url: url.to_string(),
-            detail: chain(&e),
+            detail: if e.is_timeout() {
+                format!(
+                    "no answer for {} (stream idle timeout; the request is sent again)",
+                    seconds(idle_timeout)
+                )
+            } else {
+                chain(&e)
+            },
         })?;
     let status = response.status();
     if status.is_success() {
@@ -161,6 +171,11 @@ pub(crate) fn error_message(text: &str) -> String {
     } else {
         snippet(text)
     }
+}
+
+/// A duration as seconds for messages: `90s`, `0.2s`.
+pub(crate) fn seconds(duration: Duration) -> String {
+    format!("{}s", duration.as_secs_f64())
 }
 
 /// The start of `text`, at most 300 characters, on one line.

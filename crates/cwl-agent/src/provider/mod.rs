@@ -28,7 +28,7 @@ use cwl::{Message, ToolSpec, Usage};
 use futures_util::future::BoxFuture;
 
 pub use anthropic::{AnthropicConfig, AnthropicProvider};
-pub use api::{Api, ApiConfig};
+pub use api::{Api, ApiConfig, DEFAULT_IDLE_TIMEOUT};
 pub use endpoint::ApiProvider;
 pub use error::ProviderError;
 pub use models::{ModelInfo, ModelTable};

@@ -2,6 +2,7 @@
 //! [`ProviderError`]s that say which event was at fault.
 
 use std::pin::Pin;
+use std::time::Duration;
 
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};
@@ -9,7 +10,7 @@ use serde::de::DeserializeOwned;
 
 use super::ProviderError;
 use super::error::chain;
-use super::http::snippet;
+use super::http::{seconds, snippet};
 
 type Inner = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Send>>;
 
@@ -28,15 +29,18 @@ pub(crate) struct Events {
     inner: Inner,
     url: String,
     count: usize,
+    idle_timeout: Duration,
 }
 
 impl Events {
-    /// Reads `response` as an event stream.
-    pub(crate) fn new(url: &str, response: reqwest::Response) -> Self {
+    /// Reads `response` as an event stream; `idle_timeout` is the client's
+    /// bound on a silence, named in the error when it expires.
+    pub(crate) fn new(url: &str, response: reqwest::Response, idle_timeout: Duration) -> Self {
         Events {
             inner: Box::pin(response.bytes_stream().eventsource()),
             url: url.to_string(),
             count: 0,
+            idle_timeout,
         }
     }
 
@@ -47,13 +51,17 @@ impl Events {
                 None => return Ok(None),
                 Some(Ok(event)) => event,
                 Some(Err(EventStreamError::Transport(e))) => {
+                    let why = if e.is_timeout() {
+                        format!(
+                            "no data for {} (stream idle timeout)",
+                            seconds(self.idle_timeout)
+                        )
+                    } else {
+                        chain(&e)
+                    };
                     return Err(ProviderError::Connection {
                         url: self.url.clone(),
-                        detail: format!(
-                            "the stream broke after {} events: {}",
-                            self.count,
-                            chain(&e)
-                        ),
+                        detail: format!("the stream broke after {} events: {why}", self.count),
                     });
                 }
                 Some(Err(EventStreamError::Utf8(e))) => {

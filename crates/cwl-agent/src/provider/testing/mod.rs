@@ -2,7 +2,8 @@
 //!
 //! [`ScriptedServer`] listens on 127.0.0.1 on a free port and answers each
 //! HTTP request with the next scripted [`Reply`]: a streamed response, an
-//! error status, a connection broken mid-stream, or no answer at all. It
+//! error status, a connection broken mid-stream, a stream that stalls, or
+//! no answer at all. It
 //! records every request so tests can check what the provider sent. Point
 //! a provider's base URL at [`ScriptedServer::url`]
 //! (`OpenAiConfig::new(server.url())`,
@@ -54,6 +55,13 @@ pub enum Reply {
     Drop(String),
     /// The socket closes before any answer: a connection lost at once.
     Close,
+    /// HTTP 200 starting an event stream with this partial body (possibly
+    /// empty), then silence with the connection held open until the
+    /// client gives up: a stalled stream.
+    Stall(String),
+    /// The request is read and never answered, the connection held open
+    /// until the client gives up: a server that hangs before its head.
+    Silence,
 }
 
 impl Reply {
@@ -205,6 +213,17 @@ async fn serve(mut socket: TcpStream, shared: Arc<Mutex<Shared>>) {
 async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
     match reply {
         Reply::Close => {}
+        Reply::Silence => return hold(socket).await,
+        Reply::Stall(partial) => {
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+            socket.write_all(head.as_bytes()).await?;
+            if !partial.is_empty() {
+                let chunk = format!("{:x}\r\n{partial}\r\n", partial.len());
+                socket.write_all(chunk.as_bytes()).await?;
+            }
+            socket.flush().await?;
+            return hold(socket).await;
+        }
         Reply::Sse(body) => {
             let head = format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -251,6 +270,20 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<()
     }
     socket.flush().await?;
     socket.shutdown().await
+}
+
+/// Sends nothing more and keeps the connection open until the client
+/// closes it (or an hour passes).
+async fn hold(socket: &mut TcpStream) -> std::io::Result<()> {
+    let mut sink = [0u8; 1024];
+    let wait = async {
+        while socket.read(&mut sink).await? > 0 {}
+        Ok(())
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(3600), wait).await {
+        Ok(result) => result,
+        Err(_) => Ok(()),
+    }
 }
 
 /// Reads one HTTP/1.1 request with a `content-length` body.
