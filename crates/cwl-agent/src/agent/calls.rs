@@ -2,7 +2,7 @@
 
 use cwl::{Accepted, Block, DELIMITER, DelimiterOutcome, EpisodeKind, Message, RECALL};
 
-use super::{Agent, AgentError, Event};
+use super::{Agent, AgentError, Event, limits};
 use crate::tools::{ExecContext, ToolOutput};
 
 impl Agent {
@@ -25,7 +25,9 @@ impl Agent {
             let Block::ToolCall(call) = block else {
                 continue;
             };
-            let output = if call.name == DELIMITER {
+            let output = if let Some(refused) = limits::refusal(call) {
+                ToolOutput::error(refused)
+            } else if call.name == DELIMITER {
                 match outcomes.iter().find(|o| o.call_id == call.id) {
                     Some(outcome) => {
                         self.report_delimiter(outcome, &mut active);
@@ -55,6 +57,7 @@ impl Agent {
                     .execute(call, &ExecContext { exploration })
                     .await
             };
+            let output = self.limit_result(message, call, output);
             self.stats.tool_calls += 1;
             if output.is_error {
                 self.stats.tool_errors += 1;

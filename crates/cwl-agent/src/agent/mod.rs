@@ -11,6 +11,7 @@
 
 mod calls;
 mod event;
+pub mod limits;
 pub mod status;
 mod turn;
 
@@ -142,6 +143,17 @@ pub enum AgentError {
         tokens: usize,
         /// The hard limit.
         limit: usize,
+    },
+    /// The task's text is larger than the session can hold; nothing was
+    /// pushed.
+    #[error(
+        "the task is {bytes} bytes, more than the session can hold (at most {limit}); nothing was sent. Put the text in a file in the workspace and give a short task that asks the agent to read it"
+    )]
+    TaskTooLarge {
+        /// The text's size in bytes.
+        bytes: usize,
+        /// The limit it broke, with its unit.
+        limit: String,
     },
     /// The model sent a message the transcript cannot take.
     #[error("the model sent an invalid message: {0}")]

@@ -25,8 +25,11 @@ impl Agent {
     /// empty reply (not pushed: the transcript takes no empty assistant
     /// message; a note records it). It fails, with the session saved, when
     /// the model call fails, the task takes more than `max_turns` calls, or
-    /// the next request would not fit the model's window.
+    /// the next request would not fit the model's window. A task too large
+    /// for the session is refused before anything is pushed; oversized
+    /// parts of a reply are refused or cut (see [`super::limits`]).
     pub async fn run_task(&mut self, text: &str) -> Result<TaskOutcome, AgentError> {
+        self.check_task(text)?;
         self.stats.tasks += 1;
         let task = self.stats.tasks;
         self.observer.event(&Event::TaskStarted {
@@ -48,7 +51,10 @@ impl Agent {
             }
             turns += 1;
             let response = self.call_model().await?;
-            let content = clean(response.message);
+            let (content, cuts) = self.limit_reply(clean(response.message));
+            for cut in cuts {
+                self.note(cut)?;
+            }
             if content.is_empty() {
                 self.note(format!(
                     "the model sent an empty reply (stop reason: {:?}); task {task} ends here",

@@ -1,0 +1,359 @@
+//! Size limits and stalled streams, end to end against the scripted
+//! server: oversized calls, results and tasks are refused with errors the
+//! model (or user) can act on, nothing oversized lands in the protected
+//! prologue, and a silent stream is retried.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use cwl::{Message, Record, Usage};
+use cwl_agent::agent::limits::{MAX_ARGUMENT_BYTES, MAX_RESULT_BYTES};
+use cwl_agent::agent::{Agent, AgentError, Event};
+use cwl_agent::provider::testing::{Reply, ScriptedServer};
+use cwl_agent::provider::{OpenAiConfig, OpenAiProvider};
+use cwl_agent::session;
+use cwl_agent::tools::{ToolConfig, Toolbox};
+use serde_json::{Value, json};
+use support::*;
+
+/// An OpenAI stream whose reply is one tool call with `arguments` sent in a
+/// single chunk (the scripted helper splits arguments into 7-byte pieces,
+/// far too many for megabytes).
+fn one_call(id: &str, name: &str, arguments: &str) -> Reply {
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "c", "object": "chat.completion.chunk", "model": "scripted",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let mut body = chunk(
+        json!({"role": "assistant", "content": "", "tool_calls": [{"index": 0, "id": id,
+            "type": "function", "function": {"name": name, "arguments": arguments}}]}),
+        Value::Null,
+    );
+    body += &chunk(json!({}), json!("tool_calls"));
+    body += "data: [DONE]\n\n";
+    Reply::Sse(body)
+}
+
+fn answer(text_: &str) -> Reply {
+    Reply::openai(&assistant(vec![text(text_)]), Usage::default())
+}
+
+/// The results the agent reported, as (call id, is_error, content).
+fn results(events: &[Event]) -> Vec<(String, bool, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolResult {
+                id,
+                is_error,
+                content,
+                ..
+            } => Some((id.clone(), *is_error, content.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn notes(path: &Path) -> Vec<String> {
+    session::read(path)
+        .unwrap()
+        .records
+        .into_iter()
+        .filter_map(|(_, r)| match r {
+            Record::Note { text, .. } => Some(text),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Varied text of about `bytes` bytes (about one token per 4 bytes).
+fn prose(bytes: usize) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while out.len() < bytes {
+        out.push_str(&format!(
+            "line {i}: the quick brown fox {} jumps\n",
+            i * 7919
+        ));
+        i += 1;
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_20_mb_write_before_any_episode_is_refused_and_the_session_stays_resumable() {
+    let content = "x".repeat(20 * 1024 * 1024);
+    let args = json!({"path": "big.txt", "content": content}).to_string();
+    let budget = 80_000;
+    let mut t = Scripted::start(
+        [
+            one_call("w1", "write", &args),
+            answer("I will write it in parts."),
+        ],
+        options(budget),
+    )
+    .await;
+    let outcome = t.agent.run_task("write a huge file").await.unwrap();
+    assert_eq!(outcome.answer, "I will write it in parts.");
+    assert!(
+        !t.dir.path().join("big.txt").exists(),
+        "the call must not run"
+    );
+
+    let results = results(&events(&t.shared));
+    assert_eq!(results.len(), 1);
+    let (id, is_error, error) = &results[0];
+    assert_eq!(id, "w1");
+    assert!(is_error);
+    assert!(error.contains(&format!("{} bytes", args.len())), "{error}");
+    assert!(
+        error.contains(&format!("cap of {MAX_ARGUMENT_BYTES} bytes")),
+        "{error}"
+    );
+    assert!(error.contains("write the file in parts"), "{error}");
+
+    let second = t.server.requests()[1].json();
+    check_openai_request(&second);
+    assert!(second.to_string().len() < 100_000);
+    assert!(openai_request_tokens(&second) < budget);
+    let path = t.agent.session_path();
+    assert!(std::fs::metadata(&path).unwrap().len() < 200_000);
+    assert!(
+        notes(&path)
+            .iter()
+            .any(|n| n.contains("refused a `write` call with")),
+        "{:?}",
+        notes(&path)
+    );
+    drop(t.agent);
+
+    let next = ScriptedServer::start([answer("resumed")]).await.unwrap();
+    let (_, observer) = collector();
+    let toolbox = Toolbox::new(t.dir.path(), ToolConfig::default()).unwrap();
+    let mut resumed = Agent::resume(openai(&next), toolbox, options(budget), &path, observer)
+        .expect("the session resumes");
+    resumed.run_task("go on").await.unwrap();
+    let body = next.requests()[0].json();
+    check_openai_request(&body);
+    assert!(openai_request_tokens(&body) < budget);
+}
+
+#[tokio::test]
+async fn a_write_under_the_cap_that_would_not_fit_the_prologue_waits_for_an_episode() {
+    let budget = 20_000;
+    let content = prose(60_000);
+    let write = |id: &str| call(id, "write", json!({"path": "big.txt", "content": content}));
+    let replies = vec![
+        Reply::openai(&assistant(vec![write("w1")]), Usage::default()),
+        Reply::openai(
+            &assistant(vec![
+                start("d1", "survey", "expl", &[]),
+                end("d2", Some("nothing to read")),
+                start("d3", "big-file", "act", &["survey"]),
+                write("w2"),
+            ]),
+            Usage::default(),
+        ),
+        Reply::openai(&assistant(vec![end("d4", None)]), Usage::default()),
+        answer("done"),
+    ];
+    let mut t = Scripted::start(replies, options(budget)).await;
+    let prologue = t.agent.context().tokens();
+    t.agent.run_task("write big.txt").await.unwrap();
+
+    let results = results(&events(&t.shared));
+    let (_, is_error, error) = results.iter().find(|r| r.0 == "w1").unwrap();
+    assert!(is_error);
+    assert!(error.contains("no episode has started yet"), "{error}");
+    assert!(
+        error.contains("Start an episode with `delimiter` first"),
+        "{error}"
+    );
+    let (_, is_error, ok) = results.iter().find(|r| r.0 == "w2").unwrap();
+    assert!(!is_error, "{ok}");
+    assert_eq!(
+        std::fs::read_to_string(t.dir.path().join("big.txt")).unwrap(),
+        content
+    );
+    // The refused call left only its short refusal in the prologue: the
+    // second request is the first plus a few hundred tokens.
+    let first = openai_request_tokens(&t.server.requests()[0].json());
+    let second = openai_request_tokens(&t.server.requests()[1].json());
+    assert!(second < first + 1_000, "{first} -> {second}");
+    assert!(prologue < budget / 2);
+}
+
+#[tokio::test]
+async fn a_result_that_would_not_fit_the_prologue_is_refused_until_an_episode_starts() {
+    let budget = 12_000;
+    let replies = vec![
+        Reply::openai(
+            &assistant(vec![call("r1", "read", json!({"path": "data.txt"}))]),
+            Usage::default(),
+        ),
+        Reply::openai(
+            &assistant(vec![
+                start("d1", "read-data", "expl", &[]),
+                call("r2", "read", json!({"path": "data.txt"})),
+            ]),
+            Usage::default(),
+        ),
+        Reply::openai(
+            &assistant(vec![end("d2", Some("read it"))]),
+            Usage::default(),
+        ),
+        answer("done"),
+    ];
+    let server = ScriptedServer::start(replies).await.unwrap();
+    let dir = workspace();
+    std::fs::write(dir.path().join("data.txt"), prose(40_000)).unwrap();
+    let sessions = tempfile::tempdir().unwrap();
+    let (mut agent, shared) = openai_agent(&server, dir.path(), sessions.path(), options(budget));
+    agent.run_task("read data.txt").await.unwrap();
+
+    let results = results(&events(&shared));
+    let (_, is_error, refused) = results.iter().find(|r| r.0 == "r1").unwrap();
+    assert!(is_error);
+    assert!(refused.contains("was not kept"), "{refused}");
+    assert!(refused.contains("no episode has started yet"), "{refused}");
+    assert!(refused.len() < 1_000);
+    let (_, is_error, read) = results.iter().find(|r| r.0 == "r2").unwrap();
+    assert!(!is_error);
+    assert!(read.contains("line 1: the quick brown fox"), "{read}");
+    let second = openai_request_tokens(&server.requests()[1].json());
+    assert!(second < budget / 2 + 1_000, "{second}");
+}
+
+#[tokio::test]
+async fn an_oversized_result_keeps_head_and_tail_with_an_error() {
+    let replies = vec![
+        Reply::openai(
+            &assistant(vec![
+                start("d1", "big-output", "expl", &[]),
+                call(
+                    "b1",
+                    "bash",
+                    json!({"command": "printf 'first line\\n'; head -c 400000 /dev/zero | tr '\\0' 'a'; printf '\\nlast line\\n'"}),
+                ),
+            ]),
+            Usage::default(),
+        ),
+        Reply::openai(&assistant(vec![end("d2", Some("ran"))]), Usage::default()),
+        answer("done"),
+    ];
+    let server = ScriptedServer::start(replies).await.unwrap();
+    let dir = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let (shared, observer) = collector();
+    let config = ToolConfig {
+        bash_max_bytes: 1_000_000,
+        ..ToolConfig::default()
+    };
+    let toolbox = Toolbox::new(dir.path(), config).unwrap();
+    let mut agent = Agent::create(
+        openai(&server),
+        toolbox,
+        options(200_000),
+        sessions.path(),
+        observer,
+    )
+    .unwrap();
+    agent.run_task("print a lot").await.unwrap();
+    let results = results(&events(&shared));
+    let (_, is_error, content) = results.iter().find(|r| r.0 == "b1").unwrap();
+    assert!(is_error);
+    assert!(content.len() <= MAX_RESULT_BYTES, "{}", content.len());
+    assert!(
+        content.contains(&format!("over the cap of {MAX_RESULT_BYTES} bytes")),
+        "{}",
+        &content[..300]
+    );
+    assert!(content.contains("The call did run"));
+    assert!(content.contains("first line") && content.contains("last line"));
+    assert!(content.contains("bytes omitted"));
+}
+
+#[tokio::test]
+async fn a_task_too_large_for_the_session_is_refused_before_anything_is_sent() {
+    let mut t = Scripted::start([answer("small")], options(10_000)).await;
+    let before = std::fs::metadata(t.agent.session_path()).unwrap().len();
+    let error = t.agent.run_task(&prose(40_000)).await.unwrap_err();
+    assert!(matches!(error, AgentError::TaskTooLarge { .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("Put the text in a file"), "{message}");
+    assert!(message.contains("budget of"), "{message}");
+    let error = t.agent.run_task(&"y".repeat(300_000)).await.unwrap_err();
+    assert!(
+        error.to_string().contains("at most 262144 bytes"),
+        "{error}"
+    );
+    assert!(t.server.requests().is_empty());
+    assert_eq!(
+        std::fs::metadata(t.agent.session_path()).unwrap().len(),
+        before
+    );
+    let outcome = t.agent.run_task("a small task").await.unwrap();
+    assert_eq!(outcome.answer, "small");
+    let users = user_turns(&t.server.requests()[0].json());
+    assert_eq!(users.len(), 1, "{users:?}");
+}
+
+#[tokio::test]
+async fn a_stalled_stream_is_retried_and_the_task_completes() {
+    let partial = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hal\"},\"finish_reason\":null}]}\n\n";
+    let server = ScriptedServer::start([Reply::Stall(partial.into()), answer("complete")])
+        .await
+        .unwrap();
+    let provider = OpenAiProvider::new(
+        OpenAiConfig::new(format!("{}/v1", server.url()))
+            .with_retry(fast_retry())
+            .with_idle_timeout(Duration::from_millis(200)),
+    )
+    .unwrap();
+    let dir = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let (shared, observer) = collector();
+    let toolbox = Toolbox::new(dir.path(), ToolConfig::default()).unwrap();
+    let mut agent = Agent::create(
+        Box::new(provider),
+        toolbox,
+        options(50_000),
+        sessions.path(),
+        observer,
+    )
+    .unwrap();
+    let outcome = agent.run_task("say something").await.unwrap();
+    assert_eq!(outcome.answer, "complete");
+    let retries: Vec<(u32, String, bool)> = events(&shared)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Retrying {
+                attempt,
+                reason,
+                discarded_output,
+                ..
+            } => Some((attempt, reason, discarded_output)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert_eq!(retries[0].0, 1);
+    assert!(
+        retries[0].1.contains("stream idle timeout"),
+        "{}",
+        retries[0].1
+    );
+    assert!(retries[0].2, "the partial text is void");
+    assert_eq!(server.requests().len(), 2);
+    let messages: Vec<Message> = agent.context().view().cloned().collect();
+    assert_eq!(
+        messages.last(),
+        Some(&assistant(vec![text("complete")])),
+        "only the retried answer is kept"
+    );
+}
