@@ -11,6 +11,8 @@ use std::time::Duration;
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::limits::{MAX_ARGUMENT_BYTES, MAX_RESULT_BYTES};
 use cwl_agent::agent::{Agent, AgentError, Event};
+use cwl_agent::cli::{self, AgentArgs, RunArgs};
+use cwl_agent::provider::ProviderKind;
 use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::provider::{OpenAiConfig, OpenAiProvider};
 use cwl_agent::session;
@@ -18,9 +20,9 @@ use cwl_agent::tools::{ToolConfig, Toolbox};
 use serde_json::{Value, json};
 use support::*;
 
-/// An OpenAI stream whose reply is one tool call with `arguments` sent in a
-/// single chunk (the scripted helper splits arguments into 7-byte pieces,
-/// far too many for megabytes).
+/// An OpenAI stream whose reply is one tool call with `arguments` sent in
+/// 64 kB pieces (the scripted helper splits arguments into 7-byte pieces,
+/// far too many for megabytes). `arguments` must be ASCII.
 fn one_call(id: &str, name: &str, arguments: &str) -> Reply {
     let chunk = |delta: Value, finish: Value| {
         format!(
@@ -31,9 +33,16 @@ fn one_call(id: &str, name: &str, arguments: &str) -> Reply {
     };
     let mut body = chunk(
         json!({"role": "assistant", "content": "", "tool_calls": [{"index": 0, "id": id,
-            "type": "function", "function": {"name": name, "arguments": arguments}}]}),
+            "type": "function", "function": {"name": name, "arguments": ""}}]}),
         Value::Null,
     );
+    for piece in arguments.as_bytes().chunks(64 * 1024) {
+        let piece = std::str::from_utf8(piece).expect("ASCII arguments");
+        body += &chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+            Value::Null,
+        );
+    }
     body += &chunk(json!({}), json!("tool_calls"));
     body += "data: [DONE]\n\n";
     Reply::Sse(body)
@@ -356,4 +365,59 @@ async fn a_stalled_stream_is_retried_and_the_task_completes() {
         Some(&assistant(vec![text("complete")])),
         "only the retried answer is kept"
     );
+}
+
+/// `cwl run` against a server whose first answer stalls: with the timeout
+/// from `flag` or from the config file `config`, the run retries and
+/// finishes.
+fn run_cli_with_stall(flag: Option<Duration>, config: &str) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime
+        .block_on(ScriptedServer::start([
+            Reply::Stall(String::new()),
+            answer("finished"),
+        ]))
+        .unwrap();
+    let work = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let config_path = sessions.path().join("config.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let result = cli::run_run(RunArgs {
+        agent: AgentArgs {
+            provider: Some(ProviderKind::OpenAi),
+            model: Some("gpt-test".into()),
+            base_url: Some(format!("{}/v1", server.url())),
+            cwd: Some(work.path().to_owned()),
+            session_dir: Some(sessions.path().to_owned()),
+            config: Some(config_path),
+            stream_idle_timeout: flag,
+            ..AgentArgs::default()
+        },
+        tasks: Vec::new(),
+        prompt: Some("go".into()),
+    });
+    if result.is_ok() {
+        assert_eq!(server.requests().len(), 2);
+        let listed = session::list(sessions.path()).unwrap();
+        assert_eq!((listed[0].tasks, listed[0].requests), (1, 1));
+    }
+    result
+}
+
+#[test]
+fn the_stream_idle_timeout_comes_from_the_flag_or_the_config_file() {
+    let started = std::time::Instant::now();
+    run_cli_with_stall(Some(Duration::from_millis(200)), "").unwrap();
+    run_cli_with_stall(None, "stream_idle_timeout = \"200ms\"\n").unwrap();
+    // The flag wins over the file (30 s would fail the time check).
+    run_cli_with_stall(
+        Some(Duration::from_millis(200)),
+        "stream_idle_timeout = \"30s\"\n",
+    )
+    .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let error = run_cli_with_stall(None, "stream_idle_timeout = \"soon\"\n").unwrap_err();
+    let text = format!("{error:#}");
+    assert!(text.contains("stream_idle_timeout"), "{text}");
+    assert!(text.contains("\"soon\""), "{text}");
 }
