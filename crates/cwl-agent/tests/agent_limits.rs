@@ -295,7 +295,7 @@ async fn a_task_too_large_for_the_session_is_refused_before_anything_is_sent() {
     assert!(matches!(error, AgentError::TaskTooLarge { .. }), "{error}");
     let message = error.to_string();
     assert!(message.contains("Put the text in a file"), "{message}");
-    assert!(message.contains("budget of"), "{message}");
+    assert!(message.contains("half the budget of"), "{message}");
     let error = t.agent.run_task(&"y".repeat(300_000)).await.unwrap_err();
     assert!(
         error.to_string().contains("at most 262144 bytes"),
@@ -420,4 +420,28 @@ fn the_stream_idle_timeout_comes_from_the_flag_or_the_config_file() {
     let text = format!("{error:#}");
     assert!(text.contains("stream_idle_timeout"), "{text}");
     assert!(text.contains("\"soon\""), "{text}");
+}
+
+#[tokio::test]
+async fn small_calls_before_any_episode_still_work_when_the_prologue_fills_half_a_small_budget() {
+    let budget = 3_000;
+    let replies = vec![
+        Reply::openai(
+            &assistant(vec![call("l1", "ls", json!({"path": "."}))]),
+            Usage::default(),
+        ),
+        answer("listed"),
+    ];
+    let mut t = Scripted::start(replies, options(budget)).await;
+    let engine_budget = t.agent.options().engine_budget();
+    assert!(
+        t.agent.context().tokens() > engine_budget / 2,
+        "the prologue ({}) must fill half the budget for this test",
+        t.agent.context().tokens()
+    );
+    t.agent.run_task("list").await.unwrap();
+    let results = results(&events(&t.shared));
+    let (_, is_error, listing) = results.iter().find(|r| r.0 == "l1").unwrap();
+    assert!(!is_error, "{listing}");
+    assert!(listing.contains("README.md"), "{listing}");
 }

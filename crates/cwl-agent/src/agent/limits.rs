@@ -28,6 +28,9 @@ pub const MAX_REPLY_BYTES: usize = 1024 * 1024;
 /// The share of the engine's budget the prologue may grow to through the
 /// model's calls and their results (the rest is room for evictable work).
 pub const PROLOGUE_SHARE: f64 = 0.5;
+/// The share of the engine's budget one call or result may still add to a
+/// prologue already past [`PROLOGUE_SHARE`] (but never past the budget).
+pub const SMALL_SHARE: f64 = 0.02;
 
 /// The key of the arguments object that replaces refused arguments.
 const REFUSED_KEY: &str = "cwl_refused";
@@ -161,25 +164,40 @@ impl Agent {
         (self.options.engine_budget() as f64 * PROLOGUE_SHARE) as usize
     }
 
-    /// Refuses a task whose text is over [`MAX_TEXT_BYTES`] or over what
-    /// the budget can hold: more than half of it, or, before the first
-    /// episode (where it would stay for good), more than is left of it.
+    /// Tokens that may still join the prologue: up to [`PROLOGUE_SHARE`]
+    /// of the engine budget, and up to [`SMALL_SHARE`] of it past that (so
+    /// a small call still works in a session whose system prompt and
+    /// instructions already fill half a small budget), never past the
+    /// budget itself.
+    fn prologue_room(&self) -> usize {
+        let budget = self.options.engine_budget();
+        let now = self.context.tokens();
+        let soft = self.prologue_limit().saturating_sub(now);
+        let small = (budget as f64 * SMALL_SHARE) as usize;
+        soft.max(small).min(budget.saturating_sub(now))
+    }
+
+    /// Refuses a task whose text is over [`MAX_TEXT_BYTES`] or over
+    /// [`PROLOGUE_SHARE`] of the budget (a task's user turn is never
+    /// evicted while it runs, and before the first episode never at all).
     pub(super) fn check_task(&self, text: &str) -> Result<(), AgentError> {
         let bytes = text.len();
-        let budget = self.options.engine_budget();
-        let too_large = |limit: String| AgentError::TaskTooLarge { bytes, limit };
         if bytes > MAX_TEXT_BYTES {
-            return Err(too_large(format!("{MAX_TEXT_BYTES} bytes")));
+            return Err(AgentError::TaskTooLarge {
+                bytes,
+                limit: format!("{MAX_TEXT_BYTES} bytes"),
+            });
         }
         let tokens = MESSAGE_OVERHEAD + self.counter.count(text);
-        let mut room = self.prologue_limit();
-        if !self.context.graph().started() {
-            room = room.min(budget.saturating_sub(self.context.tokens()));
-        }
-        if tokens > room {
-            return Err(too_large(format!(
-                "{room} tokens of the budget of {budget} (it takes {tokens})"
-            )));
+        let limit = self.prologue_limit();
+        if tokens > limit {
+            return Err(AgentError::TaskTooLarge {
+                bytes,
+                limit: format!(
+                    "{limit} tokens, half the budget of {}; it takes {tokens}",
+                    self.options.engine_budget()
+                ),
+            });
         }
         Ok(())
     }
@@ -246,9 +264,7 @@ impl Agent {
             refuse(call, Refusal::Reply);
         }
         let split = prologue_blocks(self.context.graph(), &content);
-        let room = self
-            .prologue_limit()
-            .saturating_sub(self.context.tokens() + MESSAGE_OVERHEAD);
+        let room = self.prologue_room().saturating_sub(MESSAGE_OVERHEAD);
         loop {
             let tokens: usize = content[..split]
                 .iter()
@@ -311,7 +327,7 @@ impl Agent {
             return output;
         }
         let tokens = MESSAGE_OVERHEAD + self.counter.count(&output.content);
-        let room = self.prologue_limit().saturating_sub(self.context.tokens());
+        let room = self.prologue_room();
         if tokens <= room {
             return output;
         }
