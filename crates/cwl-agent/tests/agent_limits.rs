@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use cwl::{Message, Record, Usage};
-use cwl_agent::agent::limits::{MAX_ARGUMENT_BYTES, MAX_RESULT_BYTES};
+use cwl_agent::agent::limits::{MAX_ARGUMENT_BYTES, MAX_REPLY_BYTES, MAX_RESULT_BYTES};
 use cwl_agent::agent::{Agent, AgentError, Event};
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
 use cwl_agent::provider::ProviderKind;
@@ -24,6 +24,11 @@ use support::*;
 /// 64 kB pieces (the scripted helper splits arguments into 7-byte pieces,
 /// far too many for megabytes). `arguments` must be ASCII.
 fn one_call(id: &str, name: &str, arguments: &str) -> Reply {
+    calls(&[(id, name, arguments)])
+}
+
+/// [`one_call`] for several calls in one reply.
+fn calls(calls: &[(&str, &str, &str)]) -> Reply {
     let chunk = |delta: Value, finish: Value| {
         format!(
             "data: {}\n\n",
@@ -31,17 +36,20 @@ fn one_call(id: &str, name: &str, arguments: &str) -> Reply {
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
         )
     };
-    let mut body = chunk(
-        json!({"role": "assistant", "content": "", "tool_calls": [{"index": 0, "id": id,
-            "type": "function", "function": {"name": name, "arguments": ""}}]}),
-        Value::Null,
-    );
-    for piece in arguments.as_bytes().chunks(64 * 1024) {
-        let piece = std::str::from_utf8(piece).expect("ASCII arguments");
+    let mut body = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
+    for (index, (id, name, arguments)) in calls.iter().enumerate() {
         body += &chunk(
-            json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+            json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                "function": {"name": name, "arguments": ""}}]}),
             Value::Null,
         );
+        for piece in arguments.as_bytes().chunks(64 * 1024) {
+            let piece = std::str::from_utf8(piece).expect("ASCII arguments");
+            body += &chunk(
+                json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                Value::Null,
+            );
+        }
     }
     body += &chunk(json!({}), json!("tool_calls"));
     body += "data: [DONE]\n\n";
@@ -444,4 +452,56 @@ async fn small_calls_before_any_episode_still_work_when_the_prologue_fills_half_
     let (_, is_error, listing) = results.iter().find(|r| r.0 == "l1").unwrap();
     assert!(!is_error, "{listing}");
     assert!(listing.contains("README.md"), "{listing}");
+}
+
+#[tokio::test]
+async fn a_reply_over_the_cap_loses_its_largest_calls_only() {
+    let sizes = [200_000, 210_000, 220_000, 230_000, 240_000];
+    let args: Vec<(String, String)> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| {
+            (
+                format!("w{i}"),
+                json!({"path": format!("f{i}.txt"), "content": "x".repeat(size)}).to_string(),
+            )
+        })
+        .collect();
+    let writes: Vec<(&str, &str, &str)> = args
+        .iter()
+        .map(|(id, a)| (id.as_str(), "write", a.as_str()))
+        .collect();
+    let replies = vec![
+        Reply::openai(
+            &assistant(vec![
+                start("d1", "plan", "expl", &[]),
+                end("d2", Some("files to write")),
+                start("d3", "write-files", "act", &["plan"]),
+            ]),
+            Usage::default(),
+        ),
+        calls(&writes),
+        Reply::openai(&assistant(vec![end("d4", None)]), Usage::default()),
+        answer("done"),
+    ];
+    let mut options = options(1_500_000);
+    options.model.context_window = 2_000_000;
+    let mut t = Scripted::start(replies, options).await;
+    t.agent.run_task("write five files").await.unwrap();
+    let results = results(&events(&t.shared));
+    for (i, size) in sizes.iter().enumerate() {
+        let (_, is_error, content) = results.iter().find(|r| r.0 == format!("w{i}")).unwrap();
+        let path = t.dir.path().join(format!("f{i}.txt"));
+        if i == 4 {
+            assert!(is_error);
+            assert!(
+                content.contains(&format!("over {MAX_REPLY_BYTES} bytes")),
+                "{content}"
+            );
+            assert!(!path.exists());
+        } else {
+            assert!(!is_error, "{content}");
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), *size as u64);
+        }
+    }
 }
