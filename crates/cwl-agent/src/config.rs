@@ -69,7 +69,8 @@ pub struct FileConfig {
     pub env_deny: Option<EnvDeny>,
     /// How long a model stream may stay silent before it counts as a lost
     /// connection and is retried (`90s`, `500ms`, `2m`; a bare number is
-    /// seconds).
+    /// seconds, as a TOML number too).
+    #[serde(default, deserialize_with = "duration_text")]
     pub stream_idle_timeout: Option<String>,
     /// Model table entries; each replaces the built-in entry of that name.
     #[serde(default)]
@@ -124,6 +125,29 @@ pub fn parse(text: &str) -> Result<FileConfig, String> {
     toml::from_str(text).map_err(|e| e.to_string().trim().to_string())
 }
 
+/// Reads a duration given as a string (`"90s"`) or a number of seconds
+/// (`90`, `0.5`) as text for [`parse_duration`].
+fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        Text(String),
+        Whole(i64),
+        Seconds(f64),
+    }
+    Ok(Some(
+        match Given::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "expected a duration such as \"90s\", \"500ms\" or a number of seconds",
+            )
+        })? {
+            Given::Text(text) => text,
+            Given::Whole(n) => n.to_string(),
+            Given::Seconds(x) => x.to_string(),
+        },
+    ))
+}
+
 /// Parses a duration: a number of seconds (`90`, `1.5`) or a number with
 /// the unit `ms`, `s` or `m` (`200ms`, `90s`, `2m`). It must be positive.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -151,6 +175,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_idle_timeout_may_be_a_number_of_seconds() {
+        let seconds = |text: &str| parse(text).unwrap().stream_idle_timeout;
+        assert_eq!(seconds("stream_idle_timeout = 90"), Some("90".into()));
+        assert_eq!(seconds("stream_idle_timeout = 0.5"), Some("0.5".into()));
+        assert_eq!(seconds("stream_idle_timeout = \"2m\""), Some("2m".into()));
+        let error = parse("stream_idle_timeout = [1]").unwrap_err();
+        assert!(error.contains("stream_idle_timeout"), "{error}");
+        assert!(error.contains("expected a duration"), "{error}");
+    }
 
     #[test]
     fn durations_parse_with_units() {
