@@ -16,6 +16,7 @@
 //! residue_share = "15%"           # room for residues and old user turns, or "off"
 //! keep_recent = "10%"             # recent work evicted last, or "off"
 //! superseded = "50%"              # repeated old content evicted first, or "off"
+//! act_outputs = "stub"            # old acts' outputs stubbed first, or "keep"
 //! env_deny = ["*_API_KEY", "*_TOKEN", "*SECRET*"]  # variables `bash` does not get
 //! stream_idle_timeout = "90s"     # a model stream silent this long is retried
 //!
@@ -64,6 +65,8 @@ pub struct FileConfig {
     pub keep_recent: Option<String>,
     /// Superseded share (`0.5`, `50%`, `off`).
     pub superseded: Option<String>,
+    /// Old acts' outputs first (`stub` or `keep`).
+    pub act_outputs: Option<String>,
     /// Name patterns of environment variables withheld from child
     /// processes and redacted (`None`: [`crate::secrets::DEFAULT_ENV_DENY`]).
     pub env_deny: Option<EnvDeny>,

@@ -157,7 +157,7 @@ fn the_config_file_sets_models_and_budgets() {
 
     std::fs::write(
         &config,
-        "low_water = \"50%\"\nresidue_share = \"off\"\nkeep_recent = \"25%\"\nsuperseded = \"off\"\n",
+        "low_water = \"50%\"\nresidue_share = \"off\"\nkeep_recent = \"25%\"\nsuperseded = \"off\"\nact_outputs = \"keep\"\n",
     )
     .unwrap();
     server.push(answer("ok"));
@@ -172,6 +172,7 @@ fn the_config_file_sets_models_and_budgets() {
         residue_share: None,
         keep_recent: Some(cwl::Share::new(0.25).unwrap()),
         superseded: None,
+        stub_act_outputs: false,
     };
     let settings: Vec<_> = session::list(sessions.path())
         .unwrap()

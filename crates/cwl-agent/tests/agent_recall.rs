@@ -330,6 +330,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
         residue_share: None,
         keep_recent: cwl::Config::default().keep_recent,
         superseded: Some(Share::new(0.3).unwrap()),
+        stub_act_outputs: true,
     };
     assert_eq!(Settings::of(t.agent.context().config()), wanted);
     let t = t.close();
@@ -366,7 +367,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
     };
     assert_eq!(Settings::of(agent.context().config()), now);
     assert!(
-        notes.iter().any(|e| matches!(e, Event::Note { text } if text.contains("eviction settings changed from low-water 50%, residue share off, keep recent 10%, superseded 30% to low-water 50%, residue share 20%, keep recent 10%, superseded 30%"))),
+        notes.iter().any(|e| matches!(e, Event::Note { text } if text.contains("eviction settings changed from low-water 50%, residue share off, keep recent 10%, superseded 30%, act outputs stub to low-water 50%, residue share 20%, keep recent 10%, superseded 30%, act outputs stub"))),
         "{notes:?}"
     );
     drop(agent);

@@ -45,6 +45,11 @@ pub struct EvictArgs {
     /// other; `off` keeps the paper's order.
     #[arg(long, value_name = "SHARE|off", default_value = "50%", value_parser = parse_residue_cap)]
     superseded: ResidueCap,
+    /// `stub`: before removing anything, old acts' tool outputs (test runs,
+    /// command output) become a short stub, oldest first; `keep`: the
+    /// paper's levels.
+    #[arg(long, value_name = "stub|keep", default_value = "stub")]
+    act_outputs: cwl::ActOutputs,
     /// The model's context window in tokens, for a percentage budget.
     #[arg(long, value_name = "TOKENS", value_parser = parse_window)]
     window: Option<usize>,
@@ -134,7 +139,8 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
         .low_water(args.low_water)
         .residue_share(args.residue_share.0)
         .keep_recent(args.keep_recent.0)
-        .superseded(args.superseded.0);
+        .superseded(args.superseded.0)
+        .stub_act_outputs(args.act_outputs.stubbed());
     for (name, class) in &args.classes {
         config.classes.set(name, *class);
     }

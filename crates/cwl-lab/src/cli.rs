@@ -149,6 +149,9 @@ pub struct ReplayArgs {
     /// cwl: an old episode at least this share of whose lines a later episode in the view repeats (a file read again, a command rerun) goes before any other (0.5 or 50%), or `off` (the paper's order).
     #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().superseded))]
     pub superseded: cwl::ResidueCap,
+    /// cwl: `stub` replaces old acts' tool outputs (test runs, command output) by a short stub, oldest first, before anything is removed; `keep` leaves them to the paper's levels.
+    #[arg(long, value_name = "stub|keep", default_value_t = cwl::ActOutputs::of(cwl::Config::default().stub_act_outputs))]
+    pub act_outputs: cwl::ActOutputs,
 }
 
 /// `cwl gen`: write a synthetic annotated session for scale tests.
@@ -247,6 +250,7 @@ impl ReplayArgs {
                 residue_share: self.residue_share.0,
                 keep_recent: self.keep_recent.0,
                 superseded: self.superseded.0,
+                stub_act_outputs: self.act_outputs.stubbed(),
             },
             pricing: Arc::new(pricing),
             counter,

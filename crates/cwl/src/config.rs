@@ -118,6 +118,58 @@ impl std::fmt::Display for ResidueCap {
     }
 }
 
+/// What a pass does with old acts' tool outputs before it removes anything:
+/// the value of `--act-outputs` ([`Config::stub_act_outputs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActOutputs {
+    /// Replace them by a short stub first, oldest act first.
+    Stub,
+    /// Leave them to the paper's levels.
+    Keep,
+}
+
+/// An `--act-outputs` value that is neither `stub` nor `keep`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid act-outputs `{0}`: expected `stub` or `keep`")]
+pub struct ActOutputsError(pub String);
+
+impl ActOutputs {
+    /// Whether outputs are stubbed first.
+    pub fn stubbed(self) -> bool {
+        self == ActOutputs::Stub
+    }
+
+    /// The value for a configuration.
+    pub fn of(stubbed: bool) -> ActOutputs {
+        if stubbed {
+            ActOutputs::Stub
+        } else {
+            ActOutputs::Keep
+        }
+    }
+}
+
+impl std::str::FromStr for ActOutputs {
+    type Err = ActOutputsError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "stub" => Ok(ActOutputs::Stub),
+            "keep" | "off" => Ok(ActOutputs::Keep),
+            other => Err(ActOutputsError(other.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for ActOutputs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ActOutputs::Stub => "stub",
+            ActOutputs::Keep => "keep",
+        })
+    }
+}
+
 /// How the engine evicts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -142,6 +194,12 @@ pub struct Config {
     /// turns this off (the paper's order).
     #[serde(default)]
     pub superseded: Option<Share>,
+    /// Before any episode is removed, the outputs of old acts' tool calls
+    /// (test runs, command output) are replaced by a short stub, oldest act
+    /// first, while the acts' own calls (what the model wrote and edited)
+    /// stay. `false`: the paper's levels.
+    #[serde(default)]
+    pub stub_act_outputs: bool,
     /// Which tools' calls are bulk output and which intermediate.
     pub classes: ToolClasses,
 }
@@ -154,6 +212,7 @@ impl Default for Config {
             residue_share: Some(Share(DEFAULT_RESIDUE_SHARE)),
             keep_recent: Some(Share(DEFAULT_KEEP_RECENT)),
             superseded: Some(Share(DEFAULT_SUPERSEDED)),
+            stub_act_outputs: true,
             classes: ToolClasses::default(),
         }
     }
@@ -177,6 +236,7 @@ impl Config {
             residue_share: None,
             keep_recent: None,
             superseded: None,
+            stub_act_outputs: false,
             classes: ToolClasses::default(),
         }
     }
@@ -203,6 +263,12 @@ impl Config {
     /// (`None`: off).
     pub fn superseded(mut self, share: Option<Share>) -> Self {
         self.superseded = share;
+        self
+    }
+
+    /// Sets whether old acts' outputs are stubbed before any removal.
+    pub fn stub_act_outputs(mut self, on: bool) -> Self {
+        self.stub_act_outputs = on;
         self
     }
 
@@ -241,6 +307,12 @@ mod tests {
             Ok("15%".to_string())
         );
         assert!("2".parse::<ResidueCap>().is_err());
+        assert_eq!("stub".parse::<ActOutputs>(), Ok(ActOutputs::Stub));
+        assert_eq!("keep".parse::<ActOutputs>().map(|a| a.stubbed()), Ok(false));
+        assert_eq!(
+            "yes".parse::<ActOutputs>().unwrap_err().to_string(),
+            "invalid act-outputs `yes`: expected `stub` or `keep`"
+        );
     }
 
     #[test]

@@ -8,6 +8,9 @@ use crate::protocol::EpisodeKind;
 use crate::report::{EpisodeReport, LevelReport, Report};
 use crate::tokens::MESSAGE_OVERHEAD;
 
+/// What an act's tool result becomes at [`Level::Output`].
+pub(crate) const OUTPUT_STUB: &str = "[output evicted; its effects are in the workspace]";
+
 impl Context {
     /// Enforces the budget. When the prompt is over τ, strips candidate
     /// episodes in the evictor's order (the paper's: oldest act, else
@@ -38,7 +41,9 @@ impl Context {
         let recent = self.recent_start();
         let mut changed: Option<u64> = None;
         let mut note = |seq: u64| changed = Some(changed.map_or(seq, |c: u64| c.min(seq)));
-        'pass: loop {
+        let stub = self.config.stub_act_outputs;
+        let mut last: Option<EpisodeId> = None;
+        loop {
             if let Some((seq, count)) = self.fold_residues() {
                 note(seq);
                 report.folded += count;
@@ -46,33 +51,39 @@ impl Context {
             if self.tokens() <= report.floor {
                 break;
             }
-            let Some(target) =
-                evictor.select(self.graph.candidates_with_recent(recent, &self.repeats))
-            else {
+            let candidates = self
+                .graph
+                .candidates_with_recent(recent, &self.repeats, stub);
+            let Some(target) = evictor.select(candidates) else {
                 break;
             };
             let episode = self.graph.episode(target);
-            let mut touched = EpisodeReport {
-                name: episode.name().to_string(),
-                kind: episode.kind(),
-                annotated: episode.is_annotated(),
-                levels: Vec::new(),
-            };
             let levels = evictor.levels(episode.kind());
-            while let Some(level) = self.graph.next_level(target, levels) {
-                let (removed, seq) = self.strip(target, level);
-                seq.into_iter().for_each(&mut note);
-                self.graph.mark(target, level, removed.tokens);
-                if let (Level::Removed, Some(share)) = (level, self.config.superseded) {
-                    self.repeats.removed(target, share);
-                }
-                touched.levels.push(removed);
-                if self.tokens() <= report.floor {
-                    report.episodes.push(touched);
-                    continue 'pass;
+            let Some(level) = self.graph.next_level(target, levels, stub) else {
+                break;
+            };
+            let (removed, seq) = self.strip(target, level);
+            seq.into_iter().for_each(&mut note);
+            self.graph.mark(target, level, removed.tokens);
+            if let (Level::Removed, Some(share)) = (level, self.config.superseded) {
+                self.repeats.removed(target, share);
+            }
+            if level == Level::Output && removed.tokens == 0 {
+                continue;
+            }
+            match report.episodes.last_mut() {
+                Some(touched) if last == Some(target) => touched.levels.push(removed),
+                _ => {
+                    let episode = self.graph.episode(target);
+                    report.episodes.push(EpisodeReport {
+                        name: episode.name().to_string(),
+                        kind: episode.kind(),
+                        annotated: episode.is_annotated(),
+                        levels: vec![removed],
+                    });
                 }
             }
-            report.episodes.push(touched);
+            last = Some(target);
         }
         if self.tokens() > budget {
             report.budget_met = false;
@@ -203,6 +214,19 @@ impl Context {
                         }
                     }
                 }
+                Message::ToolResult(result) if level == Level::Output => {
+                    let meta = entry.meta[0];
+                    let stub_tokens = self.counter.count(OUTPUT_STUB);
+                    if meta.owner == Some(target) && meta.tokens as usize > 2 * stub_tokens {
+                        self.total -= meta.tokens as usize;
+                        self.total += stub_tokens;
+                        result.content = OUTPUT_STUB.to_string();
+                        entry.meta[0].tokens = clamp(stub_tokens);
+                        entry.altered = true;
+                        removed.blocks += 1;
+                        changed.get_or_insert(entry.seq);
+                    }
+                }
                 Message::ToolResult(_) => {
                     let meta = entry.meta[0];
                     if meta.owner == Some(target) && covers(level, meta.role) {
@@ -252,6 +276,7 @@ impl Context {
 /// Whether a strip level removes content of this role.
 fn covers(level: Level, role: Role) -> bool {
     match level {
+        Level::Output => false,
         Level::Reasoning => role == Role::Reasoning,
         Level::Bulk => role == Role::Call(ToolClass::Bulk),
         Level::Intermediate => role == Role::Call(ToolClass::Intermediate),

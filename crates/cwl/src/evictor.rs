@@ -24,8 +24,9 @@ pub trait Evictor: Send + Sync + fmt::Debug {
 /// The paper's order: the oldest act, else the oldest expl; levels
 /// reasoning (expl only), bulk output, intermediate, removal. Episodes in
 /// the recent working set ([`crate::Config::keep_recent`]) come after all
-/// older ones, in the same order; before all of them, old episodes a later
-/// one repeats ([`crate::Config::superseded`]).
+/// older ones, in the same order. Before all of them: old episodes a later
+/// one repeats ([`crate::Config::superseded`]), then the outputs of every
+/// old act ([`crate::Config::stub_act_outputs`]), oldest first.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PaperOrder;
 
@@ -37,7 +38,8 @@ impl Evictor for PaperOrder {
     fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId> {
         let old = |id: &EpisodeId| candidates.is_old(*id);
         candidates
-            .oldest_superseded()
+            .oldest_fresh_act()
+            .or_else(|| candidates.oldest_superseded())
             .or_else(|| candidates.oldest_act().filter(old))
             .or_else(|| candidates.oldest_expl().filter(old))
             .or_else(|| candidates.oldest_act())

@@ -19,6 +19,10 @@ pub type EpisodeId = u32;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Level {
+    /// The results of an act's tool calls (test runs, command output),
+    /// each replaced by a short stub; the act's own calls stay (act
+    /// episodes only, when [`crate::Config::stub_act_outputs`] is on).
+    Output,
     /// Reasoning traces (expl episodes only).
     Reasoning,
     /// Calls and results of enumerating tools.
@@ -30,8 +34,10 @@ pub enum Level {
 }
 
 impl Level {
-    /// All levels, in the order Algorithm 1 applies them.
-    pub const ALL: [Level; 4] = [
+    /// All levels, least destructive first: Algorithm 1's four, after the
+    /// act-output stub.
+    pub const ALL: [Level; 5] = [
+        Level::Output,
         Level::Reasoning,
         Level::Bulk,
         Level::Intermediate,
@@ -41,6 +47,7 @@ impl Level {
     /// What the level removes, in words for people.
     pub fn label(self) -> &'static str {
         match self {
+            Level::Output => "act output",
             Level::Reasoning => "reasoning",
             Level::Bulk => "bulk output",
             Level::Intermediate => "tool output",
@@ -50,7 +57,11 @@ impl Level {
 
     /// Whether the level applies to an episode of this kind.
     pub fn applies_to(self, kind: EpisodeKind) -> bool {
-        self != Level::Reasoning || kind == EpisodeKind::Expl
+        match self {
+            Level::Output => kind == EpisodeKind::Act,
+            Level::Reasoning => kind == EpisodeKind::Expl,
+            _ => true,
+        }
     }
 }
 
@@ -174,6 +185,9 @@ pub struct Graph {
     gaps_opened: u32,
     /// Closed acts not yet removed.
     acts: BTreeSet<EpisodeId>,
+    /// Closed acts no level has touched yet.
+    #[serde(default)]
+    fresh_acts: BTreeSet<EpisodeId>,
     /// Acts not yet removed, active ones included.
     live_acts: BTreeSet<EpisodeId>,
     /// Closed annotated or recalled expls not yet removed with no live dependent.
@@ -199,6 +213,7 @@ pub struct Candidates<'a> {
     frontier: u64,
     recent: u64,
     repeats: Option<&'a Repeats>,
+    stub_outputs: bool,
 }
 
 impl Candidates<'_> {
@@ -239,6 +254,20 @@ impl Candidates<'_> {
         self.repeats?
             .superseded()
             .find(|&id| self.is_old(id) && self.contains(id))
+    }
+
+    /// The oldest candidate act outside the recent working set that no
+    /// level has touched yet, when act outputs are stubbed first
+    /// ([`crate::Config::stub_act_outputs`]); `None` otherwise.
+    pub fn oldest_fresh_act(&self) -> Option<EpisodeId> {
+        if !self.stub_outputs {
+            return None;
+        }
+        self.graph
+            .fresh_acts
+            .iter()
+            .copied()
+            .find(|&id| self.settled(id) && self.is_old(id))
     }
 
     /// Whether `id` is a candidate.
@@ -305,6 +334,7 @@ impl Graph {
             frontier: self.frontier,
             recent: u64::MAX,
             repeats: None,
+            stub_outputs: false,
         }
     }
 
@@ -314,12 +344,14 @@ impl Graph {
         &'a self,
         recent: u64,
         repeats: &'a Repeats,
+        stub_outputs: bool,
     ) -> Candidates<'a> {
         Candidates {
             graph: self,
             frontier: self.frontier,
             recent,
             repeats: Some(repeats),
+            stub_outputs,
         }
     }
 
@@ -333,6 +365,7 @@ impl Graph {
             frontier: u64::MAX,
             recent: u64::MAX,
             repeats: None,
+            stub_outputs: false,
         };
         now.oldest().is_none() && (later.oldest().is_some() || self.gap.is_some())
     }
@@ -560,6 +593,9 @@ impl Graph {
         match (episode.kind, episode.origin) {
             (EpisodeKind::Act, _) => {
                 self.acts.insert(id);
+                if episode.level.is_none() {
+                    self.fresh_acts.insert(id);
+                }
             }
             (EpisodeKind::Expl, Origin::Unannotated) => {
                 self.gaps.insert(id);
@@ -598,19 +634,27 @@ impl Graph {
     }
 
     /// The next level to apply to `id` among `levels`, which always end
-    /// with removal, if any is left.
-    pub(crate) fn next_level(&self, id: EpisodeId, levels: &[Level]) -> Option<Level> {
+    /// with removal, if any is left; the act-output stub only when
+    /// `stub_outputs`.
+    pub(crate) fn next_level(
+        &self,
+        id: EpisodeId,
+        levels: &[Level],
+        stub_outputs: bool,
+    ) -> Option<Level> {
         let episode = self.episode(id);
         levels
             .iter()
             .copied()
             .chain(std::iter::once(Level::Removed))
             .filter(|level| level.applies_to(episode.kind))
+            .filter(|level| stub_outputs || *level != Level::Output)
             .find(|level| episode.level.is_none_or(|done| *level > done))
     }
 
     /// Records that `level` was applied to `id`.
     pub(crate) fn mark(&mut self, id: EpisodeId, level: Level, freed: usize) {
+        self.fresh_acts.remove(&id);
         let episode = &mut self.episodes[id as usize];
         episode.level = Some(level);
         episode.tokens = episode.tokens.saturating_sub(freed);

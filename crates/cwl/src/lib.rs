@@ -58,8 +58,8 @@ pub use budget::{Budget, BudgetError};
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use classes::{ToolClass, ToolClasses};
 pub use config::{
-    Config, DEFAULT_BUDGET, DEFAULT_KEEP_RECENT, DEFAULT_LOW_WATER, DEFAULT_RESIDUE_SHARE,
-    DEFAULT_SUPERSEDED, ResidueCap, Share, ShareError,
+    ActOutputs, ActOutputsError, Config, DEFAULT_BUDGET, DEFAULT_KEEP_RECENT, DEFAULT_LOW_WATER,
+    DEFAULT_RESIDUE_SHARE, DEFAULT_SUPERSEDED, ResidueCap, Share, ShareError,
 };
 pub use context::{Accepted, Context, DelimiterOutcome, Source, TranscriptError};
 pub use evictor::{Evictor, OldestFirst, PaperOrder};

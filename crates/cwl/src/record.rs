@@ -100,6 +100,10 @@ pub enum Record {
         /// without it.
         #[serde(default)]
         superseded: Option<Share>,
+        /// Whether old acts' outputs are stubbed before any removal. Files
+        /// written before it existed ran without it.
+        #[serde(default)]
+        stub_act_outputs: bool,
     },
     /// The engine's whole state after the message records before it (see
     /// `cwl::Checkpoint`), so a resume restores it and replays only the

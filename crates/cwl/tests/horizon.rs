@@ -545,3 +545,75 @@ fn a_copy_that_is_gone_supersedes_nothing() {
     validate(&view(&context)).unwrap();
     assert_eq!(context.tokens(), recount(&context));
 }
+
+#[test]
+fn old_acts_lose_their_outputs_before_anything_is_removed() {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("look")
+        .tool("read", &bulk(200))
+        .end_expl("read it")
+        .start_act("first-fix", &["look"])
+        .tool("edit", "edited src/a.rs")
+        .tool("bash", &bulk(300))
+        .end_act()
+        .start_act("second-fix", &["look"])
+        .tool("edit", "edited src/b.rs")
+        .tool("bash", &bulk(300))
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+
+    let mut paper = with(Config::paper(total - 250), &messages);
+    assert_eq!(
+        names(&paper.enforce()),
+        ["first-fix"],
+        "the paper removes the act"
+    );
+
+    let config = Config::paper(total - 450).stub_act_outputs(true);
+    let mut context = with(config, &messages);
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    assert_eq!(
+        names(&report),
+        ["first-fix", "second-fix"],
+        "both acts' outputs go before either act"
+    );
+    assert!(
+        report
+            .episodes
+            .iter()
+            .all(|e| e.levels.iter().map(|l| l.level).eq([cwl::Level::Output])),
+        "{report:?}"
+    );
+    let shown = view(&context);
+    validate(&shown).unwrap();
+    assert!(!has_output(&shown, &bulk(300)), "the test runs are stubbed");
+    assert!(has_output(&shown, &bulk(200)), "the read stays");
+    assert!(
+        shown.iter().any(|m| matches!(m, Message::ToolResult(r)
+            if r.content.contains("output evicted"))),
+        "a stub answers each call"
+    );
+    let calls = shown
+        .iter()
+        .filter(|m| {
+            matches!(m, Message::Assistant { content }
+            if content.iter().any(|b| matches!(b, cwl::Block::ToolCall(c) if c.name == "edit")))
+        })
+        .count();
+    assert_eq!(calls, 2, "the acts' own calls stay");
+    assert_eq!(context.tokens(), recount(&context));
+
+    let mut tight = with(Config::paper(total - 900).stub_act_outputs(true), &messages);
+    let report = tight.enforce();
+    assert_eq!(
+        names(&report)[..3],
+        ["first-fix", "second-fix", "first-fix"],
+        "then the paper's order, acts first"
+    );
+    validate(&view(&tight)).unwrap();
+}

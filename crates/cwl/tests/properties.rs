@@ -311,7 +311,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// The engine's defaults beyond the paper (low water, residue cap,
-    /// superseded episodes first):
+    /// superseded episodes and act outputs first):
     /// the view stays valid and counted, changes only when over τ and only
     /// after the reported first change, and keeps the current task.
     #[test]
@@ -321,12 +321,14 @@ proptest! {
         low_water in 0.3f64..1.0,
         share in 0.05f64..0.5,
         superseded in prop::option::of(0.1f64..1.0),
+        stub_act_outputs in any::<bool>(),
     ) {
         let messages = session(&ops);
         let config = Config::with_budget(budget)
             .low_water(cwl::Share::new(low_water).expect("in range"))
             .residue_share(Some(cwl::Share::new(share).expect("in range")))
-            .superseded(superseded.map(|s| cwl::Share::new(s).expect("in range")));
+            .superseded(superseded.map(|s| cwl::Share::new(s).expect("in range")))
+            .stub_act_outputs(stub_act_outputs);
         let mut context = Context::new(config, counter(), vec![cwl::delimiter_spec()]);
         let mut previous: Vec<Message> = Vec::new();
         for (index, message) in messages.iter().enumerate() {

@@ -65,6 +65,9 @@ pub struct AgentOptions {
     /// to go first (`None`: the resumed session's, else
     /// [`cwl::DEFAULT_SUPERSEDED`]).
     pub superseded: Option<ResidueCap>,
+    /// Whether old acts' outputs are stubbed before any removal (`None`:
+    /// the resumed session's, else stubbed).
+    pub act_outputs: Option<cwl::ActOutputs>,
 }
 
 impl AgentOptions {
@@ -82,6 +85,7 @@ impl AgentOptions {
             residue_share: None,
             keep_recent: None,
             superseded: None,
+            act_outputs: None,
         }
     }
 
@@ -94,6 +98,9 @@ impl AgentOptions {
             residue_share: self.residue_share.map_or(base.residue_share, |cap| cap.0),
             keep_recent: self.keep_recent.map_or(base.keep_recent, |cap| cap.0),
             superseded: self.superseded.map_or(base.superseded, |cap| cap.0),
+            stub_act_outputs: self
+                .act_outputs
+                .map_or(base.stub_act_outputs, cwl::ActOutputs::stubbed),
         }
     }
 

@@ -75,6 +75,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "SHARE|off")]
     pub superseded: Option<ResidueCap>,
 
+    /// `stub`: before an eviction pass removes anything, the outputs of old
+    /// acts' tool calls (test runs, command output) become a short stub,
+    /// oldest first, while the calls (what the model wrote) stay; `keep`:
+    /// the paper's levels. Default: stub (a resumed session keeps its own).
+    #[arg(long, value_name = "stub|keep")]
+    pub act_outputs: Option<cwl::ActOutputs>,
+
     /// Directory the agent works in; write and edit are refused outside it.
     /// Default: the current directory (a resumed session's own directory).
     #[arg(long, value_name = "DIR")]

@@ -146,6 +146,12 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         "keep_recent",
     )?;
     options.superseded = setting(args.superseded, &file.superseded, from_file, "superseded")?;
+    options.act_outputs = setting(
+        args.act_outputs,
+        &file.act_outputs,
+        from_file,
+        "act_outputs",
+    )?;
     if kind == ProviderKind::Anthropic {
         let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
         options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;

@@ -16,6 +16,8 @@ pub struct Settings {
     /// The share of an episode's lines a later one must repeat for it to
     /// go first; `None`: off.
     pub superseded: Option<Share>,
+    /// Whether old acts' outputs are stubbed before any removal.
+    pub stub_act_outputs: bool,
 }
 
 impl Default for Settings {
@@ -26,6 +28,7 @@ impl Default for Settings {
             residue_share: config.residue_share,
             keep_recent: config.keep_recent,
             superseded: config.superseded,
+            stub_act_outputs: config.stub_act_outputs,
         }
     }
 }
@@ -38,6 +41,7 @@ impl Settings {
             .residue_share(self.residue_share)
             .keep_recent(self.keep_recent)
             .superseded(self.superseded)
+            .stub_act_outputs(self.stub_act_outputs)
     }
 
     /// The settings of `config`.
@@ -47,6 +51,7 @@ impl Settings {
             residue_share: config.residue_share,
             keep_recent: config.keep_recent,
             superseded: config.superseded,
+            stub_act_outputs: config.stub_act_outputs,
         }
     }
 
@@ -57,6 +62,7 @@ impl Settings {
             residue_share: self.residue_share,
             keep_recent: self.keep_recent,
             superseded: self.superseded,
+            stub_act_outputs: self.stub_act_outputs,
         }
     }
 
@@ -70,11 +76,13 @@ impl Settings {
                     residue_share,
                     keep_recent,
                     superseded,
+                    stub_act_outputs,
                 } => Some(Settings {
                     low_water: *low_water,
                     residue_share: *residue_share,
                     keep_recent: *keep_recent,
                     superseded: *superseded,
+                    stub_act_outputs: *stub_act_outputs,
                 }),
                 _ => None,
             })
@@ -86,11 +94,12 @@ impl std::fmt::Display for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "low-water {}, residue share {}, keep recent {}, superseded {}",
+            "low-water {}, residue share {}, keep recent {}, superseded {}, act outputs {}",
             self.low_water,
             cwl::ResidueCap(self.residue_share),
             cwl::ResidueCap(self.keep_recent),
-            cwl::ResidueCap(self.superseded)
+            cwl::ResidueCap(self.superseded),
+            cwl::ActOutputs::of(self.stub_act_outputs)
         )
     }
 }

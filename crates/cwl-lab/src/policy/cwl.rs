@@ -38,7 +38,8 @@ impl std::fmt::Debug for CwlPolicy {
 
 impl CwlPolicy {
     /// The engine at `config.budget`, low water, residue cap, recent
-    /// working set and superseded share, with default tool classes.
+    /// working set, superseded share and act-output stubs, with default
+    /// tool classes.
     pub fn new(config: &PolicyConfig, lab: &Lab) -> Self {
         CwlPolicy {
             context: Context::new(
@@ -46,7 +47,8 @@ impl CwlPolicy {
                     .low_water(config.low_water)
                     .residue_share(config.residue_share)
                     .keep_recent(config.keep_recent)
-                    .superseded(config.superseded),
+                    .superseded(config.superseded)
+                    .stub_act_outputs(config.stub_act_outputs),
                 lab.counter_arc(),
                 lab_tools(lab),
             ),

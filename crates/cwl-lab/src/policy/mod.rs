@@ -291,6 +291,8 @@ pub struct PolicyConfig {
     /// `cwl`: the share of an episode's lines a later one must repeat for it
     /// to go first (`None`: off, the paper).
     pub superseded: Option<::cwl::Share>,
+    /// `cwl`: whether old acts' outputs are stubbed before any removal.
+    pub stub_act_outputs: bool,
 }
 
 impl Default for PolicyConfig {
@@ -304,6 +306,7 @@ impl Default for PolicyConfig {
             residue_share: ::cwl::Config::default().residue_share,
             keep_recent: ::cwl::Config::default().keep_recent,
             superseded: ::cwl::Config::default().superseded,
+            stub_act_outputs: ::cwl::Config::default().stub_act_outputs,
         }
     }
 }
