@@ -42,7 +42,7 @@ impl Context {
         let mut changed: Option<u64> = None;
         let mut note = |seq: u64| changed = Some(changed.map_or(seq, |c: u64| c.min(seq)));
         let stub = self.config.stub_act_outputs;
-        let mut last: Option<EpisodeId> = None;
+        let mut reported: std::collections::HashMap<EpisodeId, usize> = Default::default();
         loop {
             if let Some((seq, count)) = self.fold_residues() {
                 note(seq);
@@ -71,10 +71,11 @@ impl Context {
             if level == Level::Output && removed.tokens == 0 {
                 continue;
             }
-            match report.episodes.last_mut() {
-                Some(touched) if last == Some(target) => touched.levels.push(removed),
-                _ => {
+            match reported.get(&target) {
+                Some(&at) => report.episodes[at].levels.push(removed),
+                None => {
                     let episode = self.graph.episode(target);
+                    reported.insert(target, report.episodes.len());
                     report.episodes.push(EpisodeReport {
                         name: episode.name().to_string(),
                         kind: episode.kind(),
@@ -83,7 +84,6 @@ impl Context {
                     });
                 }
             }
-            last = Some(target);
         }
         if self.tokens() > budget {
             report.budget_met = false;

@@ -611,9 +611,16 @@ fn old_acts_lose_their_outputs_before_anything_is_removed() {
     let mut tight = with(Config::paper(total - 900).stub_act_outputs(true), &messages);
     let report = tight.enforce();
     assert_eq!(
-        names(&report)[..3],
-        ["first-fix", "second-fix", "first-fix"],
-        "then the paper's order, acts first"
+        names(&report)[..2],
+        ["first-fix", "second-fix"],
+        "one entry per episode"
     );
+    let first: Vec<cwl::Level> = report.episodes[0].levels.iter().map(|l| l.level).collect();
+    assert_eq!(
+        first.first(),
+        Some(&cwl::Level::Output),
+        "output first, then the paper's levels: {first:?}"
+    );
+    assert_eq!(first.last(), Some(&cwl::Level::Removed));
     validate(&view(&tight)).unwrap();
 }
