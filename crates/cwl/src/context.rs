@@ -12,7 +12,9 @@ use crate::classes::ToolClass;
 use crate::config::Config;
 use crate::evictor::{Evictor, PaperOrder};
 use crate::fold::Residues;
-use crate::graph::{Applied, EpisodeId, Graph};
+use crate::graph::{
+    Applied, EpisodeId, Graph, HOLDS_BULK, HOLDS_INTERMEDIATE, HOLDS_REASONING, HOLDS_RESULTS,
+};
 use crate::message::{Block, Message, ToolSpec};
 use crate::protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind};
 use crate::recall::RECALL;
@@ -269,7 +271,9 @@ impl Context {
                 }
                 let tokens = self.counter.count(&result.content);
                 if let Some(owner) = pending.owner {
-                    self.graph.touch(owner, seq, MESSAGE_OVERHEAD + tokens);
+                    let holds = HOLDS_RESULTS | role_holds(pending.role);
+                    self.graph
+                        .touch(owner, seq, MESSAGE_OVERHEAD + tokens, holds);
                     if let (Some(share), Role::Call(_)) = (self.config.superseded, pending.role) {
                         self.repeats.text(owner, &result.content, share);
                     }
@@ -492,7 +496,7 @@ impl Context {
             };
             let tokens = tokens::block_tokens(self.counter.as_ref(), block);
             if let Some(owner) = owner {
-                self.graph.touch(owner, seq, tokens);
+                self.graph.touch(owner, seq, tokens, role_holds(role));
                 if let (Some(share), Role::Text | Role::Call(_)) = (self.config.superseded, role) {
                     self.repeats.block(owner, block, share);
                 }
@@ -549,6 +553,16 @@ impl Context {
                 }
             }
         }
+    }
+}
+
+/// The content bit a block of this role gives its episode.
+fn role_holds(role: Role) -> u8 {
+    match role {
+        Role::Reasoning => HOLDS_REASONING,
+        Role::Call(ToolClass::Bulk) => HOLDS_BULK,
+        Role::Call(_) => HOLDS_INTERMEDIATE,
+        Role::Text | Role::Marker | Role::Residue => 0,
     }
 }
 

@@ -41,10 +41,15 @@ impl Context {
         let recent = self.recent_start();
         let mut changed: Option<u64> = None;
         let mut note = |seq: u64| changed = Some(changed.map_or(seq, |c: u64| c.min(seq)));
-        let stub = self.config.stub_act_outputs;
+        // A catch-up pass (more than a whole budget over its floor: a long
+        // transcript evicted at once) removes nearly every old act anyway;
+        // stubbing their outputs first would only double the work.
+        let stub =
+            self.config.stub_act_outputs && self.tokens().saturating_sub(report.floor) <= budget;
         let mut reported: std::collections::HashMap<EpisodeId, usize> = Default::default();
+        let mut residues_grew = true;
         loop {
-            if let Some((seq, count)) = self.fold_residues() {
+            if residues_grew && let Some((seq, count)) = self.fold_residues() {
                 note(seq);
                 report.folded += count;
             }
@@ -65,6 +70,7 @@ impl Context {
             let (removed, seq) = self.strip(target, level);
             seq.into_iter().for_each(&mut note);
             self.graph.mark(target, level, removed.tokens);
+            residues_grew = level == Level::Removed;
             if let (Level::Removed, Some(share)) = (level, self.config.superseded) {
                 self.repeats.removed(target, share);
             }
@@ -151,6 +157,11 @@ impl Context {
         };
         let before = self.total;
         let begin = self.entries.partition_point(|entry| entry.seq < first);
+        let stub_tokens = if level == Level::Output {
+            self.counter.count(OUTPUT_STUB)
+        } else {
+            0
+        };
         let mut residue_placed = false;
         let mut changed: Option<u64> = None;
         for index in begin..self.entries.len() {
@@ -216,7 +227,6 @@ impl Context {
                 }
                 Message::ToolResult(result) if level == Level::Output => {
                     let meta = entry.meta[0];
-                    let stub_tokens = self.counter.count(OUTPUT_STUB);
                     if meta.owner == Some(target) && meta.tokens as usize > 2 * stub_tokens {
                         self.total -= meta.tokens as usize;
                         self.total += stub_tokens;

@@ -3,7 +3,7 @@
 //! names, each recoverable with `recall`. Without it a session of a
 //! thousand tasks would outgrow any budget on residues alone.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +38,15 @@ struct Index {
     folded: Vec<Folded>,
     message: Message,
     tokens: usize,
+    /// The labels the line shows (the newest folded items that fit) with
+    /// their token counts, so a fold adds its items instead of relabelling
+    /// the whole list.
+    #[serde(default)]
+    shown: VecDeque<(String, usize)>,
 }
+
+/// The start of the index line.
+const INDEX_HEAD: &str = "[folded to save context; the `recall` tool brings any of these back: ";
 
 /// The foldable content in the view and the index line.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -141,17 +149,34 @@ impl Context {
             .index
             .as_ref()
             .map_or(first, |index| index.seq);
-        let mut all = self
+        let (mut all, mut shown) = self
             .residues
             .index
             .take()
             .map(|index| {
                 self.total -= index.tokens;
-                index.folded
+                (index.folded, index.shown)
             })
             .unwrap_or_default();
+        let room = line_budget.saturating_sub(self.counter.count(INDEX_HEAD) + 8);
+        if shown.is_empty() && !all.is_empty() {
+            shown = self.labels(&all, room);
+        }
+        let mut used: usize = shown.iter().map(|(_, tokens)| tokens).sum();
+        for item in &folded {
+            let label = self.label(*item);
+            let tokens = self.counter.count(&label) + 1;
+            used += tokens;
+            shown.push_back((label, tokens));
+            while used > room {
+                let Some((_, tokens)) = shown.pop_front() else {
+                    break;
+                };
+                used -= tokens;
+            }
+        }
         all.extend(folded);
-        let text = self.index_text(&all, line_budget);
+        let text = index_text(all.len() - shown.len(), &shown);
         let tokens = MESSAGE_OVERHEAD + self.counter.count(&text);
         self.total += tokens;
         self.residues.index = Some(Index {
@@ -161,6 +186,7 @@ impl Context {
                 content: vec![Block::Text { text }],
             },
             tokens,
+            shown,
         });
         Some((first.min(seq), count))
     }
@@ -199,34 +225,46 @@ impl Context {
         }
     }
 
-    /// The index line: the newest folded items by name or id, as many as
-    /// fit `budget` tokens, and a count of the older ones.
-    fn index_text(&self, folded: &[Folded], budget: usize) -> String {
-        const HEAD: &str = "[folded to save context; the `recall` tool brings any of these back: ";
-        let mut used = self.counter.count(HEAD) + 8;
-        let mut shown = Vec::new();
+    /// How the index line names a folded item.
+    fn label(&self, item: Folded) -> String {
+        match item {
+            Folded::Episode(id) => format!("{} #{id}", self.graph.episode(id).name()),
+            Folded::User(push) => format!("user turn u{push}"),
+        }
+    }
+
+    /// The labels of the newest items of `folded` that fit `room` tokens,
+    /// oldest first, with their token counts.
+    fn labels(&self, folded: &[Folded], room: usize) -> VecDeque<(String, usize)> {
+        let mut used = 0;
+        let mut shown = VecDeque::new();
         for item in folded.iter().rev() {
-            let label = match *item {
-                Folded::Episode(id) => format!("{} #{id}", self.graph.episode(id).name()),
-                Folded::User(push) => format!("user turn u{push}"),
-            };
+            let label = self.label(*item);
             let tokens = self.counter.count(&label) + 1;
-            if used + tokens > budget {
+            if used + tokens > room {
                 break;
             }
             used += tokens;
-            shown.push(label);
+            shown.push_front((label, tokens));
         }
-        shown.reverse();
-        let older = folded.len() - shown.len();
-        let mut text = String::from(HEAD);
-        if older > 0 {
-            text.push_str(&format!(
-                "{older} older items (recall them by name or id); "
-            ));
-        }
-        text.push_str(&shown.join(", "));
-        text.push(']');
-        text
+        shown
     }
+}
+
+/// The index line: the shown labels and a count of the older items.
+fn index_text(older: usize, shown: &VecDeque<(String, usize)>) -> String {
+    let mut text = String::from(INDEX_HEAD);
+    if older > 0 {
+        text.push_str(&format!(
+            "{older} older items (recall them by name or id); "
+        ));
+    }
+    for (at, (label, _)) in shown.iter().enumerate() {
+        if at > 0 {
+            text.push_str(", ");
+        }
+        text.push_str(label);
+    }
+    text.push(']');
+    text
 }

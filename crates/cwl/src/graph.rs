@@ -14,6 +14,15 @@ use crate::repeats::Repeats;
 /// Index of an episode in its session, in order of creation (= age).
 pub type EpisodeId = u32;
 
+/// Content bits of an episode: tool results.
+pub(crate) const HOLDS_RESULTS: u8 = 1;
+/// Content bits of an episode: reasoning.
+pub(crate) const HOLDS_REASONING: u8 = 2;
+/// Content bits of an episode: calls of bulk tools.
+pub(crate) const HOLDS_BULK: u8 = 4;
+/// Content bits of an episode: calls of other tools.
+pub(crate) const HOLDS_INTERMEDIATE: u8 = 8;
+
 /// The strip levels of the eviction policy, least destructive first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -52,6 +61,17 @@ impl Level {
             Level::Bulk => "bulk output",
             Level::Intermediate => "tool output",
             Level::Removed => "removed",
+        }
+    }
+
+    /// The content bit a level strips ([`Level::Removed`]: none needed).
+    pub(crate) fn needs(self) -> u8 {
+        match self {
+            Level::Output => HOLDS_RESULTS,
+            Level::Reasoning => HOLDS_REASONING,
+            Level::Bulk => HOLDS_BULK,
+            Level::Intermediate => HOLDS_INTERMEDIATE,
+            Level::Removed => 0,
         }
     }
 
@@ -102,6 +122,11 @@ pub struct Episode {
     level: Option<Level>,
     folded: bool,
     tokens: usize,
+    /// Which kinds of content it holds ([`Level::needs`] bits), so levels
+    /// with nothing to strip are skipped; `None` (a checkpoint from before
+    /// it was kept): unknown, every level applies.
+    #[serde(default)]
+    contents: Option<u8>,
     live_dependents: u32,
     pub(crate) first_seq: u64,
     pub(crate) last_seq: u64,
@@ -560,10 +585,13 @@ impl Graph {
     }
 
     /// Extends an episode's span to cover content of `tokens` at `seq`.
-    pub(crate) fn touch(&mut self, id: EpisodeId, seq: u64, tokens: usize) {
+    pub(crate) fn touch(&mut self, id: EpisodeId, seq: u64, tokens: usize, holds: u8) {
         let episode = &mut self.episodes[id as usize];
         episode.last_seq = episode.last_seq.max(seq);
         episode.tokens += tokens;
+        if let Some(contents) = episode.contents.as_mut() {
+            *contents |= holds;
+        }
     }
 
     /// Records that the latest model response sits at `seq`: the stretch of
@@ -625,6 +653,7 @@ impl Graph {
             level: None,
             folded: false,
             tokens: 0,
+            contents: Some(0),
             live_dependents: 0,
             first_seq: seq,
             last_seq: seq,
@@ -649,6 +678,10 @@ impl Graph {
             .chain(std::iter::once(Level::Removed))
             .filter(|level| level.applies_to(episode.kind))
             .filter(|level| stub_outputs || *level != Level::Output)
+            .filter(|level| {
+                let needs = level.needs();
+                needs == 0 || episode.contents.is_none_or(|held| held & needs != 0)
+            })
             .find(|level| episode.level.is_none_or(|done| *level > done))
     }
 

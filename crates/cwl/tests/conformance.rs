@@ -353,7 +353,11 @@ fn reasoning_level_applies_to_expl_only() {
         .iter()
         .map(|level| level.level)
         .collect();
-    assert_eq!(levels, vec![Level::Bulk, Level::Intermediate]);
+    assert_eq!(
+        levels,
+        vec![Level::Intermediate],
+        "no reasoning level for an act; no bulk level without bulk calls"
+    );
     let view: Vec<Message> = context.view().cloned().collect();
     let reasoning_left = view.iter().any(|message| {
         matches!(message, Message::Assistant { content } if content.iter().any(|block| matches!(block, Block::Reasoning { .. })))
