@@ -552,7 +552,7 @@ fn old_acts_lose_their_outputs_before_anything_is_removed() {
     script
         .user("task")
         .start_expl("look")
-        .tool("read", &bulk(200))
+        .tool("read", &bulk(2000))
         .end_expl("read it")
         .start_act("first-fix", &["look"])
         .tool("edit", "edited src/a.rs")
@@ -592,7 +592,7 @@ fn old_acts_lose_their_outputs_before_anything_is_removed() {
     let shown = view(&context);
     validate(&shown).unwrap();
     assert!(!has_output(&shown, &bulk(300)), "the test runs are stubbed");
-    assert!(has_output(&shown, &bulk(200)), "the read stays");
+    assert!(has_output(&shown, &bulk(2000)), "the read stays");
     assert!(
         shown.iter().any(|m| matches!(m, Message::ToolResult(r)
             if r.content.contains("output evicted"))),
@@ -623,4 +623,31 @@ fn old_acts_lose_their_outputs_before_anything_is_removed() {
     );
     assert_eq!(first.last(), Some(&cwl::Level::Removed));
     validate(&view(&tight)).unwrap();
+}
+
+#[test]
+fn a_catch_up_pass_removes_old_acts_without_stubbing_them_first() {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("look")
+        .tool("read", &bulk(100))
+        .end_expl("read it")
+        .start_act("fix", &["look"])
+        .tool("edit", "edited src/a.rs")
+        .tool("bash", &bulk(1500))
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let budget = total / 3;
+    let mut context = with(Config::paper(budget).stub_act_outputs(true), &messages);
+    let report = context.enforce();
+    let levels: Vec<cwl::Level> = report.episodes[0].levels.iter().map(|l| l.level).collect();
+    assert_eq!(report.episodes[0].name, "fix");
+    assert!(
+        !levels.contains(&cwl::Level::Output),
+        "more than a whole budget over: no stub pass first ({levels:?})"
+    );
+    validate(&view(&context)).unwrap();
 }
