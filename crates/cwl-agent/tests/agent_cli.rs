@@ -223,7 +223,10 @@ fn bad_arguments_fail_before_any_request() {
             tasks: vec!["x".into()],
             prompt: None,
         })
-        .map_err(|e| format!("{e:#}"))
+        .map_err(|e| {
+            assert_eq!(cli::exit_code(&e), cli::USAGE, "{e:#}");
+            format!("{e:#}")
+        })
     };
     let mut args = agent_args(&server, work.path(), sessions.path(), &config);
     args.budget = Some(Budget::Tokens(100));
@@ -252,4 +255,56 @@ fn demo_runs_without_a_key() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].tasks, cwl_agent::demo::TASKS.len());
     assert_eq!(listed[0].provider, "scripted");
+}
+
+#[test]
+fn a_session_past_the_window_is_not_advised_to_resume_as_it_is() {
+    let read_all = assistant(vec![
+        start("w1", "read-all", "expl", &[]),
+        call("w2", "read", serde_json::json!({"path": "src/auth.rs"})),
+    ]);
+    let (_rt, server) = server(vec![Reply::openai(&read_all, Usage::default())]);
+    let work = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let config = sessions.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[[models]]\nname = \"gpt-test\"\ncontext_window = 3000\n",
+    )
+    .unwrap();
+    let mut args = agent_args(&server, work.path(), sessions.path(), &config);
+    args.budget = Some(Budget::Tokens(2_800));
+    let error = cli::run_run(RunArgs {
+        agent: args,
+        tasks: vec!["read everything".into()],
+        prompt: None,
+    })
+    .unwrap_err();
+    let text = format!("{error:#}");
+    assert!(text.contains("the model's window allows 3000"), "{text}");
+    assert!(
+        text.contains("resuming this session as it is would stop the same way"),
+        "{text}"
+    );
+    assert!(text.contains("Start a new session"), "{text}");
+    assert!(text.contains("--model NAME"), "{text}");
+    assert!(!text.contains("continue it with"), "{text}");
+    assert_eq!(cli::exit_code(&error), cli::RUNTIME);
+    assert_eq!(server.requests().len(), 1);
+
+    // The advice holds: resuming as it is stops the same way, unsent.
+    let id = session::list(sessions.path()).unwrap()[0].id.clone();
+    let mut resume = agent_args(&server, work.path(), sessions.path(), &config);
+    resume.resume = Some(id);
+    let again = cli::run_run(RunArgs {
+        agent: resume,
+        tasks: vec!["go on".into()],
+        prompt: None,
+    })
+    .unwrap_err();
+    assert!(
+        format!("{again:#}").contains("would stop the same way"),
+        "{again:#}"
+    );
+    assert_eq!(server.requests().len(), 1, "nothing more was sent");
 }

@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use cwl::{Budget, Config, Estimate, O200k, ResidueCap, Share, TokenCounter, ToolClass, openai};
 use serde_json::{Value, json};
 
-use crate::InputError;
+use cwl_agent::cli::UsageError;
 
 /// Arguments of `cwl evict`.
 #[derive(Debug, Args)]
@@ -125,12 +125,12 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
     let budget = args
         .budget
         .resolve(args.window)
-        .map_err(|error| InputError(error.to_string()))?;
+        .map_err(|error| UsageError(error.to_string()))?;
     let (name, text) = read_input(args.input.as_ref())?;
     let body: Value = serde_json::from_str(&text)
-        .map_err(|error| InputError(format!("{name}: not valid JSON: {error}")))?;
+        .map_err(|error| UsageError(format!("{name}: not valid JSON: {error}")))?;
     let request =
-        openai::parse_request(&body).map_err(|error| InputError(format!("{name}: {error}")))?;
+        openai::parse_request(&body).map_err(|error| UsageError(format!("{name}: {error}")))?;
     let counter: Arc<dyn TokenCounter> = match args.tokenizer {
         Tokenizer::O200k => Arc::new(O200k::new()),
         Tokenizer::Estimate => Arc::new(Estimate),
@@ -145,7 +145,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
         config.classes.set(name, *class);
     }
     let evicted = cwl::evict(request.messages, request.tools, config, counter)
-        .map_err(|error| InputError(format!("{name}: {error}")))?;
+        .map_err(|error| UsageError(format!("{name}: {error}")))?;
     let output = json!({
         "messages": openai::to_messages(&evicted.messages),
         "report": evicted.report,
@@ -169,16 +169,16 @@ fn read_input(path: Option<&PathBuf>) -> anyhow::Result<(String, String)> {
         Some(path) => {
             let name = path.display().to_string();
             let bytes = std::fs::read(path)
-                .map_err(|error| InputError(format!("{name}: cannot read: {error}")))?;
+                .map_err(|error| UsageError(format!("{name}: cannot read: {error}")))?;
             let text = String::from_utf8(bytes)
-                .map_err(|error| InputError(format!("{name}: not UTF-8: {error}")))?;
+                .map_err(|error| UsageError(format!("{name}: not UTF-8: {error}")))?;
             Ok((name, text))
         }
         None => {
             let mut text = String::new();
             std::io::stdin()
                 .read_to_string(&mut text)
-                .map_err(|error| InputError(format!("<stdin>: cannot read: {error}")))?;
+                .map_err(|error| UsageError(format!("<stdin>: cannot read: {error}")))?;
             Ok(("<stdin>".to_string(), text))
         }
     }

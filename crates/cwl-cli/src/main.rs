@@ -10,7 +10,16 @@ use clap::{Parser, Subcommand};
 /// Context Window Lifecycle: structured, model-free context eviction for
 /// long-horizon LLM agents.
 #[derive(Debug, Parser)]
-#[command(name = "cwl", version, propagate_version = true)]
+#[command(
+    name = "cwl",
+    version,
+    propagate_version = true,
+    after_help = "\
+Exit status: 0 success; 1 a runtime failure (the model API, a tool, a file, \
+the session); 2 a usage error (a bad flag or value, a bad config file, an \
+unknown session, no task, an unknown chat command, a missing API key or bad \
+base URL); 130 interrupted (Ctrl-C)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -33,18 +42,6 @@ enum Command {
     Sweep(cwl_lab::sweep::SweepArgs),
     Gen(cwl_lab::cli::GenArgs),
 }
-
-/// An error that says the input was at fault (exit code 2).
-#[derive(Debug)]
-pub struct InputError(pub String);
-
-impl std::fmt::Display for InputError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for InputError {}
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
@@ -75,14 +72,9 @@ fn main() -> ExitCode {
         // The reader went away (`cwl ... | head`): nothing left to say.
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            let code = if error.downcast_ref::<InputError>().is_some() {
-                2
-            } else {
-                1
-            };
-            let chain: Vec<String> = error.chain().map(ToString::to_string).collect();
-            let _ = writeln!(std::io::stderr(), "cwl: error: {}", chain.join(": "));
-            ExitCode::from(code)
+            let line = cwl_agent::cli::error_line(&error);
+            let _ = writeln!(std::io::stderr(), "cwl: error: {line}");
+            ExitCode::from(cwl_agent::cli::exit_code(&error))
         }
     }
 }

@@ -9,7 +9,9 @@
 //! | `cwl sessions` | [`SessionsArgs`] | [`run_sessions`] |
 //! | `cwl demo`     | [`DemoArgs`]     | [`run_demo`]     |
 
+mod advice;
 mod chat;
+mod exit;
 mod run;
 mod sessions;
 mod setup;
@@ -20,6 +22,8 @@ use clap::Args;
 use cwl::{Budget, ResidueCap, Share};
 
 use crate::provider::{ProviderKind, ReasoningEffort};
+
+pub use exit::{RUNTIME, USAGE, UsageError, error_line, exit_code, is_usage};
 
 /// Options shared by `cwl run` and `cwl chat`: model, budget, workspace,
 /// session.
@@ -157,8 +161,11 @@ pub struct RunArgs {
 #[derive(Debug, Clone, Default, Args)]
 #[command(after_help = "\
 Type a task and press Enter; the agent works until it answers. /status shows \
-the context, /exit (or Ctrl-D) ends the session, which can be continued later \
-with `cwl chat --resume ID` or `cwl run --resume ID`.")]
+the context, /help lists the commands, /exit (or Ctrl-D) ends the session, which \
+can be continued later with `cwl chat --resume ID` or `cwl run --resume ID`. \
+Any other line starting with / is refused, never sent to the model (exit \
+status 2 at the end when the lines came from a pipe); start a task with // to \
+send a leading /.")]
 pub struct ChatArgs {
     /// Model, budget, workspace and session options.
     #[command(flatten)]

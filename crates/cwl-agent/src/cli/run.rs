@@ -5,6 +5,8 @@ use std::io::{BufRead, IsTerminal};
 use anyhow::bail;
 
 use super::RunArgs;
+use super::advice::after_failure;
+use super::exit::UsageError;
 use super::setup::start;
 use crate::agent::AgentError;
 
@@ -18,14 +20,14 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
             Err(AgentError::OutputClosed) => return Ok(()),
             Err(error) => {
                 started.summary();
-                let id = started.agent.session_id();
+                let advice = after_failure(&error, &started.agent, "cwl run");
                 let hint = if index + 1 < total {
                     format!("; {} later task(s) not run", total - index - 1)
                 } else {
                     String::new()
                 };
                 bail!(
-                    "task {} of {total} failed{hint}: {error}\nthe session is saved; continue it with `cwl run --resume {id} --task ...`",
+                    "task {} of {total} failed{hint}: {error}\n{advice}",
                     index + 1
                 );
             }
@@ -48,12 +50,13 @@ fn tasks(args: &RunArgs) -> anyhow::Result<Vec<String>> {
         }
     }
     if let Some(empty) = tasks.iter().position(|t| t.trim().is_empty()) {
-        bail!("task {} is empty", empty + 1);
+        return Err(UsageError::new(format!("task {} is empty", empty + 1)).into());
     }
     if tasks.is_empty() {
-        bail!(
-            "no task given: pass PROMPT or --task TEXT, or pipe tasks on stdin (one per line); for an interactive session use `cwl chat`"
-        );
+        return Err(UsageError::new(
+            "no task given: pass PROMPT or --task TEXT, or pipe tasks on stdin (one per line); for an interactive session use `cwl chat`",
+        )
+        .into());
     }
     Ok(tasks)
 }

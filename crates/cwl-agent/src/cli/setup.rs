@@ -3,15 +3,16 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use cwl::Budget;
 
 use super::AgentArgs;
+use super::exit::UsageError;
 use crate::agent::{Agent, AgentOptions, DEFAULT_MAX_TURNS, Observer};
 use crate::config::{self, FileConfig};
 use crate::provider::{
     AnthropicConfig, AnthropicProvider, ModelTable, OpenAiConfig, OpenAiProvider, Provider,
-    ProviderKind, anthropic,
+    ProviderError, ProviderKind, anthropic,
 };
 use crate::render::{RenderOptions, Renderer, Summary};
 use crate::secrets::Secrets;
@@ -88,13 +89,20 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     let budget = match (&args.budget, &file.budget, header) {
         (Some(budget), _, _) => *budget,
         (None, _, Some(h)) => Budget::Tokens(usize::try_from(h.budget).unwrap_or(usize::MAX)),
-        (None, Some(text), None) => text
-            .parse()
-            .with_context(|| "config file: budget".to_string())?,
+        (None, Some(text), None) => config_value(text.parse::<Budget>(), "budget")?,
         (None, None, None) => Budget::Tokens(cwl::DEFAULT_BUDGET),
     };
     let window = usize::try_from(model.context_window).ok();
-    let budget = budget.resolve(window)?;
+    let budget = budget
+        .resolve(window)
+        .map_err(|error| UsageError::new(error.to_string()))?;
+    let max_turns = match (args.max_turns, file.max_turns) {
+        (Some(0), _) => return Err(UsageError::new("--max-turns must be at least 1").into()),
+        (None, Some(0)) => {
+            return Err(UsageError::new("config file: max_turns must be at least 1").into());
+        }
+        (flag, file) => flag.or(file).unwrap_or(DEFAULT_MAX_TURNS),
+    };
     let cwd = match (&args.cwd, header) {
         (Some(cwd), _) => cwd.clone(),
         (None, Some(h)) if PathBuf::from(&h.cwd).is_dir() => PathBuf::from(&h.cwd),
@@ -108,27 +116,27 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
             ..ToolConfig::default()
         },
     )?;
-    let base_url = args.base_url.clone().or_else(|| {
-        let configured: Option<ProviderKind> =
-            file.provider.as_deref().and_then(|p| p.parse().ok());
-        file.base_url
-            .clone()
-            .filter(|_| configured.is_none_or(|c| c == kind))
-    });
+    let base_url = match &args.base_url {
+        Some(url) => Some((url.clone(), "--base-url")),
+        None => {
+            let configured: Option<ProviderKind> =
+                file.provider.as_deref().and_then(|p| p.parse().ok());
+            file.base_url
+                .clone()
+                .filter(|_| configured.is_none_or(|c| c == kind))
+                .map(|url| (url, "the config file's base_url"))
+        }
+    };
     let idle_timeout = match (args.stream_idle_timeout, &file.stream_idle_timeout) {
         (Some(idle), _) => idle,
-        (None, Some(text)) => config::parse_duration(text)
-            .map_err(anyhow::Error::msg)
-            .context("config file: stream_idle_timeout")?,
+        (None, Some(text)) => config_value(config::parse_duration(text), "stream_idle_timeout")?,
         (None, None) => crate::provider::DEFAULT_IDLE_TIMEOUT,
     };
-    let provider = provider(kind, base_url, idle_timeout)?;
+    let provider = provider(kind, base_url, idle_timeout)
+        .map_err(|error| missing_key_hint(error, guessed(args, &file, header)))?;
     let mut options = AgentOptions::new(model);
     options.budget = budget;
-    options.max_turns = args
-        .max_turns
-        .or(file.max_turns)
-        .unwrap_or(DEFAULT_MAX_TURNS);
+    options.max_turns = max_turns;
     options.reasoning = args.reasoning;
     // A resumed session keeps its own settings unless a flag says otherwise.
     let from_file = header.is_none();
@@ -156,9 +164,6 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
         options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;
     }
-    if options.max_turns == 0 {
-        bail!("--max-turns must be at least 1");
-    }
     let renderer = Arc::new(Mutex::new(Renderer::stdio(RenderOptions::detect(
         args.json,
     ))));
@@ -184,7 +189,7 @@ fn provider_kind(
         return Ok(kind);
     }
     if let Some(name) = &file.provider {
-        return name.parse().context("config file: provider");
+        return Ok(config_value(name.parse::<ProviderKind>(), "provider")?);
     }
     let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.trim().is_empty());
     Ok(
@@ -196,27 +201,65 @@ fn provider_kind(
     )
 }
 
+/// Whether no flag, session, config file or `CWL_PROVIDER` chose the
+/// provider, so it was guessed from which API key is set.
+fn guessed(args: &AgentArgs, file: &FileConfig, header: Option<&SessionInfo>) -> bool {
+    args.provider.is_none()
+        && header.is_none_or(|h| h.provider.parse::<ProviderKind>().is_err())
+        && file.provider.is_none()
+}
+
+/// The provider for `kind`; `base_url` (with where it was set) replaces
+/// the one from the environment, and an invalid one is reported under the
+/// name it was given by.
 fn provider(
     kind: ProviderKind,
-    base_url: Option<String>,
+    base_url: Option<(String, &'static str)>,
     idle_timeout: std::time::Duration,
-) -> anyhow::Result<Box<dyn Provider>> {
-    Ok(match kind {
+) -> Result<Box<dyn Provider>, ProviderError> {
+    let source = base_url.as_ref().map(|(_, source)| *source);
+    let built: Result<Box<dyn Provider>, ProviderError> = match kind {
         ProviderKind::OpenAi => {
             let mut config = OpenAiConfig::from_env().with_idle_timeout(idle_timeout);
-            if let Some(url) = base_url {
+            if let Some((url, _)) = base_url {
                 config.base_url = url;
             }
-            Box::new(OpenAiProvider::new(config)?)
+            OpenAiProvider::new(config).map(|p| Box::new(p) as Box<dyn Provider>)
         }
         ProviderKind::Anthropic => {
             let mut config = AnthropicConfig::from_env().with_idle_timeout(idle_timeout);
-            if let Some(url) = base_url {
+            if let Some((url, _)) = base_url {
                 config.base_url = url;
             }
-            Box::new(AnthropicProvider::new(config)?)
+            AnthropicProvider::new(config).map(|p| Box::new(p) as Box<dyn Provider>)
         }
+    };
+    built.map_err(|error| match (error, source) {
+        (ProviderError::InvalidBaseUrl { url, reason, .. }, Some(var)) => {
+            ProviderError::InvalidBaseUrl { var, url, reason }
+        }
+        (error, _) => error,
     })
+}
+
+/// A missing key when the provider was only guessed: the user may want the
+/// other API, so the message names both keys and `--provider`.
+fn missing_key_hint(error: ProviderError, guessed: bool) -> anyhow::Error {
+    match error {
+        ProviderError::MissingKey { var, url, .. } if guessed => UsageError::new(format!(
+            "no API key: {url} needs {var}. Set {} to use Anthropic or {} to use OpenAI \
+             (or choose with --provider), or give --base-url of a server that needs none",
+            anthropic::KEY_VAR,
+            crate::provider::openai::KEY_VAR
+        ))
+        .into(),
+        error => error.into(),
+    }
+}
+
+/// A config file value parsed, or a usage error naming its key.
+fn config_value<T, E: std::fmt::Display>(parsed: Result<T, E>, key: &str) -> Result<T, UsageError> {
+    parsed.map_err(|error| UsageError::new(format!("config file: {key}: {error}")))
 }
 
 /// An eviction setting: the flag's value, else the config file's (only for
@@ -233,10 +276,7 @@ where
 {
     match (flag, file) {
         (Some(value), _) => Ok(Some(value)),
-        (None, Some(text)) if from_file => text
-            .parse()
-            .map(Some)
-            .with_context(|| format!("config file: {key}")),
+        (None, Some(text)) if from_file => Ok(Some(config_value(text.parse(), key)?)),
         _ => Ok(None),
     }
 }

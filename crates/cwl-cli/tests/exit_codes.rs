@@ -1,0 +1,247 @@
+//! Exit statuses of the real binary: 2 for usage errors, 1 for runtime
+//! failures, and one line on stderr that names the fault once.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A model server on 127.0.0.1 that answers every request with HTTP 401,
+/// counting the requests it got.
+struct Rejecting {
+    url: String,
+    requests: Arc<AtomicUsize>,
+}
+
+impl Rejecting {
+    fn start() -> Rejecting {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let requests = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&requests);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                counter.fetch_add(1, Ordering::SeqCst);
+                let reply = r#"{"error":{"message":"bad key"}}"#;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+            }
+        });
+        Rejecting { url, requests }
+    }
+}
+
+/// Runs `cwl args` with `stdin`, sessions and config in `dir`, no API keys.
+fn cwl(dir: &Path, args: &[&str], stdin: &str) -> Output {
+    let config = dir.join("config.toml");
+    if !config.exists() {
+        std::fs::write(&config, "").unwrap();
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cwl"))
+        .args(args)
+        .current_dir(dir)
+        .env("CWL_SESSION_DIR", dir.join("sessions"))
+        .env("CWL_CONFIG", &config)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("CWL_PROVIDER")
+        .env_remove("CWL_MODEL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cwl");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[track_caller]
+fn expect(output: &Output, code: i32, says: &str) {
+    let text = stderr(output);
+    assert_eq!(output.status.code(), Some(code), "{text}");
+    assert!(text.contains(says), "expected {says:?} in:\n{text}");
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let offline = [
+        "--provider",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ];
+    let with = |more: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = vec!["run".into()];
+        args.extend(offline.iter().map(|s| s.to_string()));
+        args.extend(more.iter().map(|s| s.to_string()));
+        args
+    };
+    let run = |more: &[&str]| {
+        let args = with(more);
+        cwl(d, &args.iter().map(String::as_str).collect::<Vec<_>>(), "")
+    };
+    expect(&run(&["--no-such-flag", "x"]), 2, "--no-such-flag");
+    expect(&run(&["--budget", "lots", "x"]), 2, "lots");
+    expect(&run(&[]), 2, "no task given");
+    expect(&run(&["--task", " "]), 2, "task 1 is empty");
+    expect(
+        &run(&["--max-turns", "0", "x"]),
+        2,
+        "--max-turns must be at least 1",
+    );
+    expect(&run(&["--budget", "100", "x"]), 2, "too small");
+    expect(&run(&["--resume", "nosuch", "x"]), 2, "no session `nosuch`");
+    expect(
+        &run(&["--cwd", "/nonexistent/cwl-dir", "x"]),
+        2,
+        "workspace root",
+    );
+    expect(
+        &cwl(d, &["run", "--base-url", "notaurl", "x"], ""),
+        2,
+        "(set through --base-url)",
+    );
+    expect(
+        &cwl(d, &["run", "--config", "/nonexistent/cwl.toml", "x"], ""),
+        2,
+        "config file /nonexistent/cwl.toml",
+    );
+    let bad = d.join("bad.toml");
+    for (text, says) in [
+        ("budget = \"lots\"", "config file: budget"),
+        ("max_turns = 0", "config file: max_turns must be at least 1"),
+        ("provider = \"gemini\"", "config file: provider"),
+        ("low_water = \"2\"", "config file: low_water"),
+        (
+            "stream_idle_timeout = \"soon\"",
+            "config file: stream_idle_timeout",
+        ),
+        ("modle = \"x\"", "modle"),
+    ] {
+        std::fs::write(&bad, text).unwrap();
+        let config = bad.to_str().unwrap();
+        let args = [
+            "run",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--config",
+            config,
+            "x",
+        ];
+        expect(&cwl(d, &args, ""), 2, says);
+    }
+    expect(
+        &cwl(d, &["sessions", "--config", "/nonexistent/cwl.toml"], ""),
+        2,
+        "config file",
+    );
+    expect(&cwl(d, &["chat", "--resume", "nosuch"], ""), 2, "nosuch");
+}
+
+#[test]
+fn a_missing_key_names_both_keys_when_the_provider_was_guessed() {
+    let dir = tempfile::tempdir().unwrap();
+    let guessed = cwl(dir.path(), &["run", "x"], "");
+    expect(&guessed, 2, "ANTHROPIC_API_KEY to use Anthropic");
+    let anthropic = cwl(dir.path(), &["run", "--provider", "anthropic", "x"], "");
+    expect(&anthropic, 2, "ANTHROPIC_API_KEY is not set");
+    assert!(
+        !stderr(&anthropic).contains("OPENAI"),
+        "{}",
+        stderr(&anthropic)
+    );
+}
+
+#[test]
+fn an_os_error_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["run", "--config", "/nonexistent/cwl.toml", "x"][..],
+        &[
+            "run",
+            "--provider",
+            "openai",
+            "--cwd",
+            "/nonexistent/cwl-dir",
+            "x",
+        ],
+    ] {
+        let text = stderr(&cwl(dir.path(), args, ""));
+        assert_eq!(
+            text.matches("No such file or directory").count(),
+            1,
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_model_call_exits_with_1() {
+    let server = Rejecting::start();
+    let dir = tempfile::tempdir().unwrap();
+    let output = cwl(
+        dir.path(),
+        &[
+            "run",
+            "--provider",
+            "openai",
+            "--base-url",
+            &server.url,
+            "x",
+        ],
+        "",
+    );
+    expect(&output, 1, "authentication failed (HTTP 401)");
+    expect(&output, 1, "cwl run --resume");
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn chat_refuses_an_unknown_command_without_calling_the_model() {
+    let server = Rejecting::start();
+    let dir = tempfile::tempdir().unwrap();
+    let chat = ["chat", "--provider", "openai", "--base-url", &server.url];
+    let output = cwl(dir.path(), &chat, "/bogus do it\n/status\n/exit\n");
+    expect(&output, 2, "unknown command /bogus");
+    expect(&output, 2, "/status, /help, /exit");
+    assert_eq!(
+        server.requests.load(Ordering::SeqCst),
+        0,
+        "nothing reached the model"
+    );
+    let fine = cwl(dir.path(), &chat, "/help\n/status\n");
+    assert_eq!(fine.status.code(), Some(0), "{}", stderr(&fine));
+    assert_eq!(server.requests.load(Ordering::SeqCst), 0);
+}
