@@ -1033,3 +1033,30 @@ async fn a_stream_that_keeps_stalling_gives_up_after_the_attempt_limit() {
     assert!(err.to_string().contains("stream idle timeout"), "{err}");
     assert_eq!(server.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn a_refused_connection_names_the_url_once() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let (policy, _) = recording_policy(1);
+    let provider = OpenAiProvider::new(OpenAiConfig::new(url.as_str()).with_retry(policy)).unwrap();
+    let error = ask(&provider).await.unwrap_err().to_string();
+    assert!(error.starts_with("connection to "), "{error}");
+    assert_eq!(error.matches(&url).count(), 1, "{error}");
+    assert!(error.contains("refused"), "{error}");
+}
+
+#[tokio::test]
+async fn an_auth_failure_without_a_key_says_to_set_one() {
+    let server = serve([Reply::status(401, r#"{"error":{"message":"no key"}}"#)]).await;
+    let (policy, _) = recording_policy(1);
+    let provider =
+        AnthropicProvider::new(AnthropicConfig::new(server.url()).with_retry(policy)).unwrap();
+    let error = ask(&provider).await.unwrap_err().to_string();
+    assert!(
+        error.contains("set ANTHROPIC_API_KEY to a valid key"),
+        "{error}"
+    );
+    assert!(!error.contains("OPENAI"), "{error}");
+}

@@ -44,7 +44,7 @@ pub enum ProviderError {
     Client(String),
     /// The server rejected the credentials (HTTP 401 or 403).
     #[error(
-        "authentication failed (HTTP {status}) at {url}: {message}; check that {var} holds a valid key"
+        "authentication failed (HTTP {status}) at {url}: {message}; set {var} to a valid key for this server"
     )]
     Auth {
         /// The HTTP status.

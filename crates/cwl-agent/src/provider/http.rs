@@ -77,7 +77,8 @@ pub(crate) async fn post(
                     seconds(idle_timeout)
                 )
             } else {
-                chain(&e)
+                // The variant names the URL already.
+                chain(&e.without_url())
             },
         })?;
     let status = response.status();

@@ -57,7 +57,7 @@ impl Events {
                             seconds(self.idle_timeout)
                         )
                     } else {
-                        chain(&e)
+                        chain(&e.without_url())
                     };
                     return Err(ProviderError::Connection {
                         url: self.url.clone(),
