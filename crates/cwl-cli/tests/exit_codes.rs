@@ -245,3 +245,14 @@ fn chat_refuses_an_unknown_command_without_calling_the_model() {
     assert_eq!(fine.status.code(), Some(0), "{}", stderr(&fine));
     assert_eq!(server.requests.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn a_piped_chat_whose_task_failed_exits_with_1() {
+    let server = Rejecting::start();
+    let dir = tempfile::tempdir().unwrap();
+    let chat = ["chat", "--provider", "openai", "--base-url", &server.url];
+    let output = cwl(dir.path(), &chat, "do it\n");
+    expect(&output, 1, "authentication failed (HTTP 401)");
+    expect(&output, 1, "1 task(s) failed");
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}

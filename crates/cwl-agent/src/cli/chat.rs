@@ -61,14 +61,16 @@ pub(super) async fn chat(args: ChatArgs) -> anyhow::Result<()> {
 }
 
 /// The REPL over any source of lines (`None`: end of input). When the
-/// lines are not typed (`interactive` false), an unknown command makes the
-/// chat end with a usage error once the input is done.
+/// lines are not typed (`interactive` false), the chat ends, once the
+/// input is done, with a usage error after an unknown command, else with a
+/// runtime error after a failed task, so a script sees its exit status.
 async fn chat_with(
     args: ChatArgs,
     interactive: bool,
     mut next_line: impl FnMut() -> BoxFuture<'static, anyhow::Result<Option<String>>>,
 ) -> anyhow::Result<()> {
     let mut refused: Vec<String> = Vec::new();
+    let mut failed = 0;
     let mut started = start(&args.agent)?;
     started.info(&format!(
         "cwl chat · {} · budget {} · session {} · /status, /help, /exit",
@@ -107,8 +109,16 @@ async fn chat_with(
             Err(AgentError::OutputClosed) => return Ok(()),
             Err(AgentError::Session(error)) => return Err(error.into()),
             Err(error) => {
-                let advice = after_failure(&error, &started.agent, "cwl chat");
-                started.info(&format!("error: {error}\n{advice}"));
+                failed += 1;
+                // The chat goes on: only a session that cannot go on gets advice.
+                let text = match error {
+                    AgentError::WindowExceeded { .. } => format!(
+                        "error: {error}\n{}",
+                        after_failure(&error, &started.agent, "cwl chat")
+                    ),
+                    _ => format!("error: {error}"),
+                };
+                started.info(&text);
             }
         }
         if started.agent.observer().closed() {
@@ -122,6 +132,12 @@ async fn chat_with(
             refused.join(", ")
         ))
         .into());
+    }
+    if !interactive && failed > 0 {
+        anyhow::bail!(
+            "{failed} task(s) failed (see above); the session is saved, continue it with `cwl chat --resume {}`",
+            started.agent.session_id()
+        );
     }
     Ok(())
 }

@@ -163,9 +163,9 @@ pub struct RunArgs {
 Type a task and press Enter; the agent works until it answers. /status shows \
 the context, /help lists the commands, /exit (or Ctrl-D) ends the session, which \
 can be continued later with `cwl chat --resume ID` or `cwl run --resume ID`. \
-Any other line starting with / is refused, never sent to the model (exit \
-status 2 at the end when the lines came from a pipe); start a task with // to \
-send a leading /.")]
+Any other line starting with / is refused, never sent to the model; start a \
+task with // to send a leading /. When the lines come from a pipe, the exit \
+status is 2 after a refused line, else 1 after a failed task.")]
 pub struct ChatArgs {
     /// Model, budget, workspace and session options.
     #[command(flatten)]
