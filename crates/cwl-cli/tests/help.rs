@@ -34,3 +34,21 @@ fn run_chat_and_evict_explain_low_water_and_residue_share() {
         );
     }
 }
+
+#[test]
+fn the_top_level_help_lists_the_exit_statuses() {
+    let output = Command::new(env!("CARGO_BIN_EXE_cwl"))
+        .arg("--help")
+        .output()
+        .expect("run cwl");
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).expect("UTF-8 help");
+    for says in [
+        "Exit status: 0 success",
+        "1 a runtime failure",
+        "2 a usage",
+        "130 interrupted",
+    ] {
+        assert!(text.contains(says), "{says:?} in:\n{text}");
+    }
+}

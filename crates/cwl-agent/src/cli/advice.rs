@@ -18,14 +18,17 @@ pub(super) fn after_failure(error: &AgentError, agent: &Agent, command: &str) ->
             let options = agent.options();
             if agent.context().tokens() <= options.engine_budget() {
                 // The view met its budget, yet the request did not fit: the
-                // budget sits too close to the window.
+                // budget sits too close to the window, or the status block is
+                // large.
                 let lower = options
                     .budget
                     .min(options.hard_limit())
                     .saturating_sub(tokens.saturating_sub(*limit) * 2);
                 format!(
-                    "the budget ({}) leaves too little of the window for the request: \
-                     continue with a lower budget, e.g. `{command} --resume {id} --budget {}{task}`",
+                    "resuming this session as it is would stop the same way: the request passes \
+                     the window although the conversation is within its budget ({}). Continue \
+                     with a lower budget so more is evicted (`{command} --resume {id} --budget {}{task}`), \
+                     with a model whose window is larger (`--model NAME`), or start a new session",
                     human_tokens(options.budget),
                     human_tokens(lower.max(1)),
                 )
