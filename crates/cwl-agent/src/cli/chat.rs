@@ -65,18 +65,19 @@ async fn chat_with(
         let turn = started.agent.run_task(line);
         let (result, received) =
             signals::guard(turn, &mut signals, &interrupt, &started.renderer).await;
+        // A signal that came as the turn ended must not stop the next one.
+        interrupt.clear();
         match result {
             Ok(_) => {}
             Err(AgentError::OutputClosed) => return Ok(()),
             Err(AgentError::Session(error)) => return Err(error.into()),
             Err(AgentError::Interrupted { .. }) => {
-                interrupt.clear();
-                if let Some(received @ Received::Terminate) = received {
-                    leave(started, received);
-                }
                 started.info("turn cancelled; the session continues");
             }
             Err(error) => started.info(&format!("error: {error}")),
+        }
+        if let Some(received @ Received::Terminate) = received {
+            leave(started, received);
         }
         if started.agent.observer().closed() {
             return Ok(());

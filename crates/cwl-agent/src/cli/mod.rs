@@ -101,7 +101,8 @@ pub struct AgentArgs {
     pub config: Option<PathBuf>,
 
     /// Continue a saved session (id, unique id prefix, or file path) with
-    /// exactly the context it had.
+    /// exactly the context it had. `cwl run --resume ID` with no task
+    /// carries on with its unfinished task.
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,
 
