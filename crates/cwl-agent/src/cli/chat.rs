@@ -1,6 +1,7 @@
 //! `cwl chat`: a line REPL over the same loop as `cwl run`.
 
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 
@@ -9,21 +10,23 @@ use super::setup::{Started, start};
 use super::signals::{self, EXIT_INTERRUPTED, Received, Signals};
 use crate::agent::AgentError;
 use crate::agent::status::human_tokens;
+use crate::render::Renderer;
 
 pub(super) async fn chat(args: ChatArgs) -> anyhow::Result<()> {
-    let signals = Signals::listen()?;
-    chat_with(args, || Box::pin(read_line()), signals).await
+    chat_with(args, || Box::pin(read_line()), Signals::listen).await
 }
 
 /// The REPL over any source of lines (`None`: end of input), stopped by
-/// `signals`: Ctrl-C cancels the running turn; at the prompt a second
-/// Ctrl-C in a row, or SIGTERM at any time, ends the process.
+/// the signals `listen` gives: Ctrl-C cancels the running turn; at the
+/// prompt a second Ctrl-C in a row, or SIGTERM at any time, ends the
+/// process.
 async fn chat_with(
     args: ChatArgs,
     mut next_line: impl FnMut() -> BoxFuture<'static, anyhow::Result<Option<String>>>,
-    mut signals: Signals,
+    listen: impl FnOnce(Arc<Mutex<Renderer>>) -> anyhow::Result<Signals>,
 ) -> anyhow::Result<()> {
     let mut started = start(&args.agent)?;
+    let mut signals = listen(Arc::clone(&started.renderer))?;
     let interrupt = started.agent.interrupt();
     started.info(&format!(
         "cwl chat · {} · budget {} · session {} · /status, /exit",
@@ -49,6 +52,7 @@ async fn chat_with(
         };
         reading = None;
         idle_interrupts = 0;
+        signals.settle();
         let Some(line) = line? else {
             break;
         };
@@ -67,6 +71,7 @@ async fn chat_with(
             signals::guard(turn, &mut signals, &interrupt, &started.renderer).await;
         // A signal that came as the turn ended must not stop the next one.
         interrupt.clear();
+        signals.settle();
         match result {
             Ok(_) => {}
             Err(AgentError::OutputClosed) => return Ok(()),
@@ -191,7 +196,7 @@ mod tests {
                 let line = lines.next();
                 Box::pin(async move { Ok(line) })
             },
-            Signals::from_channel(signals),
+            |_| Ok(Signals::from_channel(signals)),
         ));
         let started = work.path().join("started");
         for _ in 0..500 {
@@ -286,7 +291,7 @@ mod tests {
                 let line = lines.next();
                 Box::pin(async move { Ok(line) })
             },
-            Signals::from_channel(signals),
+            |_| Ok(Signals::from_channel(signals)),
         )
         .await
         .unwrap();

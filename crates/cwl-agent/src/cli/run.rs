@@ -1,6 +1,7 @@
 //! `cwl run`: tasks in order, one session, then a summary.
 
 use std::io::{BufRead, IsTerminal};
+use std::sync::Arc;
 
 use anyhow::bail;
 
@@ -16,7 +17,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
         check_unfinished(&args)?;
     }
     let mut started = start(&args.agent)?;
-    let mut signals = Signals::listen()?;
+    let mut signals = Signals::listen(Arc::clone(&started.renderer))?;
     let interrupt = started.agent.interrupt();
     // No task: carry on with the resumed session's unfinished one.
     let jobs: Vec<Option<&str>> = if tasks.is_empty() {

@@ -3,7 +3,8 @@
 //! once with [`EXIT_INTERRUPTED`].
 
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
@@ -40,22 +41,42 @@ pub(super) struct Signals {
     /// Keeps the channel open for [`Signals::from_channel`] sources that
     /// went away, so `recv` waits instead of ending.
     _tx: mpsc::UnboundedSender<Received>,
+    /// Signals since the last [`Signals::settle`].
+    unsettled: Arc<AtomicUsize>,
 }
 
 impl Signals {
     /// Takes over SIGINT and SIGTERM for this process (their default
-    /// action, dying at once, no longer applies) and forwards them.
-    pub(super) fn listen() -> anyhow::Result<Signals> {
+    /// action, dying at once, no longer applies) and forwards them. A
+    /// second one before [`Signals::settle`] ends the process at once,
+    /// from the listening task itself, so it works even while the loop is
+    /// busy; `renderer` finishes the output line first when it is free.
+    pub(super) fn listen(renderer: Arc<Mutex<Renderer>>) -> anyhow::Result<Signals> {
         let (tx, rx) = mpsc::unbounded_channel();
-        forward(tx.clone())?;
-        Ok(Signals { rx, _tx: tx })
+        let unsettled = Arc::new(AtomicUsize::new(0));
+        forward(tx.clone(), Arc::clone(&unsettled), renderer)?;
+        Ok(Signals {
+            rx,
+            _tx: tx,
+            unsettled,
+        })
     }
 
-    /// Signals sent on a channel (tests).
+    /// Signals sent on a channel (tests); no second-signal exit.
     #[cfg(test)]
     pub(super) fn from_channel(rx: mpsc::UnboundedReceiver<Received>) -> Signals {
         let (tx, _) = mpsc::unbounded_channel();
-        Signals { rx, _tx: tx }
+        Signals {
+            rx,
+            _tx: tx,
+            unsettled: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// The signals so far are dealt with: the next one is a first one
+    /// again (`cwl chat` after a cancelled turn).
+    pub(super) fn settle(&self) {
+        self.unsettled.store(0, Ordering::SeqCst);
     }
 
     /// The next signal.
@@ -67,8 +88,23 @@ impl Signals {
     }
 }
 
+/// Counts `received`; exits at once when it is the second unsettled one.
+fn count(received: Received, unsettled: &AtomicUsize, renderer: &Mutex<Renderer>) {
+    if unsettled.fetch_add(1, Ordering::SeqCst) >= 1 {
+        // The loop may hold the renderer mid-write: then exit without a word.
+        if let Ok(mut renderer) = renderer.try_lock() {
+            renderer.info(&format!("{} again: exiting now", received.name()));
+        }
+        std::process::exit(EXIT_INTERRUPTED);
+    }
+}
+
 #[cfg(unix)]
-fn forward(tx: mpsc::UnboundedSender<Received>) -> anyhow::Result<()> {
+fn forward(
+    tx: mpsc::UnboundedSender<Received>,
+    unsettled: Arc<AtomicUsize>,
+    renderer: Arc<Mutex<Renderer>>,
+) -> anyhow::Result<()> {
     use anyhow::Context as _;
     use tokio::signal::unix::{SignalKind, signal};
     let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
@@ -80,6 +116,7 @@ fn forward(tx: mpsc::UnboundedSender<Received>) -> anyhow::Result<()> {
                 Some(()) = term.recv() => Received::Terminate,
                 else => break,
             };
+            count(received, &unsettled, &renderer);
             if tx.send(received).is_err() {
                 break;
             }
@@ -89,9 +126,14 @@ fn forward(tx: mpsc::UnboundedSender<Received>) -> anyhow::Result<()> {
 }
 
 #[cfg(not(unix))]
-fn forward(tx: mpsc::UnboundedSender<Received>) -> anyhow::Result<()> {
+fn forward(
+    tx: mpsc::UnboundedSender<Received>,
+    unsettled: Arc<AtomicUsize>,
+    renderer: Arc<Mutex<Renderer>>,
+) -> anyhow::Result<()> {
     tokio::spawn(async move {
         while tokio::signal::ctrl_c().await.is_ok() {
+            count(Received::Interrupt, &unsettled, &renderer);
             if tx.send(Received::Interrupt).is_err() {
                 break;
             }
@@ -102,8 +144,9 @@ fn forward(tx: mpsc::UnboundedSender<Received>) -> anyhow::Result<()> {
 
 /// Runs `task` to its end while watching `signals`: the first one
 /// triggers `interrupt` (the task then stops by itself), a second one
-/// finishes the output line and exits the process at once. Gives the
-/// task's output and the first signal, if any.
+/// finishes the output line and exits the process at once (the listener
+/// does so too, should this loop be busy). Gives the task's output and the
+/// first signal, if any.
 pub(super) async fn guard<T>(
     task: impl Future<Output = T>,
     signals: &mut Signals,
