@@ -303,26 +303,64 @@ fn sigint_during_bash_kills_its_processes_records_it_and_exits_130() {
 }
 
 #[test]
-fn sigterm_during_a_model_call_stops_it_and_exits_130() {
+fn sigterm_during_a_model_call_stops_it_finishes_the_line_and_exits_130() {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
     let runtime = tokio::runtime::Runtime::new().unwrap();
+    let partial = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Thinking about\"},\"finish_reason\":null}]}\n\n";
     let server = runtime
-        .block_on(ScriptedServer::start([Reply::Stall(String::new())]))
+        .block_on(ScriptedServer::start([Reply::Stall(partial.into())]))
         .unwrap();
     let work = tempfile::tempdir().unwrap();
     let run = Run::new(&server, work.path());
-    let child = run.spawn("", "think hard");
-    wait_for("the model call", || server.requests().len() == 1);
+    let mut child = run.spawn("", "think hard");
+    let stdout = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let stdout = Arc::clone(&stdout);
+        let mut pipe = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                stdout
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    wait_for("the streamed text", || {
+        stdout.lock().unwrap().contains("Thinking about")
+    });
     signal(&child, rustix::process::Signal::TERM);
     let output = finish(child);
+    reader.join().unwrap();
+    let stdout = stdout.lock().unwrap().clone();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "stderr:\n{stderr}");
+    assert!(stdout.ends_with("Thinking about\n"), "{stdout:?}");
     assert!(stderr.contains("cwl run --resume"), "{stderr}");
-    let notes = notes(&run.session());
+    let path = run.session();
+    let notes = notes(&path);
     assert!(
-        notes
-            .iter()
-            .any(|n| n.starts_with("interrupted by SIGTERM while the model was answering")),
+        notes.iter().any(|n| n.starts_with(
+            "interrupted by SIGTERM while the model was answering (its reply is dropped)"
+        )),
         "{notes:?}"
+    );
+    let loaded = session::read(&path).unwrap();
+    assert!(
+        !loaded.records.iter().any(|(_, r)| matches!(
+            r,
+            Record::Message {
+                message: Message::Assistant { .. },
+                ..
+            }
+        )),
+        "nothing of the partial reply is kept"
+    );
+    assert_eq!(
+        session::unfinished_task(&loaded).as_deref(),
+        Some("think hard")
     );
 }
 
