@@ -115,6 +115,18 @@ pub enum Record {
         /// The checkpoint as JSON (see `cwl::Checkpoint`).
         checkpoint: serde_json::Value,
     },
+    /// A tool call is about to run: written and flushed before the tool
+    /// starts, so a resume can tell a call that may have run partly (a
+    /// `tool_started` with no result) from one that never ran.
+    ToolStarted {
+        /// When it started (RFC 3339).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timestamp: Option<String>,
+        /// The call id as the model sent it.
+        call_id: String,
+        /// The tool.
+        name: String,
+    },
     /// A free-form event worth keeping (task boundaries, warnings).
     Note {
         /// When it happened (RFC 3339).

@@ -1,9 +1,14 @@
 //! Answering the tool calls of one assistant message, in order, each once.
 
-use cwl::{Accepted, Block, DELIMITER, DelimiterOutcome, EpisodeKind, Message, RECALL};
+use cwl::{Accepted, Block, DELIMITER, DelimiterOutcome, EpisodeKind, Message, RECALL, Record};
 
 use super::{Agent, AgentError, Event, limits};
+use crate::session;
 use crate::tools::{ExecContext, ToolOutput};
+
+/// What a call that did not run gets once the task is interrupted.
+const NOT_RUN: &str =
+    "Not run: the task was interrupted before this call ran. Run it again if it is still needed.";
 
 impl Agent {
     /// Answers every tool call of `message` (already pushed) with a result,
@@ -11,21 +16,36 @@ impl Agent {
     /// the evicted content the engine reads back from the session file
     /// (read-only, so allowed in any episode); other calls
     /// run in the toolbox, told which exploration episode is active at that
-    /// point of the message (`active` is the episode before it).
+    /// point of the message (`active` is the episode before it). A toolbox
+    /// call is recorded as started ([`Record::ToolStarted`]) before it runs.
+    ///
+    /// When the interrupt is triggered the running call is dropped and
+    /// answered as possibly run in part, the later ones as not run
+    /// (delimiter calls keep the engine's answer: it is already applied);
+    /// then it gives what was going on, for the note.
     pub(super) async fn answer_calls(
         &mut self,
         message: &Message,
         outcomes: Vec<DelimiterOutcome>,
         mut active: Option<(String, EpisodeKind)>,
-    ) -> Result<(), AgentError> {
+    ) -> Result<Option<String>, AgentError> {
         let Message::Assistant { content } = message else {
-            return Ok(());
+            return Ok(None);
         };
+        let mut stopped: Option<String> = None;
         for block in content {
             let Block::ToolCall(call) = block else {
                 continue;
             };
-            let output = if let Some(refused) = limits::refusal(call) {
+            if stopped.is_none() && self.interrupt.is_triggered() {
+                stopped = Some(format!(
+                    "the model's tool calls were due (`{}` and later ones not run)",
+                    call.name
+                ));
+            }
+            let output = if stopped.is_some() && call.name != DELIMITER {
+                ToolOutput::error(NOT_RUN)
+            } else if let Some(refused) = limits::refusal(call) {
                 ToolOutput::error(refused)
             } else if call.name == DELIMITER {
                 match outcomes.iter().find(|o| o.call_id == call.id) {
@@ -53,9 +73,25 @@ impl Agent {
                     Some((name, EpisodeKind::Expl)) => Some(name.clone()),
                     _ => None,
                 };
-                self.toolbox
-                    .execute(call, &ExecContext { exploration })
-                    .await
+                self.writer.append(&Record::ToolStarted {
+                    timestamp: Some(session::now()),
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                })?;
+                let interrupt = self.interrupt.clone();
+                let ctx = ExecContext { exploration };
+                let ran = tokio::select! {
+                    biased;
+                    () = interrupt.triggered() => None,
+                    output = self.toolbox.execute(call, &ctx) => Some(output),
+                };
+                match ran {
+                    Some(output) => output,
+                    None => {
+                        stopped = Some(format!("the `{}` call was running", call.name));
+                        ToolOutput::error(self.cut_short(&call.name))
+                    }
+                }
             };
             let output = self.limit_result(message, call, output);
             self.stats.tool_calls += 1;
@@ -73,7 +109,24 @@ impl Agent {
             });
             self.push(Message::ToolResult(result), None, None)?;
         }
-        Ok(())
+        Ok(stopped)
+    }
+
+    /// The answer to a call the interrupt cut short.
+    fn cut_short(&self, tool: &str) -> String {
+        let cause = self
+            .interrupt
+            .cause()
+            .unwrap_or_else(|| "an interrupt".to_string());
+        let killed = if tool == "bash" {
+            "; its processes were killed"
+        } else {
+            ""
+        };
+        format!(
+            "{} (The task was stopped by {cause} while this call was running{killed}.)",
+            session::MAY_HAVE_RUN
+        )
     }
 
     /// Tells the observer what a delimiter call did and tracks the active

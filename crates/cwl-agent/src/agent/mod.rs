@@ -11,6 +11,7 @@
 
 mod calls;
 mod event;
+mod interrupt;
 pub mod limits;
 pub mod status;
 mod turn;
@@ -27,6 +28,7 @@ use crate::session::{self, SessionError, SessionInfo, SessionWriter, Settings};
 use crate::tools::Toolbox;
 
 pub use event::{Collect, Event, Observer, Silent};
+pub use interrupt::Interrupt;
 pub use status::STATUS_RESERVE;
 
 /// Model calls one task may take by default before the run is stopped.
@@ -171,6 +173,18 @@ pub enum AgentError {
     /// The output went away (a closed pipe); the run stopped quietly.
     #[error("output closed")]
     OutputClosed,
+    /// The task was stopped through [`Agent::interrupt`] (Ctrl-C, SIGTERM):
+    /// the call in progress was dropped, every call of the last reply has a
+    /// result and an `interrupted` note is recorded.
+    #[error("interrupted by {cause}")]
+    Interrupted {
+        /// What stopped it (e.g. `SIGINT`).
+        cause: String,
+    },
+    /// [`Agent::continue_task`] was called but the session's last task
+    /// finished.
+    #[error("the session's last task finished; there is nothing to continue (give a new task)")]
+    NothingToContinue,
 }
 
 /// Figures of the run so far.
@@ -233,6 +247,9 @@ pub struct Agent {
     /// `writer` (zero before the first).
     checkpoint_end: u64,
     checkpoint_len: u64,
+    interrupt: Interrupt,
+    /// The text of the last task while it has no final answer yet.
+    unfinished: Option<String>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -303,7 +320,8 @@ impl Agent {
     /// and replays what follows (or replays it all into a fresh engine), so
     /// the view is the same as when it stopped; cuts a torn last line, and
     /// answers tool calls left without a result with an error result (they
-    /// are never run twice). The eviction settings are the session's unless
+    /// are never run twice): a call recorded as started "may have run
+    /// partly", the others did not run. The eviction settings are the session's unless
     /// `options` give others: then the whole history is replayed with them
     /// and the change is recorded.
     pub fn resume(
@@ -368,16 +386,14 @@ impl Agent {
             ))?;
         }
         for call in replayed.pending {
-            let (text, is_error) = call.delimiter.unwrap_or_else(|| {
-                let text = "Not run: the session stopped before this tool call ran. Run it again if it is still needed.";
-                (text.to_string(), true)
-            });
+            let (text, is_error) = call.answer();
             agent.push(
                 Message::tool_result(call.id, call.name, text, is_error),
                 None,
                 None,
             )?;
         }
+        agent.unfinished = session::unfinished_task(&loaded);
         agent.note(format!(
             "resumed session {} ({} earlier tasks, {} of {} tokens in view, {})",
             loaded.info.id,
@@ -419,7 +435,23 @@ impl Agent {
             over_budget: false,
             checkpoint_end: 0,
             checkpoint_len: 0,
+            interrupt: Interrupt::new(),
+            unfinished: None,
         }
+    }
+
+    /// A handle on this agent's interrupt flag: triggering it stops the
+    /// running task at once (see [`AgentError::Interrupted`]); a triggered
+    /// flag stops every later task too until it is cleared.
+    pub fn interrupt(&self) -> Interrupt {
+        self.interrupt.clone()
+    }
+
+    /// The text of the session's last task when it has no final answer:
+    /// it was interrupted, failed, or the process died while it ran.
+    /// [`Agent::continue_task`] carries on with it.
+    pub fn unfinished_task(&self) -> Option<&str> {
+        self.unfinished.as_deref()
     }
 
     /// The engine state: view, tokens, episodes.

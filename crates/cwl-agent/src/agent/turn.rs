@@ -24,23 +24,55 @@ impl Agent {
     /// The task ends when the model answers without tool calls, or sends an
     /// empty reply (not pushed: the transcript takes no empty assistant
     /// message; a note records it). It fails, with the session saved, when
-    /// the model call fails, the task takes more than `max_turns` calls, or
-    /// the next request would not fit the model's window. A task too large
+    /// the model call fails, the task takes more than `max_turns` calls, the
+    /// next request would not fit the model's window, or the
+    /// [interrupt](Agent::interrupt) is triggered. A task too large
     /// for the session is refused before anything is pushed; oversized
     /// parts of a reply are refused or cut (see [`super::limits`]).
     pub async fn run_task(&mut self, text: &str) -> Result<TaskOutcome, AgentError> {
         self.check_task(text)?;
+        let task = self.begin(text);
+        self.push(Message::user(text), None, None)?;
+        self.unfinished = Some(text.to_string());
+        self.work(task).await
+    }
+
+    /// Carries on with the [unfinished task](Agent::unfinished_task) of a
+    /// resumed session: calls the model on the context as it is, without a
+    /// new user turn, then runs as [`Agent::run_task`] does. Fails with
+    /// [`AgentError::NothingToContinue`] when the last task finished.
+    pub async fn continue_task(&mut self) -> Result<TaskOutcome, AgentError> {
+        let Some(text) = self.unfinished.clone() else {
+            return Err(AgentError::NothingToContinue);
+        };
+        let task = self.begin(&text);
+        self.note(format!(
+            "continuing the unfinished task: {}",
+            crate::render::describe::shorten(&crate::render::describe::one_line(&text), 80)
+        ))?;
+        self.work(task).await
+    }
+
+    /// Counts a task and reports its start.
+    fn begin(&mut self, text: &str) -> usize {
         self.stats.tasks += 1;
         let task = self.stats.tasks;
         self.observer.event(&Event::TaskStarted {
             task,
             text: text.to_string(),
         });
-        self.push(Message::user(text), None, None)?;
+        task
+    }
+
+    /// Model calls and tool results until the model answers.
+    async fn work(&mut self, task: usize) -> Result<TaskOutcome, AgentError> {
         let mut turns = 0;
         loop {
             if self.observer.closed() {
                 return Err(AgentError::OutputClosed);
+            }
+            if self.interrupt.is_triggered() {
+                return Err(self.interrupted(task, "between model calls"));
             }
             if turns >= self.options.max_turns {
                 let error = AgentError::MaxTurns {
@@ -50,7 +82,17 @@ impl Agent {
                 return Err(error);
             }
             turns += 1;
-            let response = self.call_model().await?;
+            let interrupt = self.interrupt.clone();
+            let called = tokio::select! {
+                biased;
+                () = interrupt.triggered() => None,
+                called = self.call_model() => Some(called),
+            };
+            let Some(response) = called.transpose()? else {
+                return Err(
+                    self.interrupted(task, "the model was answering (its reply is dropped)")
+                );
+            };
             let (content, cuts) = self.limit_reply(clean(response.message));
             for cut in cuts {
                 self.note(cut)?;
@@ -84,7 +126,27 @@ impl Agent {
                 }
                 return self.finish(task, turns, answer_text(&message));
             }
-            self.answer_calls(&message, outcomes, active).await?;
+            if let Some(stopped) = self.answer_calls(&message, outcomes, active).await? {
+                return Err(self.interrupted(task, &stopped));
+            }
+        }
+    }
+
+    /// Records that task `task` was interrupted while `doing`, makes the
+    /// file durable, and gives the error to return.
+    fn interrupted(&mut self, task: usize, doing: &str) -> AgentError {
+        let cause = self
+            .interrupt
+            .cause()
+            .unwrap_or_else(|| "an interrupt".to_string());
+        let recorded = self
+            .note(format!(
+                "interrupted by {cause} while {doing}; task {task} stopped, the session is saved"
+            ))
+            .and_then(|()| self.writer.sync().map_err(AgentError::from));
+        match recorded {
+            Ok(()) => AgentError::Interrupted { cause },
+            Err(error) => error,
         }
     }
 
@@ -96,6 +158,7 @@ impl Agent {
     ) -> Result<TaskOutcome, AgentError> {
         self.checkpoint()?;
         self.writer.sync()?;
+        self.unfinished = None;
         self.observer.event(&Event::TaskFinished { task, turns });
         Ok(TaskOutcome { turns, answer })
     }

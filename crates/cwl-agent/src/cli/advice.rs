@@ -8,11 +8,6 @@ use crate::agent::{Agent, AgentError};
 /// is the one to continue with (`cwl run` or `cwl chat`).
 pub(super) fn after_failure(error: &AgentError, agent: &Agent, command: &str) -> String {
     let id = agent.session_id();
-    let task = if command == "cwl run" {
-        " --task ..."
-    } else {
-        ""
-    };
     match error {
         AgentError::WindowExceeded { tokens, limit } => {
             let options = agent.options();
@@ -27,7 +22,7 @@ pub(super) fn after_failure(error: &AgentError, agent: &Agent, command: &str) ->
                 format!(
                     "resuming this session as it is would stop the same way: the request passes \
                      the window although the conversation is within its budget ({}). Continue \
-                     with a lower budget so more is evicted (`{command} --resume {id} --budget {}{task}`), \
+                     with a lower budget so more is evicted (`{command} --resume {id} --budget {}`), \
                      with a model whose window is larger (`--model NAME`), or start a new session",
                     human_tokens(options.budget),
                     human_tokens(lower.max(1)),
@@ -38,15 +33,15 @@ pub(super) fn after_failure(error: &AgentError, agent: &Agent, command: &str) ->
                      evicted (the open episode, the task texts) already needs {} of the {} \
                      the window allows. Start a new session (`{command}` without --resume) and \
                      give large content as a file the agent reads in parts, or resume with a \
-                     model whose window is larger (`{command} --resume {id} --model NAME{task}`)",
+                     model whose window is larger (`{command} --resume {id} --model NAME`)",
                     human_tokens(*tokens),
                     human_tokens(*limit),
                 )
             }
         }
         AgentError::BudgetTooSmall { .. } => format!(
-            "the session is saved; continue it with a larger budget: `{command} --resume {id} --budget 80k{task}`"
+            "the session is saved; continue it with a larger budget: `{command} --resume {id} --budget 80k`"
         ),
-        _ => format!("the session is saved; continue it with `{command} --resume {id}{task}`"),
+        _ => format!("the session is saved; continue it with `{command} --resume {id}`"),
     }
 }

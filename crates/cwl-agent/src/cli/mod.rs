@@ -15,6 +15,7 @@ mod exit;
 mod run;
 mod sessions;
 mod setup;
+mod signals;
 
 use std::path::PathBuf;
 
@@ -24,6 +25,7 @@ use cwl::{Budget, ResidueCap, Share};
 use crate::provider::{ProviderKind, ReasoningEffort};
 
 pub use exit::{RUNTIME, USAGE, UsageError, error_line, exit_code, is_usage};
+pub use signals::EXIT_INTERRUPTED;
 
 /// Options shared by `cwl run` and `cwl chat`: model, budget, workspace,
 /// session.
@@ -102,7 +104,8 @@ pub struct AgentArgs {
     pub config: Option<PathBuf>,
 
     /// Continue a saved session (id, unique id prefix, or file path) with
-    /// exactly the context it had.
+    /// exactly the context it had. `cwl run --resume ID` with no task
+    /// carries on with its unfinished task.
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,
 
@@ -137,7 +140,9 @@ Tasks run in order in ONE session: PROMPT first, then each --task. With \
 neither, each non-empty line of stdin (when it is not a terminal) is a task. \
 A task ends when the model answers without calling tools. The exit status is \
 0 when every task ran; otherwise the session is saved and can be continued \
-with --resume.
+with --resume (with no task, --resume ID carries on with the unfinished one). \
+Ctrl-C or SIGTERM stops the running task and its commands, saves the session \
+and exits with status 130; a second Ctrl-C exits at once.
 
 Examples:
   cwl run \"fix the failing test in src/parse.rs\"
@@ -160,12 +165,13 @@ pub struct RunArgs {
 /// `cwl chat`: an interactive session, one task per line.
 #[derive(Debug, Clone, Default, Args)]
 #[command(after_help = "\
-Type a task and press Enter; the agent works until it answers. /status shows \
-the context, /help lists the commands, /exit (or Ctrl-D) ends the session, which \
-can be continued later with `cwl chat --resume ID` or `cwl run --resume ID`. \
-Any other line starting with / is refused, never sent to the model; start a \
-task with // to send a leading /. When the lines come from a pipe, the exit \
-status is 2 after a refused line, else 1 after a failed task.")]
+Type a task and press Enter; the agent works until it answers. Ctrl-C cancels \
+the running turn and returns to the prompt. /status shows the context, /help \
+lists the commands, /exit (or Ctrl-D) ends the session, which can be continued \
+later with `cwl chat --resume ID` or `cwl run --resume ID`. Any other line \
+starting with / is refused, never sent to the model; start a task with // to \
+send a leading /. When the lines come from a pipe, the exit status is 2 after \
+a refused line, else 1 after a failed task.")]
 pub struct ChatArgs {
     /// Model, budget, workspace and session options.
     #[command(flatten)]
@@ -228,12 +234,16 @@ impl Default for DemoArgs {
     }
 }
 
-/// Runs `cwl run`.
+/// Runs `cwl run`. The first Ctrl-C or SIGTERM stops the running task,
+/// records it, prints how to resume and exits the process with
+/// [`EXIT_INTERRUPTED`]; a second one exits at once.
 pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     runtime()?.block_on(run::run(args))
 }
 
-/// Runs `cwl chat`.
+/// Runs `cwl chat`. Ctrl-C cancels the running turn and returns to the
+/// prompt; at the prompt, a second Ctrl-C in a row (or SIGTERM at any time)
+/// ends the session and exits with [`EXIT_INTERRUPTED`].
 pub fn run_chat(args: ChatArgs) -> anyhow::Result<()> {
     runtime()?.block_on(chat::chat(args))
 }

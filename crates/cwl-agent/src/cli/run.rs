@@ -1,6 +1,7 @@
 //! `cwl run`: tasks in order, one session, then a summary.
 
 use std::io::{BufRead, IsTerminal};
+use std::sync::Arc;
 
 use anyhow::bail;
 
@@ -8,26 +9,57 @@ use super::RunArgs;
 use super::advice::after_failure;
 use super::exit::UsageError;
 use super::setup::start;
+use super::signals::{self, EXIT_INTERRUPTED, Signals};
 use crate::agent::AgentError;
+use crate::{config, session};
 
 pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let tasks = tasks(&args)?;
+    if tasks.is_empty() {
+        check_unfinished(&args)?;
+    }
     let mut started = start(&args.agent)?;
-    let total = tasks.len();
-    for (index, task) in tasks.iter().enumerate() {
-        match started.agent.run_task(task).await {
+    let mut signals = Signals::listen(Arc::clone(&started.renderer))?;
+    let interrupt = started.agent.interrupt();
+    // No task: carry on with the resumed session's unfinished one.
+    let jobs: Vec<Option<&str>> = if tasks.is_empty() {
+        vec![None]
+    } else {
+        tasks.iter().map(|t| Some(t.as_str())).collect()
+    };
+    let total = jobs.len();
+    for (index, job) in jobs.into_iter().enumerate() {
+        let agent = &mut started.agent;
+        let work = async move {
+            match job {
+                Some(task) => agent.run_task(task).await,
+                None => agent.continue_task().await,
+            }
+        };
+        let (result, _) = signals::guard(work, &mut signals, &interrupt, &started.renderer).await;
+        let later = if index + 1 < total {
+            format!("; {} later task(s) not run", total - index - 1)
+        } else {
+            String::new()
+        };
+        match result {
             Ok(_) => {}
             Err(AgentError::OutputClosed) => return Ok(()),
+            Err(AgentError::Interrupted { cause }) => {
+                started.summary();
+                let id = started.agent.session_id();
+                started.info(&format!(
+                    "interrupted by {cause}{later}; the session is saved: continue it with `cwl run --resume {id}`"
+                ));
+                // Unlocks and syncs the session before the process ends.
+                drop(started);
+                std::process::exit(EXIT_INTERRUPTED);
+            }
             Err(error) => {
                 started.summary();
                 let advice = after_failure(&error, &started.agent, "cwl run");
-                let hint = if index + 1 < total {
-                    format!("; {} later task(s) not run", total - index - 1)
-                } else {
-                    String::new()
-                };
                 bail!(
-                    "task {} of {total} failed{hint}: {error}\n{advice}",
+                    "task {} of {total} failed{later}: {error}\n{advice}",
                     index + 1
                 );
             }
@@ -37,8 +69,28 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// With no task, `--resume ID` continues the session's unfinished task:
+/// refuses, before anything is written, when there is none.
+fn check_unfinished(args: &RunArgs) -> anyhow::Result<()> {
+    let Some(name) = &args.agent.resume else {
+        return Ok(());
+    };
+    let file = config::load(args.agent.config.as_deref())?;
+    let dir = super::setup::session_dir(args.agent.session_dir.clone(), &file)?;
+    let path = session::find(&dir, name)?;
+    let loaded = session::read(&path)?;
+    if session::unfinished_task(&loaded).is_none() {
+        return Err(UsageError::new(format!(
+            "no task given, and session {} has no unfinished task to continue (its last task ended with an answer): pass PROMPT or --task TEXT",
+            loaded.info.id
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// PROMPT, then each --task; with neither, the non-empty lines of stdin
-/// when it is not a terminal.
+/// when it is not a terminal. None at all only with `--resume`.
 fn tasks(args: &RunArgs) -> anyhow::Result<Vec<String>> {
     let mut tasks: Vec<String> = args.prompt.iter().chain(&args.tasks).cloned().collect();
     if tasks.is_empty() && !std::io::stdin().is_terminal() {
@@ -52,7 +104,7 @@ fn tasks(args: &RunArgs) -> anyhow::Result<Vec<String>> {
     if let Some(empty) = tasks.iter().position(|t| t.trim().is_empty()) {
         return Err(UsageError::new(format!("task {} is empty", empty + 1)).into());
     }
-    if tasks.is_empty() {
+    if tasks.is_empty() && args.agent.resume.is_none() {
         return Err(UsageError::new(
             "no task given: pass PROMPT or --task TEXT, or pipe tasks on stdin (one per line); for an interactive session use `cwl chat`",
         )

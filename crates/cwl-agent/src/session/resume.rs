@@ -1,6 +1,6 @@
 //! Rebuilding a session's engine state from its records.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -9,8 +9,16 @@ use serde::Deserialize;
 
 use super::{Loaded, SessionError, Settings};
 
+/// How the answer to a call that was running when its task stopped begins.
+pub const MAY_HAVE_RUN: &str =
+    "interrupted: it may have run partly; check before running it again.";
+
+/// What a resume answers a call that never started.
+pub const NOT_RUN_ANSWER: &str =
+    "Not run: the session stopped before this tool call ran. Run it again if it is still needed.";
+
 /// A tool call that never got its result (the session stopped before it
-/// ran).
+/// ran, or while it ran).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingCall {
     /// The call id.
@@ -20,6 +28,27 @@ pub struct PendingCall {
     /// For a delimiter call: the engine's answer (text, is error), already
     /// applied to the episode graph when the call was pushed.
     pub delimiter: Option<(String, bool)>,
+    /// Whether the call may have run: a [`Record::ToolStarted`] names it.
+    /// (Files written before that record existed have none: their calls
+    /// count as not run.)
+    pub started: bool,
+}
+
+impl PendingCall {
+    /// The result to give the model (text, is error): the delimiter's
+    /// answer, [`MAY_HAVE_RUN`] with why, or [`NOT_RUN_ANSWER`].
+    pub fn answer(&self) -> (String, bool) {
+        match &self.delimiter {
+            Some(answer) => answer.clone(),
+            None if self.started => (
+                format!(
+                    "{MAY_HAVE_RUN} (The session stopped while this call was running; its result was never recorded.)"
+                ),
+                true,
+            ),
+            None => (NOT_RUN_ANSWER.to_string(), true),
+        }
+    }
 }
 
 /// The engine state rebuilt from a session file.
@@ -217,6 +246,14 @@ fn replay_from(
         }
     }
     context.set_budget(budget);
+    let started: HashSet<&str> = loaded
+        .records
+        .iter()
+        .filter_map(|(_, record)| match record {
+            Record::ToolStarted { call_id, .. } => Some(call_id.as_str()),
+            _ => None,
+        })
+        .collect();
     let pending = context
         .pending_calls()
         .into_iter()
@@ -224,6 +261,7 @@ fn replay_from(
             id: id.to_string(),
             name: names.get(id).cloned().unwrap_or_default(),
             delimiter: answers.get(id).cloned(),
+            started: started.contains(id),
         })
         .collect();
     Ok(Replayed {
@@ -233,6 +271,36 @@ fn replay_from(
         checkpoint: None,
         warnings,
     })
+}
+
+/// The text of the session's last task when it has no final answer: the
+/// last message recorded is that user turn, a tool result, or a reply with
+/// tool calls (the session stopped while the task ran). `None` when the
+/// last task ended with an answer, or there is none.
+pub fn unfinished_task(loaded: &Loaded) -> Option<String> {
+    let mut messages = loaded
+        .records
+        .iter()
+        .rev()
+        .filter_map(|(_, record)| match record {
+            Record::Message { message, .. } => Some(message),
+            _ => None,
+        });
+    let last = messages.next()?;
+    let open = match last {
+        Message::User { .. } | Message::ToolResult(_) => true,
+        Message::Assistant { .. } => last.tool_calls().next().is_some(),
+        _ => false,
+    };
+    if !open {
+        return None;
+    }
+    std::iter::once(last)
+        .chain(messages)
+        .find_map(|message| match message {
+            Message::User { content } => Some(content.clone()),
+            _ => None,
+        })
 }
 
 /// The file of session `name` in `dir`: a path to a file, an exact id, or
@@ -341,12 +409,14 @@ mod tests {
                 PendingCall {
                     id: "c2".into(),
                     name: "bash".into(),
-                    delimiter: None
+                    delimiter: None,
+                    started: false,
                 },
                 PendingCall {
                     id: "c3".into(),
                     name: "delimiter".into(),
-                    delimiter: Some(("Started expl episode `e`.".into(), false))
+                    delimiter: Some(("Started expl episode `e`.".into(), false)),
+                    started: false,
                 },
             ]
         );
@@ -354,6 +424,101 @@ mod tests {
         assert_eq!(replayed.tasks, 1);
         assert_eq!(replayed.context.budget(), 50);
         assert_eq!(replayed.context.view().count(), 4);
+    }
+
+    fn message(message: Message) -> Record {
+        Record::Message {
+            timestamp: None,
+            message,
+            usage: None,
+            cost_usd: None,
+        }
+    }
+
+    fn started(id: &str, name: &str) -> Record {
+        Record::ToolStarted {
+            timestamp: None,
+            call_id: id.into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn a_started_call_may_have_run_and_a_later_one_did_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = SessionWriter::create(dir.path(), &info()).unwrap();
+        let records = [
+            message(Message::system("sys")),
+            message(Message::user("task")),
+            message(assistant(&[("c0", "ls", "{}")])),
+            started("c0", "ls"),
+            message(Message::tool_result("c0", "ls", "a\n", false)),
+            message(assistant(&[
+                ("c1", "read", "{}"),
+                ("c2", "bash", "{}"),
+                ("c3", "bash", "{}"),
+            ])),
+            started("c1", "read"),
+            message(Message::tool_result("c1", "read", "text", false)),
+            started("c2", "bash"),
+        ];
+        for record in &records {
+            writer.append(record).unwrap();
+        }
+        let loaded = read(writer.path()).unwrap();
+        let line = std::fs::read_to_string(writer.path()).unwrap();
+        assert!(
+            line.contains(r#"{"type":"tool_started","call_id":"c2","name":"bash"}"#),
+            "{line}"
+        );
+        let replayed = replay(
+            &loaded,
+            writer.path(),
+            Arc::new(Estimate),
+            Config::with_budget(50),
+        )
+        .unwrap();
+        let answers: Vec<(String, (String, bool))> = replayed
+            .pending
+            .iter()
+            .map(|call| (call.id.clone(), call.answer()))
+            .collect();
+        assert_eq!(answers.len(), 2, "{answers:?}");
+        assert_eq!(answers[0].0, "c2");
+        assert!(answers[0].1.0.starts_with(MAY_HAVE_RUN), "{answers:?}");
+        assert!(answers[0].1.1);
+        assert_eq!(answers[1], ("c3".into(), (NOT_RUN_ANSWER.into(), true)));
+        assert_eq!(unfinished_task(&loaded).as_deref(), Some("task"));
+    }
+
+    #[test]
+    fn a_task_is_unfinished_until_the_model_answers_without_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = SessionWriter::create(dir.path(), &info()).unwrap();
+        let mut unfinished = |record: Record| {
+            writer.append(&record).unwrap();
+            unfinished_task(&read(writer.path()).unwrap())
+        };
+        assert_eq!(unfinished(message(Message::system("sys"))), None);
+        assert_eq!(
+            unfinished(message(Message::user("one"))).as_deref(),
+            Some("one")
+        );
+        assert_eq!(unfinished(message(Message::assistant_text("done"))), None);
+        assert_eq!(
+            unfinished(message(Message::user("two"))).as_deref(),
+            Some("two")
+        );
+        let calls = assistant(&[("c1", "ls", "{}")]);
+        assert_eq!(unfinished(message(calls)).as_deref(), Some("two"));
+        let result = Message::tool_result("c1", "ls", "x", false);
+        assert_eq!(unfinished(message(result)).as_deref(), Some("two"));
+        let note = Record::Note {
+            timestamp: None,
+            text: "interrupted".into(),
+        };
+        assert_eq!(unfinished(note).as_deref(), Some("two"));
+        assert_eq!(unfinished(message(Message::assistant_text("ok"))), None);
     }
 
     #[test]

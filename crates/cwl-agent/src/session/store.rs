@@ -88,7 +88,7 @@ impl SessionWriter {
     /// Takes the exclusive lock on `file` and records this process's pid.
     fn lock(path: PathBuf, file: File) -> Result<Self, SessionError> {
         let pid_path = pid_path(&path);
-        match try_lock(&file) {
+        match try_lock_briefly(&file) {
             Ok(true) => {}
             Ok(false) => {
                 return Err(SessionError::InUse {
@@ -189,6 +189,22 @@ impl Drop for SessionWriter {
         let _ = std::fs::remove_file(&self.pid_path);
     }
 }
+
+/// Takes the lock, trying again for up to a second: a process that
+/// forks while it holds the session open (a tool starting in another
+/// thread) keeps the lock a moment after the writer closed it.
+fn try_lock_briefly(file: &File) -> std::io::Result<bool> {
+    for _ in 0..LOCK_TRIES {
+        if try_lock(file)? {
+            return Ok(true);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    try_lock(file)
+}
+
+/// Attempts before a held lock is reported (50 ms apart).
+const LOCK_TRIES: u32 = 20;
 
 /// Takes the exclusive lock on `file` without waiting: false when another
 /// open file (this process's or another's) holds it.

@@ -2,10 +2,15 @@
 //!
 //! The command runs as `bash -c` in its own process group with stdout and
 //! stderr on one pipe (so their interleaving is the program's own). When it
-//! returns or times out, the whole group is killed, so background jobs and
-//! grandchildren cannot outlive the call or hold the output pipe open. Its
+//! returns, times out or is dropped (the task was interrupted), the whole
+//! group is killed, and on Linux also the processes that left it
+//! (`setsid`, see [`reap`]), so background jobs and grandchildren cannot
+//! outlive the call or hold the output pipe open. Its
 //! environment is [`Secrets::child_env`](crate::secrets::Secrets::child_env):
 //! no provider keys, nothing `env_deny` names.
+
+#[cfg(unix)]
+mod reap;
 
 use std::path::Path;
 use std::time::Duration;
@@ -92,6 +97,7 @@ pub(crate) async fn run(root: &Path, cfg: &ToolConfig, raw: &str) -> Result<Tool
     let (tx, mut rx) = tokio::net::unix::pipe::pipe().map_err(start_err)?;
     let stdout = tx.into_blocking_fd().map_err(start_err)?;
     let stderr = stdout.try_clone().map_err(start_err)?;
+    let marker = reap::new_marker();
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("-c")
         .arg(&command)
@@ -104,6 +110,7 @@ pub(crate) async fn run(root: &Path, cfg: &ToolConfig, raw: &str) -> Result<Tool
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .env("NO_COLOR", "1")
+        .env(reap::MARKER, &marker)
         .process_group(0)
         .kill_on_drop(true);
     let spawned = cmd.spawn();
@@ -111,7 +118,10 @@ pub(crate) async fn run(root: &Path, cfg: &ToolConfig, raw: &str) -> Result<Tool
     // reader sees end-of-file once the group is gone.
     drop(cmd);
     let mut child = spawned.map_err(start_err)?;
-    let group = child.id().and_then(group_of).map(GroupKiller);
+    let group = child
+        .id()
+        .and_then(group_of)
+        .map(|group| GroupKiller { group, marker });
 
     let capture = Arc::new(Mutex::new(HeadTail::new(cfg.bash_max_bytes)));
     let sink = Arc::clone(&capture);
@@ -200,15 +210,18 @@ fn group_of(pid: u32) -> Option<rustix::process::Pid> {
     rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)
 }
 
-/// Kills a process group, also when the call is dropped midway.
+/// Kills a call's processes (its group and the marked ones), also when the
+/// call is dropped midway.
 #[cfg(unix)]
-struct GroupKiller(rustix::process::Pid);
+struct GroupKiller {
+    group: rustix::process::Pid,
+    marker: String,
+}
 
 #[cfg(unix)]
 impl GroupKiller {
     fn kill(&self) {
-        // ESRCH (group already gone) is the normal case.
-        let _ = rustix::process::kill_process_group(self.0, rustix::process::Signal::KILL);
+        reap::kill_all(self.group, &self.marker);
     }
 }
 
