@@ -53,8 +53,8 @@ fn cwl_run_process() {
     match cli::run_run(args) {
         Ok(()) => std::process::exit(0),
         Err(error) => {
-            eprintln!("cwl: error: {error:#}");
-            std::process::exit(1)
+            eprintln!("cwl: error: {}", cli::error_line(&error));
+            std::process::exit(i32::from(cli::exit_code(&error)))
         }
     }
 }
@@ -430,7 +430,11 @@ fn after_kill_9_during_bash_resume_with_no_task_continues_and_warns_of_a_partial
     let before = std::fs::read(&path).unwrap();
     let output = finish(resumed.spawn(&id, ""));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "stderr:\n{stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "a usage error; stderr:\n{stderr}"
+    );
     assert!(
         stderr.contains(&format!(
             "no task given, and session {id} has no unfinished task to continue"
