@@ -74,7 +74,12 @@ fn main() -> ExitCode {
         Err(error) => {
             let line = cwl_agent::cli::error_line(&error);
             let _ = writeln!(std::io::stderr(), "cwl: error: {line}");
-            ExitCode::from(cwl_agent::cli::exit_code(&error))
+            let lab_usage = error.chain().any(cwl_lab::cli::is_usage);
+            ExitCode::from(if lab_usage {
+                cwl_agent::cli::USAGE
+            } else {
+                cwl_agent::cli::exit_code(&error)
+            })
         }
     }
 }

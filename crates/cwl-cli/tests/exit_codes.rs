@@ -256,3 +256,36 @@ fn a_piped_chat_whose_task_failed_exits_with_1() {
     expect(&output, 1, "1 task(s) failed");
     assert_eq!(server.requests.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn the_lab_reports_usage_errors_with_status_2_and_unreadable_logs_with_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("missing.jsonl");
+    let log = log.to_str().unwrap();
+    for (args, said) in [
+        (
+            vec!["replay", "--policy", "bogus", log],
+            "unknown policy `bogus`",
+        ),
+        (
+            vec!["sweep", "--policy", "bogus", log],
+            "unknown policy `bogus`",
+        ),
+        (vec!["gen", "--tasks", "0"], "--tasks must be at least 1"),
+    ] {
+        let output = cwl(dir.path(), &args, "");
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains(said),
+            "{args:?}"
+        );
+    }
+    let output = cwl(dir.path(), &["replay", log], "");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("1 of 1 files skipped"));
+    assert!(
+        output.stdout.is_empty(),
+        "no table of zeros when nothing was replayed: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}

@@ -298,7 +298,7 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", json::to_json(&report))?;
-    } else {
+    } else if !report.files.is_empty() {
         write!(
             out,
             "{}",
@@ -319,6 +319,17 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// Whether `error` says the lab was called wrongly (an unknown policy, a
+/// generator setting out of range) rather than failing at its work: the
+/// binary exits 2 for these, 1 otherwise.
+pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
+    error.is::<crate::policy::UnknownPolicy>()
+        || matches!(
+            error.downcast_ref::<crate::synth::SynthError>(),
+            Some(crate::synth::SynthError::Invalid(_))
+        )
 }
 
 /// Replays every file of `args` (progress on stderr) into a report, and
