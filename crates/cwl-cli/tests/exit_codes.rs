@@ -289,3 +289,24 @@ fn the_lab_reports_usage_errors_with_status_2_and_unreadable_logs_with_1() {
         String::from_utf8_lossy(&output.stdout)
     );
 }
+
+#[test]
+fn a_file_that_is_no_session_and_a_file_as_session_directory_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let bogus = dir.path().join("notes.jsonl");
+    std::fs::write(&bogus, "hello\n").unwrap();
+    let bogus = bogus.to_str().unwrap();
+    let output = cwl(dir.path(), &["run", "--resume", bogus, "--task", "x"], "");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("does not start with a session header")
+    );
+    let output = cwl(dir.path(), &["sessions", "--session-dir", bogus], "");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is a file, not a directory"));
+    assert_eq!(
+        std::fs::read_to_string(bogus).unwrap(),
+        "hello\n",
+        "left as it was"
+    );
+}

@@ -46,7 +46,8 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
 
 /// Whether `error` says the command was called wrongly: a [`UsageError`],
 /// a config file that cannot be used, an unknown or ambiguous session
-/// name, an unusable workspace directory, a budget too small to start
+/// name, a file given as a session that is none, an unusable workspace
+/// directory, a budget too small to start
 /// with, or provider settings that stop
 /// any call from being made (no key for the public API, a key that cannot
 /// be sent, an invalid base URL).
@@ -57,7 +58,9 @@ pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(session) = error.downcast_ref::<SessionError>() {
         return matches!(
             session,
-            SessionError::NotFound { .. } | SessionError::Ambiguous { .. }
+            SessionError::NotFound { .. }
+                | SessionError::Ambiguous { .. }
+                | SessionError::NoHeader(_)
         );
     }
     if let Some(agent) = error.downcast_ref::<AgentError>() {

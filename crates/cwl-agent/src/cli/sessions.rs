@@ -12,6 +12,13 @@ use crate::session::{self, SessionSummary};
 pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
     let file = config::load(args.config.as_deref())?;
     let dir = session_dir(args.session_dir, &file)?;
+    if dir.exists() && !dir.is_dir() {
+        return Err(super::UsageError::new(format!(
+            "the session directory {} is a file, not a directory",
+            dir.display()
+        ))
+        .into());
+    }
     let mut sessions = session::list(&dir)?;
     if args.limit > 0 {
         sessions.truncate(args.limit);
