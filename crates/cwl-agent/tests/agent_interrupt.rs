@@ -153,18 +153,6 @@ fn signal(child: &Child, signal: rustix::process::Signal) {
     rustix::process::kill_process(pid, signal).unwrap();
 }
 
-/// Whether process `pid` is gone (or a zombie: dead, not yet reaped).
-fn gone(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .next();
-    matches!(state, None | Some("Z" | "X"))
-}
-
 fn read_pid(path: &Path) -> i32 {
     std::fs::read_to_string(path)
         .unwrap()
@@ -269,10 +257,13 @@ fn sigint_during_bash_kills_its_processes_records_it_and_exits_130() {
     let grandchild = read_pid(&work.path().join("grandchild.pid"));
     let detached = read_pid(&work.path().join("detached.pid"));
     assert!(
-        gone(grandchild),
+        support::gone(grandchild),
         "the background sleep {grandchild} was killed"
     );
-    assert!(gone(detached), "the setsid sleep {detached} was killed");
+    assert!(
+        support::gone(detached),
+        "the setsid sleep {detached} was killed"
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert!(!work.path().join("late.txt").exists());
 

@@ -1,5 +1,7 @@
 //! The toolbox through its public API, on temporary workspaces.
 
+mod support;
+
 use std::fs;
 use std::path::Path;
 
@@ -631,19 +633,6 @@ mod bash {
         assert_eq!(members_after_kill(shell[0]), Vec::<i32>::new());
     }
 
-    /// Whether process `pid` is gone (or a zombie, already dead).
-    #[cfg(target_os = "linux")]
-    fn gone(pid: i32) -> bool {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .next();
-        matches!(state, None | Some("Z" | "X"))
-    }
-
     #[tokio::test]
     async fn a_detached_process_holding_the_pipe_does_not_hang_the_call() {
         if std::process::Command::new("setsid")
@@ -680,7 +669,10 @@ mod bash {
                 started.elapsed() < std::time::Duration::from_secs(1),
                 "no grace period was needed"
             );
-            assert!(gone(pids[0]), "the setsid process was killed with the call");
+            assert!(
+                crate::support::gone(pids[0]),
+                "the setsid process was killed with the call"
+            );
         }
         #[cfg(not(target_os = "linux"))]
         {

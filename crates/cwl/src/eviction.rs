@@ -46,6 +46,11 @@ impl Context {
         // stubbing their outputs first would only double the work.
         let stub =
             self.config.stub_act_outputs && self.tokens().saturating_sub(report.floor) <= budget;
+        let stub_tokens = if stub {
+            self.counter.count(OUTPUT_STUB)
+        } else {
+            0
+        };
         let mut reported: std::collections::HashMap<EpisodeId, usize> = Default::default();
         let mut residues_grew = true;
         loop {
@@ -67,7 +72,7 @@ impl Context {
             let Some(level) = self.graph.next_level(target, levels, stub) else {
                 break;
             };
-            let (removed, seq) = self.strip(target, level);
+            let (removed, seq) = self.strip(target, level, stub_tokens);
             seq.into_iter().for_each(&mut note);
             self.graph.mark(target, level, removed.tokens);
             residues_grew = level == Level::Removed;
@@ -137,8 +142,14 @@ impl Context {
     }
 
     /// Removes what `level` covers from episode `target`; also returns the
-    /// stream position of the first message it changed.
-    fn strip(&mut self, target: EpisodeId, level: Level) -> (LevelReport, Option<u64>) {
+    /// stream position of the first message it changed. Act outputs become
+    /// [`OUTPUT_STUB`], which counts `stub_tokens`.
+    fn strip(
+        &mut self,
+        target: EpisodeId,
+        level: Level,
+        stub_tokens: usize,
+    ) -> (LevelReport, Option<u64>) {
         let episode = self.graph.episode(target);
         let (first, last) = (episode.first_seq, episode.last_seq);
         let start_call = episode.start_call.clone();
@@ -157,11 +168,6 @@ impl Context {
         };
         let before = self.total;
         let begin = self.entries.partition_point(|entry| entry.seq < first);
-        let stub_tokens = if level == Level::Output {
-            self.counter.count(OUTPUT_STUB)
-        } else {
-            0
-        };
         let mut residue_placed = false;
         let mut changed: Option<u64> = None;
         for index in begin..self.entries.len() {

@@ -24,9 +24,9 @@ pub trait Evictor: Send + Sync + fmt::Debug {
 /// The paper's order: the oldest act, else the oldest expl; levels
 /// reasoning (expl only), bulk output, intermediate, removal. Episodes in
 /// the recent working set ([`crate::Config::keep_recent`]) come after all
-/// older ones, in the same order. Before all of them: old episodes a later
-/// one repeats ([`crate::Config::superseded`]), then the outputs of every
-/// old act ([`crate::Config::stub_act_outputs`]), oldest first.
+/// older ones, in the same order. Before all of them: the outputs of every
+/// old act ([`crate::Config::stub_act_outputs`]), then old episodes a later
+/// one repeats ([`crate::Config::superseded`]), oldest first.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PaperOrder;
 

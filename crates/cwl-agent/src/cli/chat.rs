@@ -314,17 +314,7 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .next();
-        assert!(
-            matches!(state, None | Some("Z" | "X")),
-            "the command's sleep is gone: {stat}"
-        );
+        assert!(crate::tools::gone(pid), "the command's sleep {pid} is gone");
         let listed = session::list(sessions.path()).unwrap();
         let loaded = session::read(&listed[0].path).unwrap();
         let notes: Vec<&str> = loaded

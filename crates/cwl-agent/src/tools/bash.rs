@@ -12,6 +12,9 @@
 #[cfg(unix)]
 mod reap;
 
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) use reap::gone;
+
 use std::path::Path;
 use std::time::Duration;
 

@@ -12,6 +12,9 @@
 
 mod args;
 mod bash;
+
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) use bash::gone;
 mod cap;
 mod edit;
 mod error;

@@ -381,3 +381,16 @@ pub fn user_turns(body: &Value) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// Whether process `pid` is gone (or a zombie: dead, not yet reaped).
+#[cfg(target_os = "linux")]
+pub fn gone(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .next();
+    matches!(state, None | Some("Z" | "X"))
+}

@@ -58,6 +58,12 @@ pub(super) fn kill_all(group: Pid, marker: &str) {
     let _ = marker;
 }
 
+/// Whether process `pid` is gone (or a zombie: dead, not yet reaped).
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn gone(pid: i32) -> bool {
+    linux::live_parent(pid).is_none()
+}
+
 #[cfg(target_os = "linux")]
 mod linux {
     use std::collections::{HashMap, HashSet};
@@ -106,7 +112,7 @@ mod linux {
 
     /// The parent of `pid` from `/proc/PID/stat`; `None` when it is gone or
     /// a zombie (already dead).
-    fn live_parent(pid: i32) -> Option<i32> {
+    pub(super) fn live_parent(pid: i32) -> Option<i32> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
         let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
