@@ -290,7 +290,9 @@ impl Agent {
         writer.append(&settings.record())?;
         let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
         let context = Context::new(
-            settings.config(options.engine_budget()),
+            settings
+                .config(options.engine_budget())
+                .classes(toolbox.classes()),
             Arc::clone(&counter),
             tools,
         );
@@ -345,7 +347,9 @@ impl Agent {
             &loaded,
             path,
             Arc::clone(&counter),
-            settings.config(options.engine_budget()),
+            settings
+                .config(options.engine_budget())
+                .classes(toolbox.classes()),
         )?;
         if recorded != Some(settings) {
             writer.append(&settings.record())?;

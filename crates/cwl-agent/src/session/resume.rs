@@ -160,6 +160,18 @@ fn restore(
             Settings::of(config)
         ));
     }
+    let (taken, now) = (&context.config().classes, &config.classes);
+    if let Some(tool) = loaded
+        .info
+        .tools
+        .iter()
+        .find(|tool| taken.class(&tool.name) != now.class(&tool.name))
+    {
+        return Err(format!(
+            "it was taken with another eviction class for tool `{}`",
+            tool.name
+        ));
+    }
     if !context.pending_calls().is_empty() {
         return Err("tool calls were pending when it was taken".to_string());
     }
