@@ -19,6 +19,7 @@
 //! act_outputs = "stub"            # old acts' outputs stubbed first, or "keep"
 //! env_deny = ["*_API_KEY", "*_TOKEN", "*SECRET*"]  # variables `bash` does not get
 //! stream_idle_timeout = "90s"     # a model stream silent this long is retried
+//! approval = "on-mutate"          # or "never", "always": which tool calls ask first
 //!
 //! [[models]]                      # add or replace model table entries
 //! name = "qwen3-coder"
@@ -75,6 +76,9 @@ pub struct FileConfig {
     /// seconds, as a TOML number too).
     #[serde(default, deserialize_with = "duration_text")]
     pub stream_idle_timeout: Option<String>,
+    /// Which tool calls ask for approval (`never`, `on-mutate`, `always`;
+    /// `None`: on-mutate when stdin is a terminal, else never).
+    pub approval: Option<String>,
     /// Model table entries; each replaces the built-in entry of that name.
     #[serde(default)]
     pub models: Vec<ModelInfo>,

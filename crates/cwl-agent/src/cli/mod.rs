@@ -12,6 +12,7 @@
 mod advice;
 mod chat;
 mod exit;
+mod lines;
 mod run;
 mod sessions;
 mod setup;
@@ -22,6 +23,7 @@ use std::path::PathBuf;
 use clap::Args;
 use cwl::{Budget, ResidueCap, Share};
 
+use crate::agent::ApprovalMode;
 use crate::provider::{ProviderKind, ReasoningEffort};
 
 pub use exit::{RUNTIME, USAGE, UsageError, error_line, exit_code, is_usage};
@@ -124,6 +126,16 @@ pub struct AgentArgs {
     /// Print events as JSON lines on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+
+    /// Which tool calls ask before they run: `never`; `on-mutate` (write,
+    /// edit, and bash commands that are not read-only); `always` (every
+    /// tool call). Answer y, n or a (always allow that tool for the rest of
+    /// the process); with --json, an approval_request event is printed and
+    /// the answer is one JSON line on stdin: {"approve": true|false|"always"}.
+    /// Default: the config file's approval, else on-mutate when stdin is a
+    /// terminal and never when it is not.
+    #[arg(long, value_name = "never|on-mutate|always")]
+    pub approval: Option<ApprovalMode>,
 
     /// How long a model stream may send nothing before it counts as a
     /// dropped connection and the call is retried: seconds, or 500ms, 2m.

@@ -8,7 +8,11 @@ use cwl::Budget;
 
 use super::AgentArgs;
 use super::exit::UsageError;
-use crate::agent::{Agent, AgentOptions, DEFAULT_MAX_TURNS, Observer};
+use super::lines::StdinLines;
+use crate::agent::{
+    Agent, AgentOptions, ApprovalMode, Approver, DEFAULT_MAX_TURNS, JsonApprover, Observer,
+    TerminalApprover,
+};
 use crate::config::{self, FileConfig};
 use crate::provider::{
     AnthropicConfig, AnthropicProvider, ModelTable, OpenAiConfig, OpenAiProvider, Provider,
@@ -168,11 +172,32 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         args.json,
     ))));
     let observer: Box<dyn Observer> = Box::new(Arc::clone(&renderer));
-    let agent = match resumed {
+    let approval = approval_mode(args, &file)?;
+    let mut agent = match resumed {
         Some((path, _)) => Agent::resume(provider, toolbox, options, &path, observer)?,
         None => Agent::create(provider, toolbox, options, &dir, observer)?,
     };
+    if approval != ApprovalMode::Never {
+        let lines = StdinLines::shared().reader();
+        let approver: Box<dyn Approver> = if args.json {
+            Box::new(JsonApprover::new(lines))
+        } else {
+            Box::new(TerminalApprover::new(lines, Box::new(std::io::stderr())))
+        };
+        agent.set_approval(approval, approver);
+    }
     Ok(Started { agent, renderer })
+}
+
+/// Which tool calls ask first: the flag, else the config file's
+/// `approval`, else on-mutate when stdin is a terminal and never when not.
+pub(super) fn approval_mode(args: &AgentArgs, file: &FileConfig) -> anyhow::Result<ApprovalMode> {
+    use std::io::IsTerminal as _;
+    Ok(match (args.approval, &file.approval) {
+        (Some(mode), _) => mode,
+        (None, Some(text)) => config_value(text.parse::<ApprovalMode>(), "approval")?,
+        (None, None) => ApprovalMode::default_for(std::io::stdin().is_terminal()),
+    })
 }
 
 /// The provider: flag, the resumed session's, config, else guessed from
