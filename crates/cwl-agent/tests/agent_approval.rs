@@ -568,6 +568,8 @@ fn chat_reads_tasks_and_approval_replies_from_the_same_stdin() {
         .map(|e| e["text"].as_str().unwrap())
         .collect();
     assert_eq!(tasks, ["write x", "write y"]);
+    let banner = events[0]["text"].as_str().unwrap();
+    assert!(banner.contains(" · approval on-mutate · "), "{banner}");
 }
 
 /// An approver answering from a list, recording what it was asked.

@@ -11,8 +11,8 @@ use super::exit::UsageError;
 use super::lines::StdinLines;
 use super::setup::{Started, start};
 use super::signals::{self, EXIT_INTERRUPTED, Received, Signals};
-use crate::agent::AgentError;
 use crate::agent::status::human_tokens;
+use crate::agent::{AgentError, ApprovalMode};
 use crate::render::Renderer;
 
 /// The commands a chat line may start with `/` for.
@@ -92,8 +92,12 @@ async fn chat_with(
     let mut started = start(&args.agent)?;
     let mut signals = listen(Arc::clone(&started.renderer))?;
     let interrupt = started.agent.interrupt();
+    let approval = match started.agent.approval_mode() {
+        ApprovalMode::Never => String::new(),
+        mode => format!(" · approval {mode}"),
+    };
     started.info(&format!(
-        "cwl chat · {} · budget {} · session {} · /status, /help, /exit",
+        "cwl chat · {} · budget {}{approval} · session {} · /status, /help, /exit",
         started.agent.options().model.name,
         human_tokens(started.agent.options().budget),
         started.agent.session_id()

@@ -134,7 +134,7 @@ pub struct AgentArgs {
     /// the answer is one JSON line on stdin: {"approve": true|false|"always"}.
     /// Default: the config file's approval, else on-mutate when stdin is a
     /// terminal and never when it is not.
-    #[arg(long, value_name = "never|on-mutate|always")]
+    #[arg(long, value_name = "MODE")]
     pub approval: Option<ApprovalMode>,
 
     /// How long a model stream may send nothing before it counts as a
@@ -329,6 +329,8 @@ mod tests {
             "off",
             "--stream-idle-timeout",
             "200ms",
+            "--approval",
+            "on-mutate",
         ])
         .unwrap()
         .args;
@@ -343,6 +345,7 @@ mod tests {
             run.agent.stream_idle_timeout,
             Some(std::time::Duration::from_millis(200))
         );
+        assert_eq!(run.agent.approval, Some(ApprovalMode::OnMutate));
         for bad in [
             &["run", "--budget", "lots"][..],
             &["run", "--provider", "gemini"],
@@ -352,9 +355,37 @@ mod tests {
             &["run", "--residue-share", "none-at-all"],
             &["run", "--stream-idle-timeout", "0"],
             &["run", "--stream-idle-timeout", "forever"],
+            &["run", "--approval", "sometimes"],
         ] {
             let error = Run::try_parse_from(bad).unwrap_err().to_string();
             assert!(error.contains(bad[2]), "{error}");
         }
+    }
+
+    #[test]
+    fn approval_comes_from_the_flag_then_the_config_file() {
+        let file = |text: &str| crate::config::FileConfig {
+            approval: Some(text.to_string()),
+            ..Default::default()
+        };
+        let flag = AgentArgs {
+            approval: Some(ApprovalMode::Never),
+            ..AgentArgs::default()
+        };
+        let none = AgentArgs::default();
+        assert_eq!(
+            setup::approval_mode(&flag, &file("always")).unwrap(),
+            ApprovalMode::Never
+        );
+        assert_eq!(
+            setup::approval_mode(&none, &file("always")).unwrap(),
+            ApprovalMode::Always
+        );
+        let error = setup::approval_mode(&none, &file("maybe")).unwrap_err();
+        assert_eq!(exit_code(&error), USAGE);
+        assert_eq!(
+            error.to_string(),
+            "config file: approval: expected never, on-mutate or always, not \"maybe\""
+        );
     }
 }

@@ -90,24 +90,27 @@ fn check_unfinished(args: &RunArgs) -> anyhow::Result<()> {
 }
 
 /// PROMPT, then each --task; with neither, the non-empty lines of stdin
-/// when it is not a terminal (and approvals do not read it). None at all
-/// only with `--resume`.
+/// when it is not a terminal and approvals do not read it (then, with
+/// `--resume`, none: the unfinished task goes on). None at all only with
+/// `--resume`.
 fn tasks(args: &RunArgs) -> anyhow::Result<Vec<String>> {
     let mut tasks: Vec<String> = args.prompt.iter().chain(&args.tasks).cloned().collect();
     if tasks.is_empty() && !std::io::stdin().is_terminal() {
         let file = config::load(args.agent.config.as_deref())?;
         let approval = super::setup::approval_mode(&args.agent, &file)?;
-        if approval != ApprovalMode::Never {
+        if approval == ApprovalMode::Never {
+            for line in std::io::stdin().lock().lines() {
+                let line =
+                    line.map_err(|e| anyhow::anyhow!("cannot read tasks from stdin: {e}"))?;
+                if !line.trim().is_empty() {
+                    tasks.push(line);
+                }
+            }
+        } else if args.agent.resume.is_none() {
             return Err(UsageError::new(format!(
                 "no task given, and with --approval {approval} stdin carries the answers to approval questions, not tasks: pass PROMPT or --task TEXT"
             ))
             .into());
-        }
-        for line in std::io::stdin().lock().lines() {
-            let line = line.map_err(|e| anyhow::anyhow!("cannot read tasks from stdin: {e}"))?;
-            if !line.trim().is_empty() {
-                tasks.push(line);
-            }
         }
     }
     if let Some(empty) = tasks.iter().position(|t| t.trim().is_empty()) {
