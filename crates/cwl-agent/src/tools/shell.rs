@@ -10,11 +10,11 @@ const SEPARATORS: &[&str] = &["|", "||", "&&", ";", "&"];
 
 /// Whether running `command` only reads, so `--approval on-mutate` runs it
 /// without asking. Conservative: anything unknown, any redirection into a
-/// file, `awk`, a `sed` script that is not a plain print, `uniq`/`xxd` with
+/// file, variable assignments before a command, `awk`, a `sed` script that is not a plain print, `uniq`/`xxd` with
 /// an output file, `yq -i`, `tree -o` and `--output`/`--pre` options count
 /// as changing something.
 pub fn is_read_only_command(command: &str) -> bool {
-    if !cwl_infer::shell::is_read_only(command) {
+    if !cwl_infer::shell::is_read_only(command) || sets_variables(command) {
         return false;
     }
     let Some(words) = shlex::split(command) else {
@@ -44,6 +44,23 @@ pub fn is_read_only_command(command: &str) -> bool {
         }
     }
     true
+}
+
+/// Whether a command of `command` starts with a variable assignment
+/// (`LD_PRELOAD=x cat f`, `PAGER=sh git log`): the environment can make a
+/// reader run anything. Coarse: splits at separators even inside quotes,
+/// which can only make more commands ask.
+fn sets_variables(command: &str) -> bool {
+    command
+        .split([';', '|', '&', '(', ')', '`', '\n', '{', '}', '!'])
+        .filter_map(|part| part.split_whitespace().next())
+        .any(|word| {
+            word.split_once('=').is_some_and(|(name, _)| {
+                !name.is_empty()
+                    && !name.starts_with(|c: char| c.is_ascii_digit())
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+        })
 }
 
 /// Whether the `sed` scripts among `args` (the words after `sed`) only
@@ -97,6 +114,8 @@ mod tests {
             "xxd file.bin | head",
             "grep -o foo a.txt",
             "tree src",
+            "grep -n FOO=1 .env.example",
+            "git log --format='%h %s' -3",
         ] {
             assert!(is_read_only_command(command), "{command}");
         }
@@ -120,6 +139,9 @@ mod tests {
             "git diff --output=patch.diff",
             "rg --pre ./evil foo",
             "cargo test",
+            "LD_PRELOAD=./evil.so cat x",
+            "ls && PAGER='sh -c id' git log",
+            "FOO=1 ls",
         ] {
             assert!(!is_read_only_command(command), "{command}");
         }
