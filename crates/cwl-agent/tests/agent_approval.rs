@@ -696,3 +696,44 @@ fn ctrl_c_while_asking_stops_the_task_and_the_call_never_runs() {
     assert!(records.iter().any(|r| matches!(r, Record::Note { text, .. }
         if text.contains("the `bash` call was waiting for approval"))));
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_while_chat_asks_cancels_the_turn_and_the_next_line_is_a_task() {
+    let cwl = Cwl::new(
+        vec![
+            calls(vec![call(
+                "c1",
+                "write",
+                json!({"path": "x.txt", "content": "x"}),
+            )]),
+            done(),
+        ],
+        "",
+    );
+    let mut child = cwl.spawn("chat", "on-mutate", true, "");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut events = Events::of(&mut child);
+    reply(&mut stdin, "write x");
+    events.next("approval_request");
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let cancelled = events.next("note");
+    assert!(
+        cancelled["text"]
+            .as_str()
+            .unwrap()
+            .contains("the `write` call was waiting for approval"),
+        "{cancelled}"
+    );
+    // The read the question left open takes this line, as a task.
+    reply(&mut stdin, "say done");
+    let task = events.next("task_started");
+    assert_eq!(task["text"], "say done");
+    events.next("task_finished");
+    reply(&mut stdin, "/exit");
+    drop(stdin);
+    let (status, stderr) = finish(child);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(!cwl.work.path().join("x.txt").exists());
+}
