@@ -23,6 +23,7 @@ use clap::Args;
 use cwl::{Budget, ResidueCap, Share};
 
 use crate::provider::{ProviderKind, ReasoningEffort};
+use crate::tools::Sandbox;
 
 pub use exit::{RUNTIME, USAGE, UsageError, error_line, exit_code, is_usage};
 pub use signals::EXIT_INTERRUPTED;
@@ -116,6 +117,15 @@ pub struct AgentArgs {
     /// Let write and edit change files outside --cwd.
     #[arg(long)]
     pub allow_outside_writes: bool,
+
+    /// What bash commands may write, enforced by the kernel (Landlock,
+    /// Linux): `workspace-write` (only --cwd and the temp directory),
+    /// `read-only` (nothing) or `off`. Default: the config file's sandbox,
+    /// else workspace-write, or off with a warning where the kernel cannot
+    /// enforce it; asked for explicitly, a sandbox the kernel cannot enforce
+    /// is an error.
+    #[arg(long, value_name = "off|workspace-write|read-only")]
+    pub sandbox: Option<Sandbox>,
 
     /// Ask the model to reason: low, medium or high.
     #[arg(long, value_name = "EFFORT", value_parser = parse_effort)]
@@ -317,6 +327,8 @@ mod tests {
             "off",
             "--stream-idle-timeout",
             "200ms",
+            "--sandbox",
+            "read-only",
         ])
         .unwrap()
         .args;
@@ -331,6 +343,7 @@ mod tests {
             run.agent.stream_idle_timeout,
             Some(std::time::Duration::from_millis(200))
         );
+        assert_eq!(run.agent.sandbox, Some(Sandbox::ReadOnly));
         for bad in [
             &["run", "--budget", "lots"][..],
             &["run", "--provider", "gemini"],
@@ -340,6 +353,7 @@ mod tests {
             &["run", "--residue-share", "none-at-all"],
             &["run", "--stream-idle-timeout", "0"],
             &["run", "--stream-idle-timeout", "forever"],
+            &["run", "--sandbox", "strict"],
         ] {
             let error = Run::try_parse_from(bad).unwrap_err().to_string();
             assert!(error.contains(bad[2]), "{error}");
