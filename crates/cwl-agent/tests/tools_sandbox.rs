@@ -156,6 +156,8 @@ async fn workspace_write_confines_writes_to_the_workspace_and_temp() {
     allowed(&tb, "echo quiet > /dev/null && echo out > /dev/stdout").await;
     let read = allowed(&tb, &format!("cat {}", q(&existing))).await;
     assert!(read.contains("keep me"), "reading stays allowed: {read}");
+    let privs = allowed(&tb, "grep NoNewPrivs /proc/self/status").await;
+    assert!(privs.contains("NoNewPrivs:\t1"), "{privs}");
 
     // Only the command was confined: this process and its threads still
     // write outside the workspace, and an unsandboxed toolbox too.
@@ -170,6 +172,10 @@ async fn workspace_write_confines_writes_to_the_workspace_and_temp() {
     fs::write(out.join("from-test.txt"), "test").unwrap();
     let (_plain_dir, plain) = toolbox(Sandbox::Off);
     allowed(&plain, &format!("echo x > {}", q(&out.join("plain.txt")))).await;
+    let own = fs::read_to_string("/proc/self/status").unwrap();
+    let own = own.lines().find(|l| l.starts_with("NoNewPrivs")).unwrap();
+    let privs = allowed(&plain, "grep NoNewPrivs /proc/self/status").await;
+    assert!(privs.contains(own), "{privs} vs this process's {own}");
 }
 
 #[tokio::test]
