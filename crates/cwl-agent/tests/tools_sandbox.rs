@@ -347,3 +347,40 @@ fn a_bad_sandbox_value_in_the_config_file_is_a_usage_error() {
     assert!(text.contains("\"strict\""), "{text}");
     assert!(server.requests().is_empty());
 }
+
+/// The converse of the tests above, for kernels without Landlock (run it
+/// here under a seccomp filter that fails the Landlock system calls): a
+/// sandbox asked for is refused before any request, the default one runs
+/// without a sandbox.
+#[test]
+fn without_landlock_an_asked_for_sandbox_is_refused_and_the_default_runs_unconfined() {
+    let why = match sandbox::probe(
+        Sandbox::WorkspaceWrite,
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+    ) {
+        Support::Unavailable(why) => why,
+        support => {
+            eprintln!("skipped: the kernel enforces the sandbox ({support:?})");
+            return;
+        }
+    };
+    let outside = outside_dir();
+    let target = outside.path().join("unconfined.txt");
+    let (_rt, server) = served(writer(&target));
+    let work = outside_dir();
+    for (config, flag) in [
+        ("", Some(Sandbox::WorkspaceWrite)),
+        ("sandbox = \"read-only\"\n", None),
+    ] {
+        let error = cwl_run(&server, work.path(), config, flag).unwrap_err();
+        assert_eq!(cli::exit_code(&error), cli::USAGE, "{error:#}");
+        let text = format!("{error:#}");
+        assert!(text.contains("cannot be enforced"), "{text}");
+        assert!(text.contains(&why), "{text}");
+        assert!(text.contains("--sandbox off"), "{text}");
+    }
+    assert!(server.requests().is_empty());
+
+    cwl_run(&server, work.path(), "", None).unwrap();
+    assert!(target.exists(), "the default falls back to no sandbox");
+}

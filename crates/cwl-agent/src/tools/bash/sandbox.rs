@@ -13,9 +13,9 @@
 //! How it is applied without `unsafe` (the workspace forbids it, and
 //! `CommandExt::pre_exec` is unsafe): Landlock restricts the calling
 //! *thread*, and a process inherits the restrictions of the thread that
-//! started it. So [`spawn`] starts a short-lived thread that restricts
-//! itself, starts `bash` and ends; no other thread of cwl is restricted,
-//! and no thread is reused after it restricted itself.
+//! started it. So each `bash` call is started by a short-lived thread
+//! that restricts itself, starts `bash` and ends; no other thread of cwl
+//! is restricted, and no thread is reused after it restricted itself.
 
 use std::fmt;
 use std::path::Path;
@@ -140,9 +140,9 @@ pub fn decide(
         (Support::Unavailable(why), None) => Ok((
             Sandbox::Off,
             Some(format!(
-                "warning: bash runs WITHOUT a sandbox (the default, {mode}, cannot be enforced: \
-                 {why}). Pass --sandbox off to silence this, or --sandbox {mode} to refuse to \
-                 run without it"
+                "warning: bash runs WITHOUT a sandbox: the default sandbox, {mode}, cannot be \
+                 enforced: {why}. Pass --sandbox off to silence this, or --sandbox {mode} to \
+                 refuse to run without it"
             )),
         )),
     }
