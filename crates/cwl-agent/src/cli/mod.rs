@@ -124,7 +124,7 @@ pub struct AgentArgs {
     /// else workspace-write, or off with a warning where the kernel cannot
     /// enforce it; asked for explicitly, a sandbox the kernel cannot enforce
     /// is an error.
-    #[arg(long, value_name = "off|workspace-write|read-only")]
+    #[arg(long, value_name = "MODE")]
     pub sandbox: Option<Sandbox>,
 
     /// Ask the model to reason: low, medium or high.
