@@ -351,7 +351,7 @@ fn a_bad_sandbox_value_in_the_config_file_is_a_usage_error() {
 /// The converse of the tests above, for kernels without Landlock (run it
 /// here under a seccomp filter that fails the Landlock system calls): a
 /// sandbox asked for is refused before any request, the default one runs
-/// without a sandbox.
+/// without a sandbox, and a toolbox told to sandbox runs no command.
 #[test]
 fn without_landlock_an_asked_for_sandbox_is_refused_and_the_default_runs_unconfined() {
     let why = match sandbox::probe(
@@ -383,4 +383,19 @@ fn without_landlock_an_asked_for_sandbox_is_refused_and_the_default_runs_unconfi
 
     cwl_run(&server, work.path(), "", None).unwrap();
     assert!(target.exists(), "the default falls back to no sandbox");
+
+    let (_dir, tb) = toolbox(Sandbox::WorkspaceWrite);
+    let never = outside.path().join("never.txt");
+    let command = format!("echo x > {}", q(&never));
+    let out = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(bash(&tb, &command));
+    assert!(out.is_error, "{}", out.content);
+    assert!(
+        out.content.contains("the command was not run"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.contains(&why), "{}", out.content);
+    assert!(!never.exists());
 }

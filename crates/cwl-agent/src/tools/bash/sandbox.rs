@@ -149,6 +149,7 @@ pub fn decide(
 }
 
 /// Why a sandboxed command was not started.
+#[cfg(unix)]
 #[derive(Debug)]
 pub(crate) enum SpawnError {
     /// The sandbox could not be applied; nothing ran.
@@ -157,6 +158,7 @@ pub(crate) enum SpawnError {
     Start(std::io::Error),
 }
 
+#[cfg(unix)]
 impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -172,6 +174,7 @@ impl fmt::Display for SpawnError {
 /// Starts `cmd` confined by `mode` for the workspace `root`. Must be
 /// called inside a tokio runtime. A mode that cannot be enforced at all
 /// refuses to start the command; a partial one starts it.
+#[cfg(unix)]
 pub(crate) fn spawn(
     mode: Sandbox,
     root: &Path,
