@@ -25,6 +25,7 @@ use cwl::{Budget, ResidueCap, Share};
 
 use crate::agent::ApprovalMode;
 use crate::provider::{ProviderKind, ReasoningEffort};
+use crate::tools::Sandbox;
 
 pub use exit::{RUNTIME, USAGE, UsageError, error_line, exit_code, is_usage};
 pub use signals::EXIT_INTERRUPTED;
@@ -118,6 +119,15 @@ pub struct AgentArgs {
     /// Let write and edit change files outside --cwd.
     #[arg(long)]
     pub allow_outside_writes: bool,
+
+    /// What bash commands may write, enforced by the kernel (Landlock,
+    /// Linux): `workspace-write` (only --cwd and the temp directory),
+    /// `read-only` (nothing) or `off`. Default: the config file's sandbox,
+    /// else workspace-write, or off with a warning where the kernel cannot
+    /// enforce it; asked for explicitly, a sandbox the kernel cannot enforce
+    /// is an error.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<Sandbox>,
 
     /// Ask the model to reason: low, medium or high.
     #[arg(long, value_name = "EFFORT", value_parser = parse_effort)]
@@ -331,6 +341,8 @@ mod tests {
             "200ms",
             "--approval",
             "on-mutate",
+            "--sandbox",
+            "read-only",
         ])
         .unwrap()
         .args;
@@ -346,6 +358,7 @@ mod tests {
             Some(std::time::Duration::from_millis(200))
         );
         assert_eq!(run.agent.approval, Some(ApprovalMode::OnMutate));
+        assert_eq!(run.agent.sandbox, Some(Sandbox::ReadOnly));
         for bad in [
             &["run", "--budget", "lots"][..],
             &["run", "--provider", "gemini"],
@@ -356,6 +369,7 @@ mod tests {
             &["run", "--stream-idle-timeout", "0"],
             &["run", "--stream-idle-timeout", "forever"],
             &["run", "--approval", "sometimes"],
+            &["run", "--sandbox", "strict"],
         ] {
             let error = Run::try_parse_from(bad).unwrap_err().to_string();
             assert!(error.contains(bad[2]), "{error}");

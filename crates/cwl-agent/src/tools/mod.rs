@@ -17,6 +17,8 @@ mod builtin;
 pub mod registry;
 mod shell;
 
+pub use bash::sandbox::{self, Sandbox};
+
 #[cfg(all(test, target_os = "linux"))]
 pub(crate) use bash::gone;
 mod cap;
@@ -74,6 +76,9 @@ pub struct ToolConfig {
     /// result. Default: this process's environment under the default
     /// `env_deny` patterns.
     pub secrets: Secrets,
+    /// What `bash` commands may write (see [`sandbox`]). Default: off (the
+    /// `cwl` commands default to workspace-write where the kernel has it).
+    pub sandbox: Sandbox,
 }
 
 impl Default for ToolConfig {
@@ -92,6 +97,7 @@ impl Default for ToolConfig {
             list_max_entries: 500,
             max_output_bytes: 30_000,
             secrets: Secrets::default(),
+            sandbox: Sandbox::Off,
         }
     }
 }
