@@ -16,7 +16,7 @@
 //! residue_share = "15%"           # room for residues and old user turns, or "off"
 //! keep_recent = "10%"             # recent work evicted last, or "off"
 //! superseded = "50%"              # repeated old content evicted first, or "off"
-//! act_outputs = "stub"            # old acts' outputs stubbed first, or "keep"
+//! act_outputs = "stub"            # old acts reduced to their calls first, or "keep"
 //! env_deny = ["*_API_KEY", "*_TOKEN", "*SECRET*"]  # variables `bash` does not get
 //! stream_idle_timeout = "90s"     # a model stream silent this long is retried
 //! approval = "on-mutate"          # or "never", "always": which tool calls ask first

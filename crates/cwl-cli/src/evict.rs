@@ -45,9 +45,9 @@ pub struct EvictArgs {
     /// other; `off` keeps the paper's order.
     #[arg(long, value_name = "SHARE|off", default_value = "50%", value_parser = parse_residue_cap)]
     superseded: ResidueCap,
-    /// `stub`: before removing anything, old acts' tool outputs (test runs,
-    /// command output) become a short stub, oldest first; `keep`: the
-    /// paper's levels.
+    /// `stub`: before removing anything, old acts are reduced to their calls
+    /// (tool outputs stubbed, text beside the calls dropped), oldest first,
+    /// and old reads then go before old acts; `keep`: the paper's order.
     #[arg(long, value_name = "stub|keep", default_value = "stub")]
     act_outputs: cwl::ActOutputs,
     /// The model's context window in tokens, for a percentage budget.

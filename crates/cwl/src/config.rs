@@ -118,13 +118,14 @@ impl std::fmt::Display for ResidueCap {
     }
 }
 
-/// What a pass does with old acts' tool outputs before it removes anything:
-/// the value of `--act-outputs` ([`Config::stub_act_outputs`]).
+/// What a pass does with old acts before it removes anything: the value of
+/// `--act-outputs` ([`Config::stub_act_outputs`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActOutputs {
-    /// Replace them by a short stub first, oldest act first.
+    /// Reduce them to their calls first (outputs stubbed, prose dropped),
+    /// oldest first; then old reads go before old acts.
     Stub,
-    /// Leave them to the paper's levels.
+    /// The paper's order and levels.
     Keep,
 }
 
@@ -194,10 +195,11 @@ pub struct Config {
     /// turns this off (the paper's order).
     #[serde(default)]
     pub superseded: Option<Share>,
-    /// Before any episode is removed, the outputs of old acts' tool calls
-    /// (test runs, command output) are replaced by a short stub, oldest act
-    /// first, while the acts' own calls (what the model wrote and edited)
-    /// stay. `false`: the paper's levels.
+    /// Before any episode is removed, old acts are reduced to their calls
+    /// (tool outputs such as test runs become a short stub, the text and
+    /// reasoning beside the calls go), oldest first; a reduced act no
+    /// longer protects its expls, and old expls then go before old acts.
+    /// `false`: the paper's order and levels.
     #[serde(default)]
     pub stub_act_outputs: bool,
     /// Which tools' calls are bulk output and which intermediate.

@@ -143,7 +143,8 @@ impl Context {
 
     /// Removes what `level` covers from episode `target`; also returns the
     /// stream position of the first message it changed. Act outputs become
-    /// [`OUTPUT_STUB`], which counts `stub_tokens`.
+    /// [`OUTPUT_STUB`], which counts `stub_tokens`; the act's text and
+    /// reasoning go where a call of the same message stays.
     fn strip(
         &mut self,
         target: EpisodeId,
@@ -182,9 +183,14 @@ impl Context {
                 Message::Assistant { content } => {
                     let blocks = content.len();
                     let mut placed_here = false;
+                    let reduce = level == Level::Output
+                        && content
+                            .iter()
+                            .any(|block| matches!(block, Block::ToolCall(_)));
                     for slot in (0..content.len()).rev() {
                         let meta = entry.meta[slot];
-                        if meta.owner != Some(target) || !covers(level, meta.role) {
+                        let prose = reduce && matches!(meta.role, Role::Text | Role::Reasoning);
+                        if meta.owner != Some(target) || !(prose || covers(level, meta.role)) {
                             continue;
                         }
                         self.total -= meta.tokens as usize;

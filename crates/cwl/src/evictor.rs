@@ -24,9 +24,15 @@ pub trait Evictor: Send + Sync + fmt::Debug {
 /// The paper's order: the oldest act, else the oldest expl; levels
 /// reasoning (expl only), bulk output, intermediate, removal. Episodes in
 /// the recent working set ([`crate::Config::keep_recent`]) come after all
-/// older ones, in the same order. Before all of them: the outputs of every
-/// old act ([`crate::Config::stub_act_outputs`]), then old episodes a later
-/// one repeats ([`crate::Config::superseded`]), oldest first.
+/// older ones, in the same order; old episodes a later one repeats
+/// ([`crate::Config::superseded`]) before any other.
+///
+/// When old acts are reduced to their calls first
+/// ([`crate::Config::stub_act_outputs`]), that comes before everything,
+/// and old expl episodes then go before old acts: a reduced act no longer
+/// protects its expls, holds little, and is what later edits build on
+/// (the text they replace), while the reads behind it are large and can be
+/// redone.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PaperOrder;
 
@@ -37,11 +43,14 @@ impl Evictor for PaperOrder {
 
     fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId> {
         let old = |id: &EpisodeId| candidates.is_old(*id);
+        let old_act = || candidates.oldest_act().filter(old);
+        let old_expl = || candidates.oldest_expl().filter(old);
+        let reduce = candidates.reduces_acts();
         candidates
             .oldest_fresh_act()
             .or_else(|| candidates.oldest_superseded())
-            .or_else(|| candidates.oldest_act().filter(old))
-            .or_else(|| candidates.oldest_expl().filter(old))
+            .or_else(|| if reduce { old_expl() } else { old_act() })
+            .or_else(|| if reduce { old_act() } else { old_expl() })
             .or_else(|| candidates.oldest_act())
             .or_else(|| candidates.oldest_expl())
     }

@@ -28,9 +28,12 @@ pub(crate) const HOLDS_INTERMEDIATE: u8 = 8;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Level {
-    /// The results of an act's tool calls (test runs, command output),
-    /// each replaced by a short stub; the act's own calls stay (act
-    /// episodes only, when [`crate::Config::stub_act_outputs`] is on).
+    /// An act reduced to its calls: the results of its tool calls (test
+    /// runs, command output) each replaced by a short stub, and the text
+    /// and reasoning around its calls dropped; the calls, the record of
+    /// what changed, stay. The act then no longer protects the expl
+    /// episodes it depends on (act episodes only, when
+    /// [`crate::Config::stub_act_outputs`] is on).
     Output,
     /// Reasoning traces (expl episodes only).
     Reasoning,
@@ -67,7 +70,7 @@ impl Level {
     /// The content bit a level strips ([`Level::Removed`]: none needed).
     pub(crate) fn needs(self) -> u8 {
         match self {
-            Level::Output => HOLDS_RESULTS,
+            Level::Output => 0,
             Level::Reasoning => HOLDS_REASONING,
             Level::Bulk => HOLDS_BULK,
             Level::Intermediate => HOLDS_INTERMEDIATE,
@@ -128,6 +131,10 @@ pub struct Episode {
     #[serde(default)]
     contents: Option<u8>,
     live_dependents: u32,
+    /// Whether it no longer protects its dependencies: an act reduced to
+    /// its calls ([`Level::Output`]) or removed.
+    #[serde(default)]
+    released: bool,
     pub(crate) first_seq: u64,
     pub(crate) last_seq: u64,
     pub(crate) start_call: Option<String>,
@@ -215,7 +222,8 @@ pub struct Graph {
     fresh_acts: BTreeSet<EpisodeId>,
     /// Acts not yet removed, active ones included.
     live_acts: BTreeSet<EpisodeId>,
-    /// Closed annotated or recalled expls not yet removed with no live dependent.
+    /// Closed annotated or recalled expls not yet removed that no act
+    /// protects (every dependent act removed or reduced to its calls).
     expls: BTreeSet<EpisodeId>,
     /// Closed unannotated segments not yet removed.
     gaps: BTreeSet<EpisodeId>,
@@ -231,7 +239,7 @@ pub(crate) enum Applied {
 
 /// The episodes an eviction step may operate on, oldest first within each
 /// kind: closed, not in flight, not removed, and (for expl) with every
-/// dependent act fully removed.
+/// dependent act removed or reduced to its calls ([`Level::Output`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Candidates<'a> {
     graph: &'a Graph,
@@ -293,6 +301,12 @@ impl Candidates<'_> {
             .iter()
             .copied()
             .find(|&id| self.settled(id) && self.is_old(id))
+    }
+
+    /// Whether old acts are reduced to their calls before anything else
+    /// ([`crate::Config::stub_act_outputs`], and not a catch-up pass).
+    pub fn reduces_acts(&self) -> bool {
+        self.stub_outputs
     }
 
     /// Whether `id` is a candidate.
@@ -655,6 +669,7 @@ impl Graph {
             tokens: 0,
             contents: Some(0),
             live_dependents: 0,
+            released: false,
             first_seq: seq,
             last_seq: seq,
             start_call: None,
@@ -693,14 +708,16 @@ impl Graph {
         episode.tokens = episode.tokens.saturating_sub(freed);
         if level == Level::Removed {
             episode.tokens = 0;
-        }
-        if level != Level::Removed {
+            self.acts.remove(&id);
+            self.live_acts.remove(&id);
+            self.expls.remove(&id);
+            self.gaps.remove(&id);
+        } else if level != Level::Output {
             return;
         }
-        self.acts.remove(&id);
-        self.live_acts.remove(&id);
-        self.expls.remove(&id);
-        self.gaps.remove(&id);
+        if std::mem::replace(&mut self.episodes[id as usize].released, true) {
+            return;
+        }
         let dependencies = std::mem::take(&mut self.episodes[id as usize].dependencies);
         for &dependency in &dependencies {
             let episode = &mut self.episodes[dependency as usize];

@@ -610,19 +610,83 @@ fn old_acts_lose_their_outputs_before_anything_is_removed() {
 
     let mut tight = with(Config::paper(total - 900).stub_act_outputs(true), &messages);
     let report = tight.enforce();
+    assert!(report.budget_met, "{report:?}");
     assert_eq!(
-        names(&report)[..2],
+        names(&report),
+        ["first-fix", "second-fix", "look"],
+        "reduced acts no longer pin the read, which goes before them"
+    );
+    let levels: Vec<Vec<cwl::Level>> = report
+        .episodes
+        .iter()
+        .map(|e| e.levels.iter().map(|l| l.level).collect())
+        .collect();
+    assert_eq!(levels[0], [cwl::Level::Output], "one entry per episode");
+    assert!(levels[2].contains(&cwl::Level::Intermediate), "{levels:?}");
+    let shown = view(&tight);
+    validate(&shown).unwrap();
+    assert!(!has_output(&shown, &bulk(2000)), "the read is gone");
+    let edits = shown
+        .iter()
+        .filter(|m| {
+            matches!(m, Message::Assistant { content }
+            if content.iter().any(|b| matches!(b, cwl::Block::ToolCall(c) if c.name == "edit")))
+        })
+        .count();
+    assert_eq!(edits, 2, "the edits it was read for stay");
+    assert_eq!(tight.tokens(), recount(&tight));
+
+    let mut paper_tight = with(Config::paper(total - 900), &messages);
+    assert_eq!(
+        names(&paper_tight.enforce())[..2],
         ["first-fix", "second-fix"],
-        "one entry per episode"
+        "the paper removes both acts before the read they depend on"
     );
-    let first: Vec<cwl::Level> = report.episodes[0].levels.iter().map(|l| l.level).collect();
-    assert_eq!(
-        first.first(),
-        Some(&cwl::Level::Output),
-        "output first, then the paper's levels: {first:?}"
+}
+
+#[test]
+fn a_reduced_act_keeps_its_calls_and_loses_the_words_around_them() {
+    let mut script = Script::new();
+    let thinking = format!("why: {}", bulk(400));
+    script
+        .user("task")
+        .start_expl("look")
+        .tool("read", &bulk(200))
+        .end_expl("read it")
+        .start_act("fix", &["look"])
+        .tool_with_reasoning(&thinking, "edit", "edited src/a.rs")
+        .say("progress: the edit is in")
+        .tool("bash", &bulk(300))
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let mut context = with(Config::paper(total - 500).stub_act_outputs(true), &messages);
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    assert_eq!(names(&report), ["fix"], "{report:?}");
+    let shown = view(&context);
+    validate(&shown).unwrap();
+    let reasoning = shown.iter().any(|m| {
+        matches!(m, Message::Assistant { content }
+            if content.iter().any(|b| matches!(b, cwl::Block::Reasoning { .. })))
+    });
+    assert!(!reasoning, "the reasoning beside the edit is gone");
+    assert!(!has_output(&shown, &bulk(300)), "the test run is stubbed");
+    assert!(has_output(&shown, &bulk(200)), "the read stays");
+    assert!(
+        texts(&shown)
+            .iter()
+            .any(|t| t == "progress: the edit is in"),
+        "a message of text alone stays whole"
     );
-    assert_eq!(first.last(), Some(&cwl::Level::Removed));
-    validate(&view(&tight)).unwrap();
+    assert!(
+        shown
+            .iter()
+            .any(|m| matches!(m, Message::Assistant { content }
+        if content.iter().any(|b| matches!(b, cwl::Block::ToolCall(c) if c.name == "edit"))))
+    );
+    assert_eq!(context.tokens(), recount(&context));
 }
 
 #[test]

@@ -84,10 +84,11 @@ pub struct AgentArgs {
     #[arg(long, value_name = "SHARE|off")]
     pub superseded: Option<ResidueCap>,
 
-    /// `stub`: before an eviction pass removes anything, the outputs of old
-    /// acts' tool calls (test runs, command output) become a short stub,
-    /// oldest first, while the calls (what the model wrote) stay; `keep`:
-    /// the paper's levels. Default: stub (a resumed session keeps its own).
+    /// `stub`: before an eviction pass removes anything, old acts are
+    /// reduced to their calls (tool outputs stubbed, text beside the calls
+    /// dropped), oldest first, while the calls (what the model wrote) stay,
+    /// and old reads then go before old acts; `keep`: the paper's order.
+    /// Default: stub (a resumed session keeps its own).
     #[arg(long, value_name = "stub|keep")]
     pub act_outputs: Option<cwl::ActOutputs>,
 
