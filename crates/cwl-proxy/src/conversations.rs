@@ -193,16 +193,22 @@ impl Conversations {
             .filter(|(_, c)| now.saturating_duration_since(c.last_used) >= idle)
             .map(|(id, _)| *id)
             .collect();
-        for id in &gone {
-            if let Some(conversation) = self.conversations.remove(id) {
-                for c in conversation.chain {
-                    if self.by_chain.get(&c) == Some(id) {
-                        self.by_chain.remove(&c);
-                    }
+        for &id in &gone {
+            self.forget(id);
+        }
+        gone
+    }
+
+    /// Forgets one conversation (its engine could not go on); a later
+    /// request with its history starts a new one.
+    pub fn forget(&mut self, id: ConversationId) {
+        if let Some(conversation) = self.conversations.remove(&id) {
+            for c in conversation.chain {
+                if self.by_chain.get(&c) == Some(&id) {
+                    self.by_chain.remove(&c);
                 }
             }
         }
-        gone
     }
 
     /// Conversations held in memory.
@@ -336,6 +342,12 @@ mod tests {
         assert_eq!(known.len(), 1);
         let again = known.route(&hashes(&[user("a"), assistant("x")]), start);
         assert!(matches!(again, Route::New { .. }), "{again:?}");
+        known.forget(again.id());
+        let fresh = known.route(&hashes(&[user("a"), assistant("x")]), start);
+        assert!(
+            matches!(fresh, Route::New { id } if id != again.id()),
+            "{fresh:?}"
+        );
         let still = known.route(
             &hashes(&[user("b"), assistant("y")]),
             start + Duration::from_secs(13),

@@ -1,0 +1,80 @@
+//! Conversations stored as sessions that `cwl sessions` lists.
+
+mod support;
+
+use cwl::{Message, Record};
+use support::Scripted;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_conversation_is_a_session_with_its_passes() {
+    let anthropic = Scripted::start().await;
+    let openai = Scripted::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = support::proxy(80_000, &anthropic, &openai, Some(dir.path()), None).await;
+    let client = reqwest::Client::new();
+    let first = r#"{"role": "user", "content": "fix the parser"}"#;
+    let call = r#"{"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "p.rs"}}]}"#;
+    let result = r#"{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "fn parse() {}"}]}"#;
+    for messages in [vec![first], vec![first, call, result]] {
+        let body = format!(
+            r#"{{"model": "claude-test", "system": "be careful", "tools": [{{"name": "Read", "input_schema": {{}}}}], "messages": [{}]}}"#,
+            messages.join(",")
+        );
+        let response = client
+            .post(proxy.url("/v1/messages"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    // Another conversation.
+    client
+        .post(proxy.url("/v1/messages"))
+        .body(r#"{"model": "claude-test", "messages": [{"role": "user", "content": "other"}]}"#)
+        .send()
+        .await
+        .unwrap();
+
+    let sessions = cwl_agent::session::list(dir.path()).unwrap();
+    assert_eq!(sessions.len(), 2);
+    let events = proxy.events();
+    let session = sessions
+        .iter()
+        .find(|s| s.id == events[0].conversation)
+        .expect("the event names the session");
+    assert_eq!(session.provider, "anthropic");
+    assert_eq!(session.model, "claude-test");
+    assert_eq!(
+        (session.tasks, session.messages, session.requests),
+        (1, 4, 1)
+    );
+    assert_eq!(session.first_task.as_deref(), Some("fix the parser"));
+
+    let loaded = cwl_agent::session::read(&session.path).unwrap();
+    assert_eq!(loaded.info.tools[0].name, "Read");
+    let records: Vec<&Record> = loaded.records.iter().map(|(_, r)| r).collect();
+    assert!(matches!(records[0], Record::Settings { .. }));
+    let messages: Vec<&Message> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Message { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(messages[0], &Message::system("be careful"));
+    assert_eq!(
+        messages[3],
+        &Message::tool_result("t1", "Read", "fn parse() {}", false)
+    );
+    let passes: Vec<u64> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Enforce { report, .. } => report["tokens_after"].as_u64(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(passes.len(), 2, "one pass per request");
+    assert_eq!(passes[0] as usize, events[0].tokens_after);
+    assert!(passes[1] > passes[0]);
+}
