@@ -29,7 +29,9 @@ pub const OPENAI_API: &str = "https://api.openai.com";
 its whole history; the proxy keeps one CWL engine per conversation (episodes inferred from tool \
 use), evicts past the budget and forwards the smaller request. Everything else in the request is \
 sent as the client wrote it; responses (streamed or not) and errors are relayed as they come.\n\n\
-Routes: POST /v1/messages (Anthropic Messages) goes through the engine; GET /health answers 200; \
+Routes: POST /v1/messages (Anthropic Messages), POST /v1/chat/completions (OpenAI Chat \
+Completions) and POST /v1/responses (OpenAI Responses, as Codex CLI sends it) go through the \
+engine; GET /health answers 200; \
 any other request (count_tokens, model lists) is forwarded unchanged. A body the proxy cannot \
 read is forwarded unchanged with a warning.\n\n\
 Point a client at it, e.g. Claude Code: ANTHROPIC_BASE_URL=http://127.0.0.1:8788 claude"

@@ -1,8 +1,9 @@
 //! The HTTP server: routes requests, runs history through the
 //! conversation's engine, forwards the result.
 //!
-//! Routes: `POST /v1/messages` (with any query string) goes through the
-//! engine; `GET /health` answers 200; every other request (count_tokens,
+//! Routes: `POST /v1/messages` (Anthropic Messages, with any query
+//! string), `POST /v1/chat/completions` (OpenAI Chat Completions) and
+//! `POST /v1/responses` (OpenAI Responses) go through the engine; `GET /health` answers 200; every other request (count_tokens,
 //! model lists, unknown APIs) is forwarded unchanged, to the Anthropic
 //! upstream when it is an Anthropic path or carries Anthropic headers,
 //! else to the OpenAI one. Headers pass through untouched and are never
@@ -31,6 +32,8 @@ use crate::engine::Engine;
 use crate::event::{Event, Sink, warn};
 use crate::store::{Log, Store};
 use crate::upstream::{ProxyBody, Shape, Upstream, full};
+use crate::wire::openai_chat::OpenAiChat;
+use crate::wire::openai_responses::OpenAiResponses;
 use crate::wire::{Item, Wire, anthropic::Anthropic};
 
 /// The default largest request body: Anthropic's own limit.
@@ -74,12 +77,18 @@ impl std::fmt::Debug for Options {
 pub enum Api {
     /// Anthropic Messages.
     Anthropic,
+    /// OpenAI Chat Completions.
+    OpenAiChat,
+    /// OpenAI Responses.
+    OpenAiResponses,
 }
 
 impl Api {
     fn of(method: &Method, path: &str) -> Option<Api> {
         match (method, path) {
             (&Method::POST, "/v1/messages") => Some(Api::Anthropic),
+            (&Method::POST, "/v1/chat/completions") => Some(Api::OpenAiChat),
+            (&Method::POST, "/v1/responses") => Some(Api::OpenAiResponses),
             _ => None,
         }
     }
@@ -87,12 +96,16 @@ impl Api {
     fn wire(self) -> &'static dyn Wire {
         match self {
             Api::Anthropic => &Anthropic,
+            Api::OpenAiChat => &OpenAiChat,
+            Api::OpenAiResponses => &OpenAiResponses,
         }
     }
 
     fn name(self) -> &'static str {
         match self {
             Api::Anthropic => "anthropic",
+            Api::OpenAiChat => "openai-chat",
+            Api::OpenAiResponses => "openai-responses",
         }
     }
 }
@@ -241,7 +254,8 @@ impl Proxy {
     /// view, or the body unchanged (with a warning) when that cannot be.
     fn prepare(&self, api: Api, bytes: Bytes) -> Bytes {
         match self.rewrite(api, &bytes) {
-            Ok(rewritten) => Bytes::from(rewritten),
+            Ok(Some(rewritten)) => Bytes::from(rewritten),
+            Ok(None) => bytes,
             Err(why) => {
                 warn(&format!(
                     "{}: {why}; request forwarded unchanged",
@@ -252,13 +266,24 @@ impl Proxy {
         }
     }
 
-    fn rewrite(&self, api: Api, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    /// The rewritten body; `None` when it goes as it is with nothing to
+    /// warn about (a Responses request whose input is one string, or that
+    /// continues a response stored upstream).
+    fn rewrite(&self, api: Api, bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
         let wire = api.wire();
         let key = wire.history_key();
         let body = Body::parse(bytes).map_err(|e| format!("body is not a JSON object ({e})"))?;
         let raw = body
             .get(key)
             .ok_or_else(|| format!("body has no `{key}`"))?;
+        if api == Api::OpenAiResponses
+            && (raw.get().trim_start().starts_with('"')
+                || body
+                    .get("previous_response_id")
+                    .is_some_and(|id| id.get() != "null"))
+        {
+            return Ok(None);
+        }
         let raws: Vec<Box<RawValue>> = serde_json::from_str(raw.get())
             .map_err(|e| format!("`{key}` is not an array ({e})"))?;
         let items = raws
@@ -331,7 +356,7 @@ impl Proxy {
                 report.warnings.join("; ")
             ));
         }
-        Ok(body.with(key, &history))
+        Ok(Some(body.with(key, &history)))
     }
 
     fn start(&self, wire: &dyn Wire, body: &Body, route: Route) -> Conversation {

@@ -13,6 +13,8 @@
 //! line become notes.
 
 pub mod anthropic;
+pub mod openai_chat;
+pub mod openai_responses;
 pub mod render;
 mod text;
 
