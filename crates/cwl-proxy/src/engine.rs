@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use cwl::{Config, Context, Message, Report, TokenCounter, ToolSpec, TranscriptError};
+use cwl::{Config, Context, Message, Report, Source, TokenCounter, ToolSpec, TranscriptError};
 use cwl_infer::Inferrer;
 
-use crate::wire::{CallNames, Item, Layout, Wire, render};
+use crate::wire::{CallNames, Item, Layout, Mark, Wire, render};
 
 /// The engine of one conversation.
 pub struct Engine {
@@ -15,6 +15,7 @@ pub struct Engine {
     layout: Layout,
     names: CallNames,
     rejected: Vec<String>,
+    breakpoint: Option<Source>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -48,6 +49,7 @@ impl Engine {
             layout: Layout::new(prologue),
             names: CallNames::default(),
             rejected: Vec::new(),
+            breakpoint: None,
         }
     }
 
@@ -83,16 +85,36 @@ impl Engine {
         Ok(pushed)
     }
 
-    /// Enforces the budget before the request goes upstream.
+    /// Enforces the budget before the request goes upstream. When the
+    /// pass changed the view, the cache breakpoint moves to the last
+    /// changed message (or the one before the first change): eviction
+    /// takes the oldest episodes first, so the next pass changes what
+    /// comes after it and the prefix up to it stays cached.
     pub fn enforce(&mut self) -> Report {
         let mut report = self.context.enforce();
         report.warnings.append(&mut self.rejected);
+        if report.evicted() {
+            let view: Vec<Source> = self.context.view_sources().map(|(s, _)| s).collect();
+            let changed = view.iter().rposition(|s| !matches!(s, Source::Pushed(_)));
+            let before = report.first_changed.and_then(|at| at.checked_sub(1));
+            self.breakpoint = changed.max(before).and_then(|at| view.get(at).copied());
+        }
         report
     }
 
-    /// The history to send: the view in wire form (see [`render`]).
-    pub fn render(&self, wire: &dyn Wire, items: &[Item]) -> String {
-        render(wire, items, &self.layout, self.context.view_sources())
+    /// The history to send: the view in wire form (see [`render`]), with
+    /// a cache breakpoint of this `cache_control` value when one is given.
+    pub fn render(
+        &self,
+        wire: &dyn Wire,
+        items: &[Item],
+        cache: Option<&serde_json::Value>,
+    ) -> String {
+        let mark = self
+            .breakpoint
+            .zip(cache)
+            .map(|(source, control)| Mark { source, control });
+        render(wire, items, &self.layout, self.context.view_sources(), mark)
     }
 
     /// The engine's context, for inspection.

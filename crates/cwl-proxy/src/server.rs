@@ -8,7 +8,10 @@
 //! upstream when it is an Anthropic path or carries Anthropic headers,
 //! else to the OpenAI one. Headers pass through untouched and are never
 //! logged. A body the proxy cannot read is forwarded unchanged with a
-//! warning; one over the size limit gets a provider-shaped 413.
+//! warning; one over the size limit gets a provider-shaped 413. When an
+//! Anthropic client asks for prompt caching (any `cache_control`) and
+//! leaves room (fewer than four breakpoints), the proxy adds one where
+//! the last eviction pass changed the view.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -34,7 +37,11 @@ use crate::store::{Log, Store};
 use crate::upstream::{ProxyBody, Shape, Upstream, full};
 use crate::wire::openai_chat::OpenAiChat;
 use crate::wire::openai_responses::OpenAiResponses;
-use crate::wire::{Item, Wire, anthropic::Anthropic};
+use crate::wire::{Item, Wire, anthropic, anthropic::Anthropic};
+
+/// Cache breakpoints Anthropic allows in one request: the proxy adds one
+/// only when the client left room.
+const MAX_BREAKPOINTS: usize = 4;
 
 /// The default largest request body: Anthropic's own limit.
 pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
@@ -331,7 +338,14 @@ impl Proxy {
         conversation.log.messages(&pushed);
         let report = conversation.engine.enforce();
         conversation.log.enforce(&report);
-        let history = conversation.engine.render(wire, &items);
+        let cache = match api {
+            Api::Anthropic => match anthropic::breakpoints(&body, &items) {
+                (count, last) if count < MAX_BREAKPOINTS => last,
+                _ => None,
+            },
+            _ => None,
+        };
+        let history = conversation.engine.render(wire, &items, cache.as_ref());
         if let Some(events) = &self.options.events {
             let route_name = match route {
                 Route::New { .. } => "new",

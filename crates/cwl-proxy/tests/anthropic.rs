@@ -63,17 +63,25 @@ impl Msg {
 
 /// The client's messages as sent: the last one marked for caching.
 fn raws(history: &[Msg]) -> Vec<String> {
+    raws_with(history, true)
+}
+
+fn raws_with(history: &[Msg], caching: bool) -> Vec<String> {
     history
         .iter()
         .enumerate()
-        .map(|(at, m)| m.raw(at + 1 == history.len()))
+        .map(|(at, m)| m.raw(caching && at + 1 == history.len()))
         .collect()
 }
 
 fn body(history: &[Msg], stream: bool) -> String {
+    body_with(history, stream, true)
+}
+
+fn body_with(history: &[Msg], stream: bool, caching: bool) -> String {
     format!(
         r#"{{"model": "claude-test", "max_tokens": 1024, "system": {SYSTEM}, "tools": {TOOLS}, "thinking": {THINKING}, "metadata": {METADATA}, "messages": [{}], "stream": {stream}}}"#,
-        raws(history).join(", ")
+        raws_with(history, caching).join(", ")
     )
 }
 
@@ -170,8 +178,30 @@ async fn send(client: &reqwest::Client, url: &str, body: String) -> reqwest::Res
         .unwrap()
 }
 
+/// Marks placed on the forwarded messages: where, by message index.
+fn marks(messages: &[Value]) -> Vec<usize> {
+    messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| blocks(m).iter().any(|b| b.get("cache_control").is_some()))
+        .map(|(at, _)| at)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_tool_using_conversation_stays_within_budget() {
+    long_conversation(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_breakpoint_is_added_when_the_client_does_not_cache() {
+    let seen = long_conversation(false).await;
+    for request in seen {
+        assert!(!request.text().contains("cache_control"));
+    }
+}
+
+async fn long_conversation(caching: bool) -> Vec<support::Seen> {
     let upstream = Scripted::start().await;
     let openai = Scripted::start().await;
     let budget = 4_000;
@@ -186,7 +216,7 @@ async fn a_long_tool_using_conversation_stays_within_budget() {
         let text = format!("Task {task}: fix module {task}");
         tasks.push(text.clone());
         history.push(Msg::User(text));
-        send(&client, &url, body(&history, false)).await;
+        send(&client, &url, body_with(&history, false, caching)).await;
         requests += 1;
         for i in 0..15 {
             step += 1;
@@ -206,7 +236,7 @@ async fn a_long_tool_using_conversation_stays_within_budget() {
                 step,
                 text: output(step),
             });
-            let response = send(&client, &url, body(&history, false)).await;
+            let response = send(&client, &url, body_with(&history, false, caching)).await;
             assert_eq!(response.status(), 200);
             requests += 1;
         }
@@ -215,7 +245,7 @@ async fn a_long_tool_using_conversation_stays_within_budget() {
     let seen = upstream.seen();
     assert_eq!(seen.len(), requests);
     assert!(openai.seen().is_empty());
-    let full: Vec<Value> = raws(&history)
+    let full: Vec<Value> = raws_with(&history, caching)
         .iter()
         .map(|r| serde_json::from_str(r).unwrap())
         .collect();
@@ -266,7 +296,7 @@ async fn a_long_tool_using_conversation_stays_within_budget() {
     // byte, every user turn kept.
     let last = seen.last().unwrap();
     let raw = forwarded(last);
-    let sent = raws(&history[..history.len() - 1]);
+    let sent = raws_with(&history[..history.len() - 1], caching);
     let n = raw.len();
     assert_eq!(raw[n - 1].get(), sent[sent.len() - 1]);
     assert_eq!(raw[n - 2].get(), sent[sent.len() - 2]);
@@ -275,6 +305,35 @@ async fn a_long_tool_using_conversation_stays_within_budget() {
     for task in &tasks {
         assert!(text.contains(task), "user turn {task} lost");
     }
+
+    // A caching client gets one more breakpoint, where the last pass
+    // changed the view, once a pass has evicted; it stays there while
+    // nothing else is evicted.
+    if caching {
+        let first = events.iter().position(|e| !e.evicted.is_empty()).unwrap();
+        let mut previous: Option<String> = None;
+        for (at, request) in seen.iter().enumerate() {
+            let messages: Vec<Value> = forwarded(request)
+                .iter()
+                .map(|r| serde_json::from_str(r.get()).unwrap())
+                .collect();
+            let placed = marks(&messages);
+            if at < first {
+                assert_eq!(placed, [messages.len() - 1], "request {at}");
+                continue;
+            }
+            assert_eq!(placed.len(), 2, "request {at}: {placed:?}");
+            assert!(placed[0] < messages.len() - 2);
+            let ours = messages[placed[0]].to_string();
+            if events[at].evicted.is_empty()
+                && let Some(previous) = &previous
+            {
+                assert_eq!(&ours, previous, "request {at}: the breakpoint moved");
+            }
+            previous = Some(ours);
+        }
+    }
+    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

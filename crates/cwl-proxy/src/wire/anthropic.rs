@@ -92,6 +92,60 @@ impl Wire for Anthropic {
     fn note(&self, text: &str) -> Value {
         json!({"role": "user", "content": [{"type": "text", "text": text}]})
     }
+
+    fn mark(&self, item: &mut Value, control: &Value) -> bool {
+        if let Some(Value::String(text)) = item.get("content") {
+            item["content"] = json!([{"type": "text", "text": text}]);
+        }
+        let Some(last) = item
+            .get_mut("content")
+            .and_then(Value::as_array_mut)
+            .and_then(|blocks| blocks.last_mut())
+            .and_then(Value::as_object_mut)
+        else {
+            return false;
+        };
+        if last.contains_key("cache_control") {
+            return false;
+        }
+        last.insert("cache_control".into(), control.clone());
+        true
+    }
+}
+
+/// Cache breakpoints a request already holds (Anthropic allows four),
+/// and the `cache_control` value of the last one, if the client asked
+/// for caching at all.
+pub fn breakpoints(body: &Body, items: &[Item]) -> (usize, Option<Value>) {
+    fn walk(value: &Value, count: &mut usize, last: &mut Option<Value>) {
+        match value {
+            Value::Object(fields) => {
+                for (key, value) in fields {
+                    if key == "cache_control" {
+                        *count += 1;
+                        *last = Some(value.clone());
+                    } else {
+                        walk(value, count, last);
+                    }
+                }
+            }
+            Value::Array(values) => values.iter().for_each(|v| walk(v, count, last)),
+            _ => {}
+        }
+    }
+    let (mut count, mut last) = (0, None);
+    for key in ["tools", "system"] {
+        if let Some(value) = body.read::<Value>(key) {
+            walk(&value, &mut count, &mut last);
+        }
+    }
+    for item in items {
+        walk(&item.value, &mut count, &mut last);
+    }
+    if let Some(top) = body.read::<Value>("cache_control") {
+        last = Some(top);
+    }
+    (count, last)
 }
 
 /// The blocks of a message's content (a string is one text block).
@@ -376,6 +430,32 @@ mod tests {
                 {"type": "text", "text": "go on"}]})]
         );
         assert!(Anthropic.rebuild(&[original], &[]).is_empty());
+    }
+
+    #[test]
+    fn breakpoints_are_counted_and_placed_once() {
+        let body = Body::parse(
+            br#"{"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}],"messages":[]}"#,
+        )
+        .unwrap();
+        let items = [item(
+            json!({"role": "user", "content": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]}),
+        )];
+        assert_eq!(
+            breakpoints(&body, &items),
+            (2, Some(json!({"type": "ephemeral"})))
+        );
+        let none = Body::parse(br#"{"messages":[]}"#).unwrap();
+        assert_eq!(breakpoints(&none, &[]), (0, None));
+
+        let control = json!({"type": "ephemeral"});
+        let mut message = json!({"role": "user", "content": "plain"});
+        assert!(Anthropic.mark(&mut message, &control));
+        assert_eq!(
+            message,
+            json!({"role": "user", "content": [{"type": "text", "text": "plain", "cache_control": {"type": "ephemeral"}}]})
+        );
+        assert!(!Anthropic.mark(&mut message, &control), "already marked");
     }
 
     #[test]

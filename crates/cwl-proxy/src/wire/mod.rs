@@ -26,7 +26,7 @@ use cwl::{Message, ToolSpec};
 
 use crate::body::Body;
 
-pub use render::{Layout, render};
+pub use render::{Layout, Mark, render};
 pub use text::content_text;
 
 /// One wire item as the client sent it: its bytes and its parsed value.
@@ -93,6 +93,13 @@ pub trait Wire: Send + Sync {
     /// A unit some of whose engine messages are gone or altered: the wire
     /// items to send instead (none when nothing is left).
     fn rebuild(&self, items: &[Item], parts: &[Part<'_>]) -> Vec<Value>;
+
+    /// Gives a wire item a cache breakpoint (`cache_control`) on its last
+    /// block, where the format has them; false when it has none or the
+    /// item is already marked.
+    fn mark(&self, _item: &mut Value, _control: &Value) -> bool {
+        false
+    }
 
     /// A note from the engine (an evicted episode's residue, the index of
     /// folded ones) as a wire item.

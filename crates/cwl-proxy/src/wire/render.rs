@@ -62,9 +62,20 @@ impl Layout {
     }
 }
 
+/// A cache breakpoint to place: on the view message from this source, a
+/// copy of this `cache_control` value.
+#[derive(Debug, Clone, Copy)]
+pub struct Mark<'m> {
+    /// Where the message comes from.
+    pub source: Source,
+    /// The `cache_control` value to give it.
+    pub control: &'m serde_json::Value,
+}
+
 /// The view as a JSON array of wire items: unchanged units as the client's
 /// bytes, altered ones rebuilt, notes for residues; units the engine holds
-/// nothing for (items it has no use for) go where they stood.
+/// nothing for (items it has no use for) go where they stood. The message
+/// `mark` names, if any, gets a cache breakpoint.
 ///
 /// `items` are the request's items, of which `layout` covers a prefix.
 pub fn render<'a>(
@@ -72,76 +83,111 @@ pub fn render<'a>(
     items: &[Item],
     layout: &Layout,
     view: impl Iterator<Item = (Source, &'a Message)>,
+    mark: Option<Mark<'_>>,
 ) -> String {
-    let mut out = Out::default();
+    let mut renderer = Renderer {
+        wire,
+        items,
+        layout,
+        mark,
+        out: Out::default(),
+    };
     let mut next = 0;
-    let mut open: Option<(usize, Vec<Part<'a>>)> = None;
+    let mut open: Option<Open<'a>> = None;
     for (source, message) in view {
         let (push, altered) = match source {
             Source::Pushed(push) => (push, false),
             Source::Altered(push) => (push, true),
             _ => {
-                flush(wire, items, layout, &mut open, &mut out);
-                out.value(&wire.note(&note_text(message)));
+                renderer.flush(open.take());
+                let mut note = wire.note(&note_text(message));
+                if let Some(mark) = mark.filter(|mark| mark.source == source) {
+                    wire.mark(&mut note, mark.control);
+                }
+                renderer.out.value(&note);
                 continue;
             }
         };
         let Some(unit) = layout.unit_of(push) else {
             continue;
         };
-        if open.as_ref().is_none_or(|(at, _)| *at != unit) {
-            flush(wire, items, layout, &mut open, &mut out);
-            passthrough(items, layout, next..unit, &mut out);
+        if open.as_ref().is_none_or(|o| o.unit != unit) {
+            renderer.flush(open.take());
+            renderer.passthrough(next..unit);
             next = unit + 1;
-            open = Some((unit, Vec::new()));
+            open = Some(Open {
+                unit,
+                parts: Vec::new(),
+                marked: false,
+            });
         }
-        if let Some((_, parts)) = &mut open {
-            parts.push(Part {
+        if let Some(open) = &mut open {
+            open.marked |= mark.is_some_and(|mark| mark.source == source);
+            open.parts.push(Part {
                 index: (push - layout.spans[unit].pushes.start) as usize,
                 message,
                 altered,
             });
         }
     }
-    flush(wire, items, layout, &mut open, &mut out);
-    passthrough(items, layout, next..layout.spans.len(), &mut out);
+    renderer.flush(open.take());
+    renderer.passthrough(next..layout.spans.len());
     for item in &items[layout.items.min(items.len())..] {
-        out.raw(item.raw.get());
+        renderer.out.raw(item.raw.get());
     }
-    out.finish()
+    renderer.out.finish()
 }
 
-/// Emits the units in `units` that hold no engine message.
-fn passthrough(items: &[Item], layout: &Layout, units: Range<usize>, out: &mut Out) {
-    for span in &layout.spans[units] {
-        if span.pushes.is_empty() {
-            for item in &items[span.items.clone()] {
-                out.raw(item.raw.get());
+struct Open<'a> {
+    unit: usize,
+    parts: Vec<Part<'a>>,
+    marked: bool,
+}
+
+struct Renderer<'r> {
+    wire: &'r dyn Wire,
+    items: &'r [Item],
+    layout: &'r Layout,
+    mark: Option<Mark<'r>>,
+    out: Out,
+}
+
+impl Renderer<'_> {
+    /// Emits the units in `units` that hold no engine message.
+    fn passthrough(&mut self, units: Range<usize>) {
+        for span in &self.layout.spans[units] {
+            if span.pushes.is_empty() {
+                for item in &self.items[span.items.clone()] {
+                    self.out.raw(item.raw.get());
+                }
             }
         }
     }
-}
 
-fn flush(
-    wire: &dyn Wire,
-    items: &[Item],
-    layout: &Layout,
-    open: &mut Option<(usize, Vec<Part<'_>>)>,
-    out: &mut Out,
-) {
-    let Some((unit, parts)) = open.take() else {
-        return;
-    };
-    let span = &layout.spans[unit];
-    let whole = parts.len() as u64 == span.pushes.end - span.pushes.start
-        && parts.iter().all(|part| !part.altered);
-    if whole {
-        for item in &items[span.items.clone()] {
-            out.raw(item.raw.get());
+    fn flush(&mut self, open: Option<Open<'_>>) {
+        let Some(open) = open else {
+            return;
+        };
+        let span = &self.layout.spans[open.unit];
+        let items = &self.items[span.items.clone()];
+        let whole = open.parts.len() as u64 == span.pushes.end - span.pushes.start
+            && open.parts.iter().all(|part| !part.altered);
+        if whole && !open.marked {
+            for item in items {
+                self.out.raw(item.raw.get());
+            }
+            return;
         }
-    } else {
-        for value in wire.rebuild(&items[span.items.clone()], &parts) {
-            out.value(&value);
+        let mut values: Vec<serde_json::Value> = if whole {
+            items.iter().map(|item| item.value.clone()).collect()
+        } else {
+            self.wire.rebuild(items, &open.parts)
+        };
+        if let (true, Some(mark), Some(last)) = (open.marked, self.mark, values.last_mut()) {
+            self.wire.mark(last, mark.control);
+        }
+        for value in &values {
+            self.out.value(value);
         }
     }
 }
