@@ -156,6 +156,7 @@ impl Proxy {
     pub fn new(options: Options, counter: Arc<dyn TokenCounter>) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
             .build()?;
         let idle = options.idle;
         Ok(Proxy {

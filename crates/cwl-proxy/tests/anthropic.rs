@@ -450,6 +450,23 @@ async fn upstream_errors_and_drops_are_relayed() {
         assert_eq!(response.headers()["retry-after"], "7");
         assert_eq!(response.text().await.unwrap(), body_text);
     }
+    // A redirect is the client's to follow, not the proxy's.
+    upstream.reply(Reply::Whole {
+        status: 307,
+        headers: vec![("location", "http://127.0.0.1:9/elsewhere")],
+        body: String::new(),
+    });
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let response = send(&plain, &url, body(&history, false)).await;
+    assert_eq!(response.status(), 307);
+    assert_eq!(
+        response.headers()["location"],
+        "http://127.0.0.1:9/elsewhere"
+    );
+
     let gate = Arc::new(Notify::new());
     upstream.reply(Reply::Chunks {
         chunks: vec!["event: message_start\n\n".into()],
