@@ -66,7 +66,8 @@ pub struct ProxyArgs {
     /// Largest request body accepted, in bytes; a larger one gets a 413.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
     pub max_body: usize,
-    /// Seconds after which an unused conversation leaves memory (a later request rebuilds it).
+    /// Seconds after which an unused conversation leaves memory (a later request that continues
+    /// it rebuilds it from its session file, or starts afresh with --no-store).
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_IDLE.as_secs())]
     pub idle: u64,
     /// Print one JSON line per request on stdout (conversation, tokens before/after, evicted episodes).

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use cwl::{Config, Context, Message, Report, Source, TokenCounter, ToolSpec, TranscriptError};
+use cwl::{
+    Config, Context, Message, Record, Report, Source, TokenCounter, ToolSpec, TranscriptError,
+};
 use cwl_infer::Inferrer;
 
 use crate::wire::{CallNames, Item, Layout, Mark, Wire, render};
@@ -53,6 +55,69 @@ impl Engine {
         }
     }
 
+    /// Rebuilds a conversation that left memory from its stored records:
+    /// the same pushes, inferred episodes and passes in the same order give
+    /// the same engine, view and cache breakpoint. The stored messages must
+    /// be exactly those of `items` (after the system prompt, if the
+    /// conversation had one); otherwise nothing is rebuilt.
+    pub fn rebuild(
+        config: Config,
+        counter: Arc<dyn TokenCounter>,
+        tools: Vec<ToolSpec>,
+        wire: &dyn Wire,
+        items: &[Item],
+        records: &[Record],
+    ) -> Result<Engine, String> {
+        let mut names = CallNames::default();
+        let units = wire.units(items, &mut names);
+        let expected: Vec<&Message> = units.iter().flat_map(|u| &u.messages).collect();
+        let stored: Vec<&Message> = records
+            .iter()
+            .filter_map(|record| match record {
+                Record::Message { message, .. } => Some(message),
+                _ => None,
+            })
+            .collect();
+        let prologue = stored
+            .len()
+            .checked_sub(expected.len())
+            .filter(|&p| p == 0 || (p == 1 && matches!(stored[0], Message::System { .. })))
+            .ok_or_else(|| {
+                format!(
+                    "the stored conversation has {} messages where the request's history makes {}",
+                    stored.len(),
+                    expected.len()
+                )
+            })?;
+        if stored[prologue..] != expected[..] {
+            return Err("the stored messages differ from the request's history".into());
+        }
+        let mut engine = Engine {
+            context: Context::new(config, counter, tools),
+            inferrer: Inferrer::new(),
+            layout: Layout::new(prologue as u64),
+            names,
+            rejected: Vec::new(),
+            breakpoint: None,
+        };
+        for record in records {
+            match record {
+                Record::Message { message, .. } => engine
+                    .push(message.clone())
+                    .map_err(|e| format!("a stored message cannot be replayed: {e}"))?,
+                Record::Enforce { .. } => {
+                    engine.enforce();
+                }
+                _ => {}
+            }
+        }
+        engine.rejected.clear();
+        for unit in &units {
+            engine.layout.add(unit);
+        }
+        Ok(engine)
+    }
+
     /// Wire items pushed so far.
     pub fn items(&self) -> usize {
         self.layout.items()
@@ -71,18 +136,23 @@ impl Engine {
         let mut pushed = Vec::new();
         for unit in wire.units(&items[from..], &mut self.names) {
             for message in &unit.messages {
-                for annotation in self.inferrer.before(message) {
-                    if let Err(error) = self.context.annotate(annotation.clone()) {
-                        self.rejected
-                            .push(format!("inferred {annotation:?} rejected: {error}"));
-                    }
-                }
-                self.context.push(message.clone())?;
+                self.push(message.clone())?;
                 pushed.push(message.clone());
             }
             self.layout.add(&unit);
         }
         Ok(pushed)
+    }
+
+    /// Pushes one message after the annotations inferred before it.
+    fn push(&mut self, message: Message) -> Result<(), TranscriptError> {
+        for annotation in self.inferrer.before(&message) {
+            if let Err(error) = self.context.annotate(annotation.clone()) {
+                self.rejected
+                    .push(format!("inferred {annotation:?} rejected: {error}"));
+            }
+        }
+        self.context.push(message).map(|_| ())
     }
 
     /// Enforces the budget before the request goes upstream. When the

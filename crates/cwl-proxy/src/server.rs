@@ -14,6 +14,7 @@
 //! the last eviction pass changed the view.
 
 use std::convert::Infallible;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -129,6 +130,8 @@ struct Slot(Mutex<Option<Conversation>>);
 struct Router {
     conversations: Conversations,
     slots: FxHashMap<ConversationId, Arc<Slot>>,
+    /// Session files of stored conversations, for resuming idle ones.
+    paths: FxHashMap<ConversationId, PathBuf>,
 }
 
 /// The proxy: its options, its upstream client and its conversations.
@@ -166,6 +169,7 @@ impl Proxy {
             router: Mutex::new(Router {
                 conversations: Conversations::new(idle),
                 slots: FxHashMap::default(),
+                paths: FxHashMap::default(),
             }),
         })
     }
@@ -301,17 +305,40 @@ impl Proxy {
             .collect::<Result<Vec<Item>, String>>()?;
         let hashes: Vec<u64> = items.iter().map(|item| message_hash(&item.value)).collect();
         let now = Instant::now();
-        let (route, slot) = {
+        let (route, slot, resume) = {
             let mut router = lock(&self.router);
             for gone in router.conversations.expire(now) {
                 router.slots.remove(&gone);
             }
             let route = router.conversations.route(&hashes, now);
             let slot = Arc::clone(router.slots.entry(route.id()).or_default());
-            (route, slot)
+            let resume = match route {
+                Route::Resume { from, .. } => router.paths.remove(&from),
+                _ => None,
+            };
+            (route, slot, resume)
         };
         let mut guard = lock(&slot.0);
-        let conversation = guard.get_or_insert_with(|| self.start(wire, &body, route));
+        let mut afresh = false;
+        let conversation = guard.get_or_insert_with(|| {
+            afresh = resume.is_some();
+            let rebuilt = resume.and_then(|path| {
+                self.resume(wire, &items[..route.known()], &path)
+                    .map_err(|why| {
+                        warn(&format!(
+                            "{}: cannot resume the idle conversation: {why}; it starts afresh",
+                            path.display()
+                        ))
+                    })
+                    .ok()
+            });
+            afresh &= rebuilt.is_none();
+            let conversation = rebuilt.unwrap_or_else(|| self.start(wire, &body, route));
+            if let Some(path) = conversation.log.path() {
+                lock(&self.router).paths.insert(route.id(), path);
+            }
+            conversation
+        });
         if conversation.engine.items() > items.len() {
             return Err(format!(
                 "conversation {} already holds {} messages and this request has {} (a concurrent request)",
@@ -333,6 +360,7 @@ impl Proxy {
                 let mut router = lock(&self.router);
                 router.conversations.forget(route.id());
                 router.slots.remove(&route.id());
+                router.paths.remove(&route.id());
                 return Err(why);
             }
         };
@@ -350,7 +378,9 @@ impl Proxy {
         if let Some(events) = &self.options.events {
             let route_name = match route {
                 Route::New { .. } => "new",
+                Route::Resume { .. } if afresh => "new",
                 Route::Continue { .. } => "continue",
+                Route::Resume { .. } => "resume",
                 Route::Branch { .. } => "branch",
             };
             events(&Event::new(
@@ -372,6 +402,27 @@ impl Proxy {
             ));
         }
         Ok(Some(body.with(key, &history)))
+    }
+
+    /// A conversation rebuilt from the session at `path`, whose history
+    /// is `items`.
+    fn resume(&self, wire: &dyn Wire, items: &[Item], path: &Path) -> Result<Conversation, String> {
+        let (mut log, loaded) = Log::reopen(path).map_err(|e| e.to_string())?;
+        let records: Vec<cwl::Record> = loaded.records.into_iter().map(|(_, r)| r).collect();
+        let engine = Engine::rebuild(
+            self.options.config.clone(),
+            Arc::clone(&self.counter),
+            loaded.info.tools,
+            wire,
+            items,
+            &records,
+        )?;
+        log.note("resumed after leaving memory idle");
+        Ok(Conversation {
+            engine,
+            label: loaded.info.id,
+            log,
+        })
     }
 
     fn start(&self, wire: &dyn Wire, body: &Body, route: Route) -> Conversation {

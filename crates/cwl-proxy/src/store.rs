@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use cwl::{Message, Record, Report, ToolSpec};
-use cwl_agent::session::{SessionError, SessionInfo, SessionWriter, Settings, new_id, now};
+use cwl_agent::session::{Loaded, SessionError, SessionInfo, SessionWriter, Settings, new_id, now};
 
 /// Where conversations are written, and with what settings.
 #[derive(Debug, Clone)]
@@ -86,6 +86,23 @@ impl Log {
     /// No session file.
     pub fn off() -> Self {
         Log { writer: None }
+    }
+
+    /// Reopens a stored conversation to go on writing it, with what it
+    /// holds so far.
+    pub fn reopen(path: &std::path::Path) -> Result<(Log, Loaded), SessionError> {
+        let (writer, loaded) = SessionWriter::reopen(path)?;
+        Ok((
+            Log {
+                writer: Some(writer),
+            },
+            loaded,
+        ))
+    }
+
+    /// The session file, when stored.
+    pub fn path(&self) -> Option<PathBuf> {
+        self.writer.as_ref().map(|w| w.path().to_owned())
     }
 
     /// The session id, when stored.

@@ -591,3 +591,90 @@ async fn two_clients_at_once_keep_their_own_conversations() {
         assert_paired(&messages);
     }
 }
+
+/// The histories a scripted client sends, one per request: two tasks of
+/// reads and edits.
+fn script() -> Vec<Vec<Msg>> {
+    let mut history = Vec::new();
+    let mut out = Vec::new();
+    let mut step = 0;
+    for task in 0..2 {
+        history.push(Msg::User(format!("Task {task}: tidy module {task}")));
+        out.push(history.clone());
+        for i in 0..12 {
+            step += 1;
+            let (name, input) = if i % 4 == 3 {
+                (
+                    "Edit",
+                    format!(
+                        r#"{{"file_path": "src/file_{}.rs", "old_string": "a", "new_string": "b"}}"#,
+                        step - 1
+                    ),
+                )
+            } else {
+                ("Read", format!(r#"{{"file_path": "src/file_{step}.rs"}}"#))
+            };
+            history.push(Msg::Call { step, name, input });
+            history.push(Msg::Result {
+                step,
+                text: output(step),
+            });
+            out.push(history.clone());
+        }
+        history.push(Msg::Done(format!("Done with task {task}.")));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_conversation_is_rebuilt_from_its_session_to_the_same_view() {
+    let budget = 4_000;
+    let client = reqwest::Client::new();
+    let mut bodies = Vec::new();
+    let mut runs = Vec::new();
+    for idle in [
+        std::time::Duration::from_secs(600),
+        std::time::Duration::ZERO,
+    ] {
+        let upstream = Scripted::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = support::proxy_idle(
+            budget,
+            &upstream.url(),
+            &support::dead_url().await,
+            Some(dir.path()),
+            None,
+            idle,
+        )
+        .await;
+        for history in script() {
+            let response = send(&client, &proxy.url("/v1/messages"), body(&history, false)).await;
+            assert_eq!(response.status(), 200);
+        }
+        bodies.push(
+            upstream
+                .seen()
+                .into_iter()
+                .map(|s| s.text())
+                .collect::<Vec<_>>(),
+        );
+        runs.push((
+            proxy.events(),
+            cwl_agent::session::list(dir.path()).unwrap(),
+        ));
+    }
+    let (kept, resumed) = (&runs[0], &runs[1]);
+    assert!(kept.0.iter().any(|e| !e.evicted.is_empty()));
+    assert!(kept.0.iter().skip(1).all(|e| e.route == "continue"));
+    // With no idle time at all, every request after the first rebuilds the
+    // conversation from its session file, and the views are the same.
+    assert!(
+        resumed.0.iter().skip(1).all(|e| e.route == "resume"),
+        "{:?}",
+        resumed.0
+    );
+    assert_eq!(bodies[0], bodies[1]);
+    assert_eq!(resumed.1.len(), 1, "one session, resumed in place");
+    assert!(resumed.0.iter().all(|e| e.conversation == resumed.1[0].id));
+    assert_eq!(resumed.1[0].messages, kept.1[0].messages);
+}

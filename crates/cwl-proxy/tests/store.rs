@@ -78,3 +78,44 @@ async fn each_conversation_is_a_session_with_its_passes() {
     assert_eq!(passes[0] as usize, events[0].tokens_after);
     assert!(passes[1] > passes[0]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_conversation_whose_session_is_gone_starts_afresh() {
+    let anthropic = Scripted::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = support::proxy_idle(
+        80_000,
+        &anthropic.url(),
+        &support::dead_url().await,
+        Some(dir.path()),
+        None,
+        std::time::Duration::ZERO,
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let first = r#"{"role": "user", "content": "hello"}"#;
+    let more = [
+        first,
+        r#"{"role": "assistant", "content": "hi"}"#,
+        r#"{"role": "user", "content": "again"}"#,
+    ];
+    let post = |messages: &[&str]| {
+        client
+            .post(proxy.url("/v1/messages"))
+            .body(format!(
+                r#"{{"model": "m", "messages": [{}]}}"#,
+                messages.join(", ")
+            ))
+            .send()
+    };
+    assert_eq!(post(&[first]).await.unwrap().status(), 200);
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    assert_eq!(post(&more).await.unwrap().status(), 200);
+    let events = proxy.events();
+    assert_eq!(events[1].route, "new");
+    assert_eq!(events[1].pushed, 3);
+    assert_ne!(events[1].conversation, events[0].conversation);
+    assert!(anthropic.seen()[1].text().contains("again"));
+}

@@ -212,6 +212,26 @@ pub async fn proxy_to(
     store: Option<&std::path::Path>,
     max_body: Option<usize>,
 ) -> Running {
+    proxy_idle(
+        budget,
+        anthropic,
+        openai,
+        store,
+        max_body,
+        Duration::from_secs(600),
+    )
+    .await
+}
+
+/// Starts a proxy whose conversations leave memory after `idle`.
+pub async fn proxy_idle(
+    budget: usize,
+    anthropic: &str,
+    openai: &str,
+    store: Option<&std::path::Path>,
+    max_body: Option<usize>,
+    idle: Duration,
+) -> Running {
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let sink = Arc::clone(&events);
     let config = cwl::Config::with_budget(budget).residue_share(None);
@@ -227,7 +247,7 @@ pub async fn proxy_to(
         }),
         config,
         max_body: max_body.unwrap_or(DEFAULT_MAX_BODY),
-        idle: Duration::from_secs(600),
+        idle,
         events: Some(Box::new(move |event: &Event| {
             sink.lock().unwrap().push(event.clone())
         })),
