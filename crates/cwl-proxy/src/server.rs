@@ -155,13 +155,16 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Proxy {
-    /// A proxy counting tokens with `counter`.
+    /// A proxy counting tokens with `counter` (loaded here, so no request
+    /// waits for it).
     pub fn new(options: Options, counter: Arc<dyn TokenCounter>) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(30))
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
         let idle = options.idle;
+        // Load the tokenizer now rather than in the first request.
+        counter.count("cwl");
         Ok(Proxy {
             options,
             client,
