@@ -19,6 +19,7 @@ pub mod cli;
 pub mod conversations;
 pub mod engine;
 pub mod event;
+pub mod identity;
 pub mod server;
 pub mod store;
 pub mod upstream;

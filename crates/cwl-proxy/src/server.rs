@@ -31,9 +31,10 @@ use serde_json::value::RawValue;
 use cwl::{Config, TokenCounter};
 
 use crate::body::Body;
-use crate::conversations::{ConversationId, Conversations, Route, message_hash};
+use crate::conversations::{ConversationId, Conversations, Route};
 use crate::engine::Engine;
 use crate::event::{Event, Sink, warn};
+use crate::identity::Identities;
 use crate::store::{Log, Store};
 use crate::upstream::{ProxyBody, Shape, Upstream, full};
 use crate::wire::openai_chat::OpenAiChat;
@@ -139,6 +140,7 @@ pub struct Proxy {
     options: Options,
     client: reqwest::Client,
     counter: Arc<dyn TokenCounter>,
+    identities: Identities,
     router: Mutex<Router>,
 }
 
@@ -169,6 +171,7 @@ impl Proxy {
             options,
             client,
             counter,
+            identities: Identities::new(),
             router: Mutex::new(Router {
                 conversations: Conversations::new(idle),
                 slots: FxHashMap::default(),
@@ -301,12 +304,8 @@ impl Proxy {
         }
         let raws: Vec<Box<RawValue>> = serde_json::from_str(raw.get())
             .map_err(|e| format!("`{key}` is not an array ({e})"))?;
-        let items = raws
-            .into_iter()
-            .enumerate()
-            .map(|(at, raw)| Item::new(raw).map_err(|e| format!("`{key}[{at}]`: {e}")))
-            .collect::<Result<Vec<Item>, String>>()?;
-        let hashes: Vec<u64> = items.iter().map(|item| message_hash(&item.value)).collect();
+        let items = raws.into_iter().map(Item::new).collect::<Vec<Item>>();
+        let hashes = self.identities.of(&items);
         let now = Instant::now();
         let (route, slot, resume) = {
             let mut router = lock(&self.router);

@@ -63,7 +63,7 @@ impl Wire for Anthropic {
             .iter()
             .map(|item| Unit {
                 items: 1,
-                messages: messages(&item.value, names),
+                messages: messages(item.value(), names),
             })
             .collect()
     }
@@ -72,7 +72,7 @@ impl Wire for Anthropic {
         let Some(item) = items.first() else {
             return Vec::new();
         };
-        let original = &item.value;
+        let original = item.value();
         let content = match original.get("role").and_then(Value::as_str) {
             Some("assistant") => parts
                 .first()
@@ -140,7 +140,7 @@ pub fn breakpoints(body: &Body, items: &[Item]) -> (usize, Option<Value>) {
         }
     }
     for item in items {
-        walk(&item.value, &mut count, &mut last);
+        walk(item.value(), &mut count, &mut last);
     }
     if let Some(top) = body.read::<Value>("cache_control") {
         last = Some(top);
@@ -334,7 +334,7 @@ mod tests {
     use super::*;
 
     fn item(value: Value) -> Item {
-        Item::new(serde_json::value::to_raw_value(&value).unwrap()).unwrap()
+        Item::new(serde_json::value::to_raw_value(&value).unwrap())
     }
 
     #[test]

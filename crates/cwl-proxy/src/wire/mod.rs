@@ -18,6 +18,8 @@ pub mod openai_responses;
 pub mod render;
 mod text;
 
+use std::sync::OnceLock;
+
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -29,20 +31,34 @@ use crate::body::Body;
 pub use render::{Layout, Mark, render};
 pub use text::content_text;
 
-/// One wire item as the client sent it: its bytes and its parsed value.
+/// One wire item as the client sent it: its bytes, parsed only when
+/// needed (most items of a request were seen before and go out as bytes).
 #[derive(Debug)]
 pub struct Item {
     /// The client's JSON, byte for byte.
     pub raw: Box<RawValue>,
-    /// The same, parsed.
-    pub value: Value,
+    value: OnceLock<Value>,
 }
 
 impl Item {
-    /// Reads one item from its raw JSON.
-    pub fn new(raw: Box<RawValue>) -> Result<Item, serde_json::Error> {
-        let value = serde_json::from_str(raw.get())?;
-        Ok(Item { raw, value })
+    /// One item from its raw JSON.
+    pub fn new(raw: Box<RawValue>) -> Item {
+        Item {
+            raw,
+            value: OnceLock::new(),
+        }
+    }
+
+    /// Whether the item was parsed.
+    pub fn parsed(&self) -> bool {
+        self.value.get().is_some()
+    }
+
+    /// The item parsed (valid JSON by construction; `null` only past the
+    /// parser's nesting limit, which the raw value shares).
+    pub fn value(&self) -> &Value {
+        self.value
+            .get_or_init(|| serde_json::from_str(self.raw.get()).unwrap_or(Value::Null))
     }
 }
 

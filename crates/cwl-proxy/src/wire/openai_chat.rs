@@ -41,7 +41,7 @@ impl Wire for OpenAiChat {
             .iter()
             .map(|item| Unit {
                 items: 1,
-                messages: message(&item.value, names).into_iter().collect(),
+                messages: message(item.value(), names).into_iter().collect(),
             })
             .collect()
     }
@@ -50,7 +50,7 @@ impl Wire for OpenAiChat {
         let (Some(item), Some(part)) = (items.first(), parts.first()) else {
             return Vec::new();
         };
-        let mut out = item.value.clone();
+        let mut out = item.value().clone();
         match part.message {
             Message::Assistant { content } => {
                 let Some(fields) = out.as_object_mut() else {
@@ -191,7 +191,7 @@ mod tests {
     use super::*;
 
     fn item(value: Value) -> Item {
-        Item::new(serde_json::value::to_raw_value(&value).unwrap()).unwrap()
+        Item::new(serde_json::value::to_raw_value(&value).unwrap())
     }
 
     #[test]

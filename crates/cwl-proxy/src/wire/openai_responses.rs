@@ -132,12 +132,12 @@ impl Wire for OpenAiResponses {
         while at < items.len() {
             let run = items[at..]
                 .iter()
-                .take_while(|item| is_output(&item.value))
+                .take_while(|item| is_output(item.value()))
                 .count();
             if run > 0 {
                 let content: Vec<Block> = items[at..at + run]
                     .iter()
-                    .map(|item| engine_block(&item.value))
+                    .map(|item| engine_block(item.value()))
                     .collect();
                 for block in &content {
                     if let Block::ToolCall(call) = block {
@@ -152,7 +152,7 @@ impl Wire for OpenAiResponses {
             } else {
                 units.push(Unit {
                     items: 1,
-                    messages: single(&items[at].value, names).into_iter().collect(),
+                    messages: single(items[at].value(), names).into_iter().collect(),
                 });
                 at += 1;
             }
@@ -169,13 +169,13 @@ impl Wire for OpenAiResponses {
             Message::ToolResult(result) => items
                 .first()
                 .map(|item| {
-                    let mut out = item.value.clone();
+                    let mut out = item.value().clone();
                     out["output"] = Value::String(result.content.clone());
                     vec![out]
                 })
                 .unwrap_or_default(),
             Message::System { .. } | Message::User { .. } => {
-                items.iter().map(|item| item.value.clone()).collect()
+                items.iter().map(|item| item.value().clone()).collect()
             }
         }
     }
@@ -194,7 +194,7 @@ fn assistant_items(items: &[Item], content: &[Block]) -> Vec<Value> {
     for block in content {
         let found = items[cursor..]
             .iter()
-            .position(|item| engine_block(&item.value) == *block);
+            .position(|item| engine_block(item.value()) == *block);
         match found {
             Some(offset) => {
                 kept[cursor + offset] = true;
@@ -215,7 +215,7 @@ fn assistant_items(items: &[Item], content: &[Block]) -> Vec<Value> {
     }
     for at in 0..items.len() {
         if kept[at]
-            && kind(&items[at].value) == "reasoning"
+            && kind(items[at].value()) == "reasoning"
             && !kept.get(at + 1).copied().unwrap_or(true)
         {
             kept[at] = false;
@@ -228,7 +228,7 @@ fn assistant_items(items: &[Item], content: &[Block]) -> Vec<Value> {
             out.push(note);
         }
         if kept[at] {
-            out.push(item.value.clone());
+            out.push(item.value().clone());
         }
     }
     out.extend(notes.map(|(_, note)| note));
@@ -240,7 +240,7 @@ mod tests {
     use super::*;
 
     fn item(value: Value) -> Item {
-        Item::new(serde_json::value::to_raw_value(&value).unwrap()).unwrap()
+        Item::new(serde_json::value::to_raw_value(&value).unwrap())
     }
 
     fn codex_turn() -> Vec<Item> {
@@ -312,7 +312,7 @@ mod tests {
             )),
         ];
         let out = assistant_items(unit, &without_first);
-        assert_eq!(out, vec![items[4].value.clone()]);
+        assert_eq!(out, vec![items[4].value().clone()]);
         let with_note = [
             Block::Text {
                 text: "[evicted]".into(),
@@ -326,6 +326,6 @@ mod tests {
         let out = assistant_items(unit, &with_note);
         assert_eq!(out.len(), 2);
         assert_eq!(out[0]["content"][0]["text"], "[evicted]");
-        assert_eq!(out[1], items[4].value);
+        assert_eq!(&out[1], items[4].value());
     }
 }

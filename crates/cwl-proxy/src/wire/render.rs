@@ -179,7 +179,7 @@ impl Renderer<'_> {
             return;
         }
         let mut values: Vec<serde_json::Value> = if whole {
-            items.iter().map(|item| item.value.clone()).collect()
+            items.iter().map(|item| item.value().clone()).collect()
         } else {
             self.wire.rebuild(items, &open.parts)
         };
