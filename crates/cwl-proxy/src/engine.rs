@@ -56,7 +56,8 @@ impl Engine {
     }
 
     /// Rebuilds a conversation that left memory from its stored records:
-    /// the same pushes, inferred episodes and passes in the same order give
+    /// the same pushes, inferred episodes, passes and calibrations in the
+    /// same order give
     /// the same engine, view and cache breakpoint. The stored messages must
     /// be exactly those of `items` (after the system prompt, if the
     /// conversation had one); otherwise nothing is rebuilt.
@@ -108,6 +109,10 @@ impl Engine {
                 Record::Enforce { .. } => {
                     engine.enforce();
                 }
+                Record::Calibrate { local, reported } => {
+                    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+                    engine.context.calibrate(size(*local), size(*reported));
+                }
                 _ => {}
             }
         }
@@ -116,6 +121,22 @@ impl Engine {
             engine.layout.add(unit);
         }
         Ok(engine)
+    }
+
+    /// Tokens the engine counts for the view, before calibration.
+    pub fn counted(&self) -> usize {
+        self.context.counted_tokens()
+    }
+
+    /// Calibrates the count with the provider's figure for a request the
+    /// engine counted as `local`; false when that changes nothing.
+    pub fn calibrate(&mut self, local: usize, reported: usize) -> bool {
+        let offset = reported as i64 - local as i64;
+        let changes = offset != self.context.calibration_offset();
+        if changes {
+            self.context.calibrate(local, reported);
+        }
+        changes
     }
 
     /// Wire items pushed so far.

@@ -23,6 +23,7 @@ pub mod identity;
 pub mod server;
 pub mod store;
 pub mod upstream;
+pub mod usage;
 pub mod wire;
 
 pub use conversations::{ConversationId, Conversations, Route, message_hash};

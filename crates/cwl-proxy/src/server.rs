@@ -37,6 +37,7 @@ use crate::event::{Event, Sink, warn};
 use crate::identity::Identities;
 use crate::store::{Log, Store};
 use crate::upstream::{ProxyBody, Shape, Upstream, full};
+use crate::usage::Meter;
 use crate::wire::openai_chat::OpenAiChat;
 use crate::wire::openai_responses::OpenAiResponses;
 use crate::wire::{Item, Wire, anthropic, anthropic::Anthropic};
@@ -230,7 +231,7 @@ impl Proxy {
                 );
             }
         };
-        let bytes = match Api::of(&parts.method, &path) {
+        let (bytes, pending) = match Api::of(&parts.method, &path) {
             Some(api) => {
                 let proxy = Arc::clone(&self);
                 let original = bytes.clone();
@@ -238,20 +239,25 @@ impl Proxy {
                     .await
                     .unwrap_or_else(|error| {
                         warn(&format!("{path}: {error}; request forwarded unchanged"));
-                        original
+                        (original, None)
                     })
             }
-            None => bytes,
+            None => (bytes, None),
         };
-        self.forward(
-            upstream,
-            parts.method,
-            &parts.uri,
-            &parts.headers,
-            bytes,
-            shape,
-        )
-        .await
+        let response = self
+            .forward(
+                upstream,
+                parts.method,
+                &parts.uri,
+                &parts.headers,
+                bytes,
+                shape,
+            )
+            .await;
+        match pending {
+            Some(pending) if response.status().is_success() => metered(response, pending),
+            _ => response,
+        }
     }
 
     async fn forward(
@@ -270,16 +276,16 @@ impl Proxy {
 
     /// The body to send upstream: the history replaced by the engine's
     /// view, or the body unchanged (with a warning) when that cannot be.
-    fn prepare(&self, api: Api, bytes: Bytes) -> Bytes {
+    fn prepare(&self, api: Api, bytes: Bytes) -> (Bytes, Option<Pending>) {
         match self.rewrite(api, &bytes) {
-            Ok(Some(rewritten)) => Bytes::from(rewritten),
-            Ok(None) => bytes,
+            Ok(Some((rewritten, pending))) => (Bytes::from(rewritten), Some(pending)),
+            Ok(None) => (bytes, None),
             Err(why) => {
                 warn(&format!(
                     "{}: {why}; request forwarded unchanged",
                     api.name()
                 ));
-                bytes
+                (bytes, None)
             }
         }
     }
@@ -287,7 +293,7 @@ impl Proxy {
     /// The rewritten body; `None` when it goes as it is with nothing to
     /// warn about (a Responses request whose input is one string, or that
     /// continues a response stored upstream).
-    fn rewrite(&self, api: Api, bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn rewrite(&self, api: Api, bytes: &[u8]) -> Result<Option<(Vec<u8>, Pending)>, String> {
         let wire = api.wire();
         let key = wire.history_key();
         let body = Body::parse(bytes).map_err(|e| format!("body is not a JSON object ({e})"))?;
@@ -403,7 +409,11 @@ impl Proxy {
                 report.warnings.join("; ")
             ));
         }
-        Ok(Some(body.with(key, &history)))
+        let pending = Pending {
+            slot: Arc::clone(&slot),
+            local: conversation.engine.counted(),
+        };
+        Ok(Some((body.with(key, &history), pending)))
     }
 
     /// A conversation rebuilt from the session at `path`, whose history
@@ -457,6 +467,58 @@ impl Proxy {
         );
         Conversation { engine, log, label }
     }
+}
+
+/// A request sent upstream whose response will report the prompt's size.
+struct Pending {
+    slot: Arc<Slot>,
+    /// What the engine counted for it, before calibration.
+    local: usize,
+}
+
+/// Calibrates the conversation's count when the relayed body ends (or the
+/// client leaves), with what the provider reported.
+struct Calibration {
+    meter: Option<Meter>,
+    pending: Pending,
+}
+
+impl Drop for Calibration {
+    fn drop(&mut self) {
+        let Some(reported) = self.meter.take().and_then(Meter::finish) else {
+            return;
+        };
+        let reported = usize::try_from(reported).unwrap_or(usize::MAX);
+        let local = self.pending.local;
+        if let Some(conversation) = lock(&self.pending.slot.0).as_mut()
+            && conversation.engine.calibrate(local, reported)
+        {
+            conversation.log.calibrate(local, reported);
+        }
+    }
+}
+
+/// The response with its body read for the reported prompt size as it
+/// passes, untouched.
+fn metered(response: Response<ProxyBody>, pending: Pending) -> Response<ProxyBody> {
+    let stream = response
+        .headers()
+        .get(hyper::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/event-stream"));
+    let mut calibration = Calibration {
+        meter: Some(Meter::new(stream)),
+        pending,
+    };
+    response.map(|body| {
+        body.map_frame(move |frame| {
+            if let (Some(data), Some(meter)) = (frame.data_ref(), calibration.meter.as_mut()) {
+                meter.feed(data);
+            }
+            frame
+        })
+        .boxed()
+    })
 }
 
 /// Serves requests on `listener` until it fails.

@@ -1,8 +1,9 @@
 //! Conversations stored as sessions in the project's JSONL format, so
 //! `cwl sessions` lists them and `cwl replay` replays them: a header, the
-//! settings, every message as the proxy pushed it, and after each request
-//! an `enforce` record with the pass's report (the view's size in
-//! `tokens_after`). A store that fails is switched off for that
+//! settings, every message as the proxy pushed it, after each request an
+//! `enforce` record with the pass's report (the view's size in
+//! `tokens_after`), and a `calibrate` record when the provider's reported
+//! prompt size moved the engine's count. A store that fails is switched off for that
 //! conversation with a warning; traffic is never held up by it.
 
 use std::path::PathBuf;
@@ -131,6 +132,14 @@ impl Log {
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0);
         self.append(&Record::Enforce { budget, report });
+    }
+
+    /// Records a calibration of the engine's count by the provider's.
+    pub fn calibrate(&mut self, local: usize, reported: usize) {
+        self.append(&Record::Calibrate {
+            local: local as u64,
+            reported: reported as u64,
+        });
     }
 
     /// Records a note (a warning about the conversation).

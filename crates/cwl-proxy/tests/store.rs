@@ -119,3 +119,82 @@ async fn an_idle_conversation_whose_session_is_gone_starts_afresh() {
     assert_ne!(events[1].conversation, events[0].conversation);
     assert!(anthropic.seen()[1].text().contains("again"));
 }
+
+/// Waits until the only session in `dir` holds a `calibrate` record.
+async fn calibrated(dir: &std::path::Path) -> (u64, u64) {
+    for _ in 0..200 {
+        let sessions = cwl_agent::session::list(dir).unwrap();
+        if let Some(session) = sessions.first() {
+            let loaded = cwl_agent::session::read(&session.path).unwrap();
+            let found = loaded.records.iter().find_map(|(_, r)| match r {
+                Record::Calibrate { local, reported } => Some((*local, *reported)),
+                _ => None,
+            });
+            if let Some(found) = found {
+                return found;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("no calibrate record");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reported_prompt_size_calibrates_the_count_and_survives_a_rebuild() {
+    for idle in [
+        std::time::Duration::from_secs(600),
+        std::time::Duration::ZERO,
+    ] {
+        let anthropic = Scripted::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = support::proxy_idle(
+            80_000,
+            &anthropic.url(),
+            &support::dead_url().await,
+            Some(dir.path()),
+            None,
+            idle,
+        )
+        .await;
+        let client = reqwest::Client::new();
+        anthropic.reply(support::Reply::Chunks {
+            chunks: vec![
+                "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":59990}}}\n\n".into(),
+                "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into(),
+            ],
+            gate: None,
+            drop: false,
+        });
+        let first = r#"{"role": "user", "content": "hello"}"#;
+        let post = |messages: &[&str]| {
+            client
+                .post(proxy.url("/v1/messages"))
+                .body(format!(
+                    r#"{{"model": "m", "stream": true, "messages": [{}]}}"#,
+                    messages.join(", ")
+                ))
+                .send()
+        };
+        let response = post(&[first]).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(response.text().await.unwrap().contains("message_stop"));
+        let (local, reported) = calibrated(dir.path()).await;
+        assert_eq!(reported, 60_000);
+        let events = proxy.events();
+        assert_eq!(local as usize, events[0].tokens_after);
+        let more = [
+            first,
+            r#"{"role": "assistant", "content": "hi"}"#,
+            r#"{"role": "user", "content": "again"}"#,
+        ];
+        post(&more).await.unwrap().text().await.unwrap();
+        let events = proxy.events();
+        let expected_route = if idle.is_zero() { "resume" } else { "continue" };
+        assert_eq!(events[1].route, expected_route);
+        assert!(
+            events[1].tokens_before > 60_000,
+            "{idle:?}: the provider's count applies: {:?}",
+            events[1]
+        );
+    }
+}
