@@ -14,12 +14,14 @@
 //! unchanged ([`server`], [`upstream`]). Conversations are stored as
 //! sessions ([`store`]); each request can be reported as an [`event`].
 
+pub mod api;
 pub mod body;
 pub mod cli;
 pub mod conversations;
 pub mod engine;
 pub mod event;
 pub mod identity;
+mod live;
 pub mod server;
 pub mod store;
 pub mod upstream;

@@ -3,8 +3,9 @@
 //!
 //! Routes: `POST /v1/messages` (Anthropic Messages, with any query
 //! string), `POST /v1/chat/completions` (OpenAI Chat Completions) and
-//! `POST /v1/responses` (OpenAI Responses) go through the engine; `GET /health` answers 200; every other request (count_tokens,
-//! model lists, unknown APIs) is forwarded unchanged, to the Anthropic
+//! `POST /v1/responses` (OpenAI Responses) go through the engine;
+//! `GET /health` answers 200; every other request (count_tokens, model
+//! lists, unknown APIs) is forwarded unchanged, to the Anthropic
 //! upstream when it is an Anthropic path or carries Anthropic headers,
 //! else to the OpenAI one. Headers pass through untouched and are never
 //! logged. A body the proxy cannot read is forwarded unchanged with a
@@ -15,7 +16,7 @@
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -30,17 +31,16 @@ use serde_json::value::RawValue;
 
 use cwl::{Config, TokenCounter};
 
+use crate::api::Api;
 use crate::body::Body;
 use crate::conversations::{ConversationId, Conversations, Route};
 use crate::engine::Engine;
 use crate::event::{Event, Sink, warn};
 use crate::identity::Identities;
+use crate::live::{Conversation, Pending, Slot, lock, metered};
 use crate::store::{Log, Store};
 use crate::upstream::{ProxyBody, Shape, Upstream, full};
-use crate::usage::Meter;
-use crate::wire::openai_chat::OpenAiChat;
-use crate::wire::openai_responses::OpenAiResponses;
-use crate::wire::{Item, Wire, anthropic, anthropic::Anthropic};
+use crate::wire::{Item, Wire, anthropic};
 
 /// Cache breakpoints Anthropic allows in one request: the proxy adds one
 /// only when the client left room.
@@ -82,53 +82,6 @@ impl std::fmt::Debug for Options {
     }
 }
 
-/// An API whose history the proxy runs through the engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    /// Anthropic Messages.
-    Anthropic,
-    /// OpenAI Chat Completions.
-    OpenAiChat,
-    /// OpenAI Responses.
-    OpenAiResponses,
-}
-
-impl Api {
-    fn of(method: &Method, path: &str) -> Option<Api> {
-        match (method, path) {
-            (&Method::POST, "/v1/messages") => Some(Api::Anthropic),
-            (&Method::POST, "/v1/chat/completions") => Some(Api::OpenAiChat),
-            (&Method::POST, "/v1/responses") => Some(Api::OpenAiResponses),
-            _ => None,
-        }
-    }
-
-    fn wire(self) -> &'static dyn Wire {
-        match self {
-            Api::Anthropic => &Anthropic,
-            Api::OpenAiChat => &OpenAiChat,
-            Api::OpenAiResponses => &OpenAiResponses,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Api::Anthropic => "anthropic",
-            Api::OpenAiChat => "openai-chat",
-            Api::OpenAiResponses => "openai-responses",
-        }
-    }
-}
-
-struct Conversation {
-    engine: Engine,
-    log: Log,
-    label: String,
-}
-
-#[derive(Default)]
-struct Slot(Mutex<Option<Conversation>>);
-
 struct Router {
     conversations: Conversations,
     slots: FxHashMap<ConversationId, Arc<Slot>>,
@@ -151,10 +104,6 @@ impl std::fmt::Debug for Proxy {
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Proxy {
@@ -467,58 +416,6 @@ impl Proxy {
         );
         Conversation { engine, log, label }
     }
-}
-
-/// A request sent upstream whose response will report the prompt's size.
-struct Pending {
-    slot: Arc<Slot>,
-    /// What the engine counted for it, before calibration.
-    local: usize,
-}
-
-/// Calibrates the conversation's count when the relayed body ends (or the
-/// client leaves), with what the provider reported.
-struct Calibration {
-    meter: Option<Meter>,
-    pending: Pending,
-}
-
-impl Drop for Calibration {
-    fn drop(&mut self) {
-        let Some(reported) = self.meter.take().and_then(Meter::finish) else {
-            return;
-        };
-        let reported = usize::try_from(reported).unwrap_or(usize::MAX);
-        let local = self.pending.local;
-        if let Some(conversation) = lock(&self.pending.slot.0).as_mut()
-            && conversation.engine.calibrate(local, reported)
-        {
-            conversation.log.calibrate(local, reported);
-        }
-    }
-}
-
-/// The response with its body read for the reported prompt size as it
-/// passes, untouched.
-fn metered(response: Response<ProxyBody>, pending: Pending) -> Response<ProxyBody> {
-    let stream = response
-        .headers()
-        .get(hyper::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with("text/event-stream"));
-    let mut calibration = Calibration {
-        meter: Some(Meter::new(stream)),
-        pending,
-    };
-    response.map(|body| {
-        body.map_frame(move |frame| {
-            if let (Some(data), Some(meter)) = (frame.data_ref(), calibration.meter.as_mut()) {
-                meter.feed(data);
-            }
-            frame
-        })
-        .boxed()
-    })
 }
 
 /// Serves requests on `listener` until it fails.
