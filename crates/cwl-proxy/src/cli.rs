@@ -133,7 +133,7 @@ impl ProxyArgs {
     }
 }
 
-/// Runs `cwl proxy` until interrupted.
+/// Runs `cwl proxy` until interrupted (Ctrl-C or SIGTERM).
 pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     let options = args.options()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -163,8 +163,25 @@ pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
         let proxy = Arc::new(Proxy::new(options, Arc::new(O200k::new()))?);
         tokio::select! {
             served = serve(listener, proxy) => served.context("the proxy stopped")?,
-            _ = tokio::signal::ctrl_c() => eprintln!("cwl proxy: interrupted; stopping"),
+            _ = stop() => eprintln!("cwl proxy: stopping"),
         }
         Ok(())
     })
+}
+
+/// Resolves on Ctrl-C or, on Unix, SIGTERM; the conversations' session
+/// files are then closed as the runtime winds down.
+async fn stop() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
