@@ -678,3 +678,27 @@ async fn an_idle_conversation_is_rebuilt_from_its_session_to_the_same_view() {
     assert!(resumed.0.iter().all(|e| e.conversation == resumed.1[0].id));
     assert_eq!(resumed.1[0].messages, kept.1[0].messages);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_request_goes_out_the_same() {
+    let upstream = Scripted::start().await;
+    let proxy = support::proxy_to(
+        80_000,
+        &upstream.url(),
+        &support::dead_url().await,
+        None,
+        None,
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let history = script().pop().unwrap();
+    for _ in 0..2 {
+        let response = send(&client, &proxy.url("/v1/messages"), body(&history, true)).await;
+        assert_eq!(response.status(), 200);
+    }
+    let events = proxy.events();
+    assert_eq!((events[1].route, events[1].pushed), ("continue", 0));
+    assert_eq!(events[0].tokens_after, events[1].tokens_after);
+    let seen = upstream.seen();
+    assert_eq!(seen[0].text(), seen[1].text());
+}
