@@ -224,7 +224,7 @@ fn messages(message: &Value, names: &mut CallNames) -> Vec<Message> {
                 if kind(&block) == "tool_result" {
                     let call_id = text_of(&block, "tool_use_id");
                     out.push(Message::ToolResult(ToolResult {
-                        tool_name: names.get(&call_id).cloned().unwrap_or_default(),
+                        tool_name: names.remove(&call_id).unwrap_or_default(),
                         call_id,
                         content: content_text(block.get("content").unwrap_or(&Value::Null)),
                         is_error: block

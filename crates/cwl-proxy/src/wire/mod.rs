@@ -84,7 +84,8 @@ pub struct Part<'a> {
 }
 
 /// Tool names by call id, so a result (which names only its call) gets
-/// its tool's name.
+/// its tool's name; an entry goes when its result comes, so the map holds
+/// only calls still waiting.
 pub type CallNames = FxHashMap<String, String>;
 
 /// A provider's message format.

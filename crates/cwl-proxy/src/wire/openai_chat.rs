@@ -176,7 +176,7 @@ fn message(value: &Value, names: &mut CallNames) -> Option<Message> {
         "tool" => {
             let call_id = value.get("tool_call_id")?.as_str()?.to_string();
             Some(Message::ToolResult(ToolResult {
-                tool_name: names.get(&call_id).cloned().unwrap_or_default(),
+                tool_name: names.remove(&call_id).unwrap_or_default(),
                 call_id,
                 content: content(),
                 is_error: false,

@@ -87,7 +87,7 @@ fn engine_block(item: &Value) -> Block {
     }
 }
 
-fn single(item: &Value, names: &CallNames) -> Option<Message> {
+fn single(item: &Value, names: &mut CallNames) -> Option<Message> {
     let content = || content_text(item.get("content").unwrap_or(&Value::Null));
     match kind(item) {
         "message" => match role(item) {
@@ -98,7 +98,7 @@ fn single(item: &Value, names: &CallNames) -> Option<Message> {
         "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
             let call_id = item.get("call_id")?.as_str()?.to_string();
             Some(Message::ToolResult(ToolResult {
-                tool_name: names.get(&call_id).cloned().unwrap_or_default(),
+                tool_name: names.remove(&call_id).unwrap_or_default(),
                 call_id,
                 content: content_text(item.get("output").unwrap_or(&Value::Null)),
                 is_error: false,
