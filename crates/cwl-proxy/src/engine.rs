@@ -193,7 +193,7 @@ impl Engine {
         report
     }
 
-    /// The history to send: the view in wire form (see [`render`]), with
+    /// The history to send: the view in wire form (see [`render()`]), with
     /// a cache breakpoint of this `cache_control` value when one is given.
     pub fn render(
         &self,

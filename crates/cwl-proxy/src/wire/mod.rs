@@ -6,7 +6,7 @@
 //! Anthropic user message holding three tool results and a text is one
 //! unit of four engine messages; a Responses reasoning item, message item
 //! and function call are one unit of one assistant message). The engine's
-//! view is mapped back unit by unit ([`render`]): a unit whose engine
+//! view is mapped back unit by unit ([`render()`]): a unit whose engine
 //! messages are all in the view unchanged goes out as the client's own
 //! bytes; a unit the engine altered is rebuilt by its format, keeping the
 //! client's JSON for every block that survived; residues and the index
