@@ -64,15 +64,32 @@ async fn chat_completions_stay_within_budget_with_calls_paired() {
     ];
     let mut requests = 0;
     for step in 1..=40 {
+        // Every fifth step reads two files at once.
+        let calls: Vec<String> = if step % 5 == 0 {
+            vec![format!("call_{step}a"), format!("call_{step}b")]
+        } else {
+            vec![format!("call_{step}")]
+        };
+        let listed: Vec<String> = calls
+            .iter()
+            .map(|id| {
+                format!(
+                    r#"{{"id": "{id}", "type": "function", "function": {{"name": "read", "arguments": {}}}}}"#,
+                    quoted(&format!(r#"{{"path": "src/{id}.py"}}"#))
+                )
+            })
+            .collect();
         messages.push(format!(
-            r#"{{"role": "assistant", "content": null, "tool_calls": [{{"id": "call_{step}", "type": "function", "function": {{"name": "read", "arguments": {}}}}}]}}"#,
-            quoted(&format!(r#"{{"path": "src/mod_{step}.py"}}"#))
+            r#"{{"role": "assistant", "content": null, "tool_calls": [{}]}}"#,
+            listed.join(", ")
         ));
-        messages.push(format!(
-            r#"{{"role": "tool", "tool_call_id": "call_{step}", "content": {}}}"#,
-            quoted(&lines(step))
-        ));
-        if step % 10 == 0 {
+        for id in &calls {
+            messages.push(format!(
+                r#"{{"role": "tool", "tool_call_id": "{id}", "content": {}}}"#,
+                quoted(&lines(step))
+            ));
+        }
+        if step % 10 == 0 && step < 40 {
             messages.push(format!(
                 r#"{{"role": "assistant", "content": "done part {step}"}}"#
             ));
@@ -143,9 +160,12 @@ async fn chat_completions_stay_within_budget_with_calls_paired() {
         assert_eq!(sent[0]["content"], "You are pi.");
     }
     let last = history(&seen.last().unwrap().body, "messages");
+    // The latest assistant turn (two parallel calls) and its results, byte for byte.
     let n = last.len();
-    assert_eq!(last[n - 1].get(), messages[messages.len() - 1]);
-    assert_eq!(last[n - 2].get(), messages[messages.len() - 2]);
+    for back in 1..=3 {
+        assert_eq!(last[n - back].get(), messages[messages.len() - back]);
+    }
+    assert!(last[n - 3].get().contains("call_40a"));
     let text = seen.last().unwrap().text();
     for turn in [
         "Task: port the module",
