@@ -433,6 +433,37 @@ mod tests {
     }
 
     #[test]
+    fn system_messages_and_server_blocks_are_kept() {
+        let mut names = CallNames::default();
+        let search = json!({"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"query": "x"}});
+        let items = [
+            item(json!({"role": "system", "content": "reminder"})),
+            item(json!({"role": "assistant", "content": [search.clone(),
+                {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]})),
+            item(json!({"role": "user", "content": []})),
+        ];
+        let units = Anthropic.units(&items, &mut names);
+        assert_eq!(units[0].messages, vec![Message::system("reminder")]);
+        assert!(units[2].messages.is_empty(), "nothing for the engine");
+        // Evicting the Read call keeps the server block, as the client sent it.
+        let Message::Assistant { content } = &units[1].messages[0] else {
+            panic!("{:?}", units[1])
+        };
+        let altered = Message::Assistant {
+            content: vec![content[0].clone()],
+        };
+        let parts = [Part {
+            index: 0,
+            message: &altered,
+            altered: true,
+        }];
+        assert_eq!(
+            Anthropic.rebuild(&items[1..2], &parts),
+            vec![json!({"role": "assistant", "content": [search]})]
+        );
+    }
+
+    #[test]
     fn breakpoints_are_counted_and_placed_once() {
         let body = Body::parse(
             br#"{"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}],"messages":[]}"#,
