@@ -19,6 +19,8 @@
 //! act_outputs = "stub"            # old acts' outputs stubbed first, or "keep"
 //! env_deny = ["*_API_KEY", "*_TOKEN", "*SECRET*"]  # variables `bash` does not get
 //! stream_idle_timeout = "90s"     # a model stream silent this long is retried
+//! approval = "on-mutate"          # or "never", "always": which tool calls ask first
+//! sandbox = "workspace-write"     # what bash may write: off, workspace-write, read-only
 //!
 //! [[models]]                      # add or replace model table entries
 //! name = "qwen3-coder"
@@ -75,6 +77,12 @@ pub struct FileConfig {
     /// seconds, as a TOML number too).
     #[serde(default, deserialize_with = "duration_text")]
     pub stream_idle_timeout: Option<String>,
+    /// Which tool calls ask for approval (`never`, `on-mutate`, `always`;
+    /// `None`: on-mutate when stdin is a terminal, else never).
+    pub approval: Option<String>,
+    /// What `bash` commands may write: `off`, `workspace-write` or
+    /// `read-only` (see [`crate::tools::sandbox`]).
+    pub sandbox: Option<String>,
     /// Model table entries; each replaces the built-in entry of that name.
     #[serde(default)]
     pub models: Vec<ModelInfo>,
@@ -216,6 +224,7 @@ max_turns = 12
 low_water = "60%"
 residue_share = "off"
 stream_idle_timeout = "45s"
+sandbox = "read-only"
 
 [[models]]
 name = "local-model"
@@ -231,6 +240,7 @@ output_price = 1.5
         assert_eq!(config.low_water.as_deref(), Some("60%"));
         assert_eq!(config.residue_share.as_deref(), Some("off"));
         assert_eq!(config.stream_idle_timeout.as_deref(), Some("45s"));
+        assert_eq!(config.sandbox.as_deref(), Some("read-only"));
         assert_eq!(config.models.len(), 1);
         assert_eq!(config.models[0].context_window, 32_000);
         assert_eq!(config.models[0].input_price, Some(0.5));

@@ -28,6 +28,8 @@ fn agent_args(server: &ScriptedServer, cwd: &Path, sessions: &Path, config: &Pat
         cwd: Some(cwd.to_owned()),
         session_dir: Some(sessions.to_owned()),
         config: Some(config.to_owned()),
+        // Never asks, even when the test runs with a terminal on stdin.
+        approval: Some(cwl_agent::agent::ApprovalMode::Never),
         ..AgentArgs::default()
     }
 }

@@ -399,6 +399,8 @@ fn run_cli_with_stall(flag: Option<Duration>, config: &str) -> anyhow::Result<()
             session_dir: Some(sessions.path().to_owned()),
             config: Some(config_path),
             stream_idle_timeout: flag,
+            // Never asks, even when the test runs with a terminal on stdin.
+            approval: Some(cwl_agent::agent::ApprovalMode::Never),
             ..AgentArgs::default()
         },
         tasks: Vec::new(),

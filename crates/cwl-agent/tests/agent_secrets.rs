@@ -270,6 +270,8 @@ fn cli_run_with_keys_in_the_environment() {
             cwd: Some(work.path().to_owned()),
             session_dir: Some(sessions.path().to_owned()),
             config: Some(config),
+            // Never asks, even when the test runs with a terminal on stdin.
+            approval: Some(cwl_agent::agent::ApprovalMode::Never),
             ..AgentArgs::default()
         },
         tasks: vec!["look around".into(), "again".into()],
@@ -317,6 +319,8 @@ fn a_bad_env_deny_pattern_stops_the_cli_with_the_file_and_the_pattern() {
             cwd: Some(work.path().to_owned()),
             session_dir: Some(sessions.path().to_owned()),
             config: Some(config),
+            // Never asks, even when the test runs with a terminal on stdin.
+            approval: Some(cwl_agent::agent::ApprovalMode::Never),
             ..AgentArgs::default()
         },
         tasks: vec!["x".into()],

@@ -125,6 +125,8 @@ fn a_concurrent_cwl_run_resume_fails_with_the_pid_and_writes_nothing() {
         cwd: Some(work.path().to_owned()),
         session_dir: Some(sessions.path().to_owned()),
         config: Some(config.clone()),
+        // Never asks, even when the test runs with a terminal on stdin.
+        approval: Some(cwl_agent::agent::ApprovalMode::Never),
         ..AgentArgs::default()
     };
     cli::run_run(RunArgs {

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::Path;
 
 use cwl::ToolCall;
-use cwl_agent::tools::{ExecContext, TOOL_NAMES, ToolConfig, ToolOutput, Toolbox, is_mutating};
+use cwl_agent::tools::{ExecContext, ToolConfig, ToolOutput, Toolbox};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -63,7 +63,11 @@ async fn specs_are_the_seven_tools_with_object_schemas() {
     let (_dir, tb) = workspace(ToolConfig::default());
     let specs = tb.specs();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, TOOL_NAMES);
+    assert_eq!(
+        names,
+        ["read", "write", "edit", "bash", "grep", "glob", "ls"]
+    );
+    assert_eq!(tb.registry().names(), names);
     assert!(!names.contains(&"delimiter"));
     for spec in &specs {
         assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
@@ -76,8 +80,8 @@ async fn specs_are_the_seven_tools_with_object_schemas() {
             );
         }
     }
-    assert!(is_mutating("write") && is_mutating("edit"));
-    assert!(!is_mutating("bash") && !is_mutating("read") && !is_mutating("delimiter"));
+    assert!(tb.is_mutating("write") && tb.is_mutating("edit"));
+    assert!(!tb.is_mutating("bash") && !tb.is_mutating("read") && !tb.is_mutating("delimiter"));
 }
 
 #[tokio::test]

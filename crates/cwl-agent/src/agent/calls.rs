@@ -1,7 +1,10 @@
 //! Answering the tool calls of one assistant message, in order, each once.
 
-use cwl::{Accepted, Block, DELIMITER, DelimiterOutcome, EpisodeKind, Message, RECALL, Record};
+use cwl::{
+    Accepted, Block, DELIMITER, DelimiterOutcome, EpisodeKind, Message, RECALL, Record, ToolCall,
+};
 
+use super::approval::{self, Decision};
 use super::{Agent, AgentError, Event, limits};
 use crate::session;
 use crate::tools::{ExecContext, ToolOutput};
@@ -10,6 +13,19 @@ use crate::tools::{ExecContext, ToolOutput};
 const NOT_RUN: &str =
     "Not run: the task was interrupted before this call ran. Run it again if it is still needed.";
 
+/// Times an approval question is asked before the call counts as declined.
+const MAX_ASKS: usize = 3;
+
+/// What the approval step decided about a call.
+enum Gate {
+    /// Run it.
+    Run,
+    /// The user declined: the error result to answer with.
+    Declined(String),
+    /// The task was interrupted while the question was open.
+    Interrupted,
+}
+
 impl Agent {
     /// Answers every tool call of `message` (already pushed) with a result,
     /// in call order. Delimiter calls get the engine's outcome, recall calls
@@ -17,7 +33,9 @@ impl Agent {
     /// (read-only, so allowed in any episode); other calls
     /// run in the toolbox, told which exploration episode is active at that
     /// point of the message (`active` is the episode before it). A toolbox
-    /// call is recorded as started ([`Record::ToolStarted`]) before it runs.
+    /// call first asks the user when the approval mode says so (a declined
+    /// call is answered with an error result and never runs), then is
+    /// recorded as started ([`Record::ToolStarted`]) and runs.
     ///
     /// When the interrupt is triggered the running call is dropped and
     /// answered as possibly run in part, the later ones as not run
@@ -68,6 +86,15 @@ impl Agent {
                     },
                     Err(error) => ToolOutput::error(error.to_string()),
                 }
+            } else if let Some(output) = match self.approve(call).await? {
+                Gate::Run => None,
+                Gate::Declined(text) => Some(ToolOutput::error(text)),
+                Gate::Interrupted => {
+                    stopped = Some(format!("the `{}` call was waiting for approval", call.name));
+                    Some(ToolOutput::error(NOT_RUN))
+                }
+            } {
+                output
             } else {
                 let exploration = match &active {
                     Some((name, EpisodeKind::Expl)) => Some(name.clone()),
@@ -110,6 +137,51 @@ impl Agent {
             self.push(Message::ToolResult(result), None, None)?;
         }
         Ok(stopped)
+    }
+
+    /// Asks the user about `call` when the approval mode says so; an
+    /// answer that is not understood is noted and the question asked
+    /// again, up to [`MAX_ASKS`] times.
+    async fn approve(&mut self, call: &ToolCall) -> Result<Gate, AgentError> {
+        let Some(request) = self.approvals.request(&self.toolbox, call) else {
+            return Ok(Gate::Run);
+        };
+        let interrupt = self.interrupt.clone();
+        for _ in 0..MAX_ASKS {
+            self.observer.event(&Event::ApprovalRequest {
+                id: request.id.clone(),
+                name: request.name.clone(),
+                arguments: request.arguments.clone(),
+                mutating: request.mutating,
+            });
+            let answer = tokio::select! {
+                biased;
+                () = interrupt.triggered() => return Ok(Gate::Interrupted),
+                answer = self.approvals.ask(&request) => answer,
+            };
+            match answer {
+                Ok(Decision::Approve) => return Ok(Gate::Run),
+                Ok(Decision::Always) => {
+                    self.approvals.remember(&call.name);
+                    self.note(format!(
+                        "`{}` calls run without asking for the rest of this process",
+                        call.name
+                    ))?;
+                    return Ok(Gate::Run);
+                }
+                Ok(Decision::Deny { reason }) => {
+                    return Ok(Gate::Declined(approval::declined(
+                        &call.name,
+                        reason.as_deref(),
+                    )));
+                }
+                Err(invalid) => self.note(invalid.0)?,
+            }
+        }
+        Ok(Gate::Declined(approval::declined(
+            &call.name,
+            Some(&format!("no answer understood after {MAX_ASKS} tries")),
+        )))
     }
 
     /// The answer to a call the interrupt cut short.

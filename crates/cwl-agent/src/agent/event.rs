@@ -25,6 +25,20 @@ pub enum Event {
         /// The piece of reasoning.
         text: String,
     },
+    /// A tool call waits for the user's approval (`--approval`); with
+    /// `--json` the reply is one JSON line on stdin (see
+    /// [`JsonApprover`](super::JsonApprover)).
+    ApprovalRequest {
+        /// The call id as the model sent it.
+        id: String,
+        /// The tool.
+        name: String,
+        /// The raw JSON arguments.
+        arguments: String,
+        /// Whether the call may change something (false: the mode is
+        /// `always`).
+        mutating: bool,
+    },
     /// A tool ran (or was refused).
     ToolResult {
         /// The call id as the model sent it.

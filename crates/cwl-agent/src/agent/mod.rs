@@ -9,6 +9,7 @@
 //! the request's tail. Everything that happens is written to the session
 //! file as it happens and reported to an [`Observer`].
 
+pub mod approval;
 mod calls;
 mod event;
 mod interrupt;
@@ -27,6 +28,10 @@ use crate::secrets::Redactor;
 use crate::session::{self, SessionError, SessionInfo, SessionWriter, Settings};
 use crate::tools::Toolbox;
 
+pub use approval::{
+    ApprovalMode, ApprovalRequest, Approver, Decision, InvalidAnswer, JsonApprover,
+    TerminalApprover,
+};
 pub use event::{Collect, Event, Observer, Silent};
 pub use interrupt::Interrupt;
 pub use status::STATUS_RESERVE;
@@ -250,6 +255,8 @@ pub struct Agent {
     interrupt: Interrupt,
     /// The text of the last task while it has no final answer yet.
     unfinished: Option<String>,
+    /// Which calls ask the user first, and how.
+    approvals: approval::Approvals,
 }
 
 impl std::fmt::Debug for Agent {
@@ -290,7 +297,9 @@ impl Agent {
         writer.append(&settings.record())?;
         let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
         let context = Context::new(
-            settings.config(options.engine_budget()),
+            settings
+                .config(options.engine_budget())
+                .classes(toolbox.classes()),
             Arc::clone(&counter),
             tools,
         );
@@ -345,7 +354,9 @@ impl Agent {
             &loaded,
             path,
             Arc::clone(&counter),
-            settings.config(options.engine_budget()),
+            settings
+                .config(options.engine_budget())
+                .classes(toolbox.classes()),
         )?;
         if recorded != Some(settings) {
             writer.append(&settings.record())?;
@@ -437,6 +448,7 @@ impl Agent {
             checkpoint_len: 0,
             interrupt: Interrupt::new(),
             unfinished: None,
+            approvals: approval::Approvals::never(),
         }
     }
 
@@ -445,6 +457,18 @@ impl Agent {
     /// flag stops every later task too until it is cleared.
     pub fn interrupt(&self) -> Interrupt {
         self.interrupt.clone()
+    }
+
+    /// Makes tool calls ask `approver` before they run, as `mode` says
+    /// (an agent starts with [`ApprovalMode::Never`]). Tools approved
+    /// "always" before are forgotten.
+    pub fn set_approval(&mut self, mode: ApprovalMode, approver: Box<dyn Approver>) {
+        self.approvals = approval::Approvals::new(mode, approver);
+    }
+
+    /// Which tool calls ask for approval.
+    pub fn approval_mode(&self) -> ApprovalMode {
+        self.approvals.mode()
     }
 
     /// The text of the session's last task when it has no final answer:

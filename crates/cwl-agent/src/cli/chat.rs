@@ -1,6 +1,6 @@
 //! `cwl chat`: a line REPL over the same loop as `cwl run`.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
@@ -8,10 +8,11 @@ use futures_util::future::BoxFuture;
 use super::ChatArgs;
 use super::advice::after_failure;
 use super::exit::UsageError;
+use super::lines::StdinLines;
 use super::setup::{Started, start};
 use super::signals::{self, EXIT_INTERRUPTED, Received, Signals};
-use crate::agent::AgentError;
 use crate::agent::status::human_tokens;
+use crate::agent::{AgentError, ApprovalMode};
 use crate::render::Renderer;
 
 /// The commands a chat line may start with `/` for.
@@ -60,7 +61,17 @@ fn parse_line(line: &str) -> Line<'_> {
 
 pub(super) async fn chat(args: ChatArgs) -> anyhow::Result<()> {
     let interactive = std::io::stdin().is_terminal();
-    chat_with(args, interactive, || Box::pin(read_line()), Signals::listen).await
+    let lines = StdinLines::shared();
+    let next_line = move || -> BoxFuture<'static, anyhow::Result<Option<String>>> {
+        let lines = lines.clone();
+        Box::pin(async move {
+            lines
+                .next("› ")
+                .await
+                .map_err(|error| anyhow::anyhow!("cannot read from stdin: {error}"))
+        })
+    };
+    chat_with(args, interactive, next_line, Signals::listen).await
 }
 
 /// The REPL over any source of lines (`None`: end of input), stopped by
@@ -81,8 +92,12 @@ async fn chat_with(
     let mut started = start(&args.agent)?;
     let mut signals = listen(Arc::clone(&started.renderer))?;
     let interrupt = started.agent.interrupt();
+    let approval = match started.agent.approval_mode() {
+        ApprovalMode::Never => String::new(),
+        mode => format!(" · approval {mode}"),
+    };
     started.info(&format!(
-        "cwl chat · {} · budget {} · session {} · /status, /help, /exit",
+        "cwl chat · {} · budget {}{approval} · session {} · /status, /help, /exit",
         started.agent.options().model.name,
         human_tokens(started.agent.options().budget),
         started.agent.session_id()
@@ -210,22 +225,6 @@ fn status(started: &Started) {
     ));
 }
 
-/// One line of stdin, after a prompt on stderr; `None` at end of input.
-async fn read_line() -> anyhow::Result<Option<String>> {
-    tokio::task::spawn_blocking(|| {
-        let mut stderr = std::io::stderr();
-        let _ = write!(stderr, "› ");
-        let _ = stderr.flush();
-        let mut line = String::new();
-        match std::io::stdin().read_line(&mut line) {
-            Ok(0) => Ok(None),
-            Ok(_) => Ok(Some(line)),
-            Err(error) => Err(anyhow::anyhow!("cannot read from stdin: {error}")),
-        }
-    })
-    .await?
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +250,8 @@ mod tests {
                 session_dir: Some(sessions.to_owned()),
                 config: Some(config),
                 json: true,
+                // Never asks, even when the test runs with a terminal on stdin.
+                approval: Some(crate::agent::ApprovalMode::Never),
                 ..AgentArgs::default()
             },
         }
@@ -358,6 +359,8 @@ mod tests {
                 session_dir: Some(sessions.path().to_owned()),
                 config: Some(config),
                 json: true,
+                // Never asks, even when the test runs with a terminal on stdin.
+                approval: Some(crate::agent::ApprovalMode::Never),
                 ..AgentArgs::default()
             },
         };

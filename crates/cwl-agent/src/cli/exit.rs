@@ -6,7 +6,7 @@
 //! |--------|---------|
 //! | 0      | success |
 //! | 1      | a runtime failure: the model API, a tool, a file, the session |
-//! | 2      | a usage error: a bad flag or flag value (a budget too small included), a bad config file or value, an unknown session, no or empty task, an unknown `cwl chat` command, a missing or unusable API key or base URL |
+//! | 2      | a usage error: a bad flag or flag value (a budget too small included), a bad config file or value, an unknown session, no or empty task, an unknown `cwl chat` command, a missing or unusable API key or base URL, a `--sandbox` (or config `sandbox`) the kernel cannot enforce |
 //! | 130    | interrupted (Ctrl-C) |
 
 use crate::agent::AgentError;

@@ -12,6 +12,7 @@
 mod advice;
 mod chat;
 mod exit;
+mod lines;
 mod run;
 mod sessions;
 mod setup;
@@ -22,7 +23,9 @@ use std::path::PathBuf;
 use clap::Args;
 use cwl::{Budget, ResidueCap, Share};
 
+use crate::agent::ApprovalMode;
 use crate::provider::{ProviderKind, ReasoningEffort};
+use crate::tools::Sandbox;
 
 pub use exit::{RUNTIME, USAGE, UsageError, error_line, exit_code, is_usage};
 pub use signals::EXIT_INTERRUPTED;
@@ -117,6 +120,15 @@ pub struct AgentArgs {
     #[arg(long)]
     pub allow_outside_writes: bool,
 
+    /// What bash commands may write, enforced by the kernel (Landlock,
+    /// Linux): `workspace-write` (only --cwd and the temp directory),
+    /// `read-only` (nothing) or `off`. Default: the config file's sandbox,
+    /// else workspace-write, or off with a warning where the kernel cannot
+    /// enforce it; asked for explicitly, a sandbox the kernel cannot enforce
+    /// is an error.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<Sandbox>,
+
     /// Ask the model to reason: low, medium or high.
     #[arg(long, value_name = "EFFORT", value_parser = parse_effort)]
     pub reasoning: Option<ReasoningEffort>,
@@ -124,6 +136,16 @@ pub struct AgentArgs {
     /// Print events as JSON lines on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+
+    /// Which tool calls ask before they run: `never`; `on-mutate` (write,
+    /// edit, and bash commands that are not read-only); `always` (every
+    /// tool call). Answer y, n or a (always allow that tool for the rest of
+    /// the process); with --json, an approval_request event is printed and
+    /// the answer is one JSON line on stdin: {"approve": true|false|"always"}.
+    /// Default: the config file's approval, else on-mutate when stdin is a
+    /// terminal and never when it is not.
+    #[arg(long, value_name = "MODE")]
+    pub approval: Option<ApprovalMode>,
 
     /// How long a model stream may send nothing before it counts as a
     /// dropped connection and the call is retried: seconds, or 500ms, 2m.
@@ -317,6 +339,10 @@ mod tests {
             "off",
             "--stream-idle-timeout",
             "200ms",
+            "--approval",
+            "on-mutate",
+            "--sandbox",
+            "read-only",
         ])
         .unwrap()
         .args;
@@ -331,6 +357,8 @@ mod tests {
             run.agent.stream_idle_timeout,
             Some(std::time::Duration::from_millis(200))
         );
+        assert_eq!(run.agent.approval, Some(ApprovalMode::OnMutate));
+        assert_eq!(run.agent.sandbox, Some(Sandbox::ReadOnly));
         for bad in [
             &["run", "--budget", "lots"][..],
             &["run", "--provider", "gemini"],
@@ -340,9 +368,38 @@ mod tests {
             &["run", "--residue-share", "none-at-all"],
             &["run", "--stream-idle-timeout", "0"],
             &["run", "--stream-idle-timeout", "forever"],
+            &["run", "--approval", "sometimes"],
+            &["run", "--sandbox", "strict"],
         ] {
             let error = Run::try_parse_from(bad).unwrap_err().to_string();
             assert!(error.contains(bad[2]), "{error}");
         }
+    }
+
+    #[test]
+    fn approval_comes_from_the_flag_then_the_config_file() {
+        let file = |text: &str| crate::config::FileConfig {
+            approval: Some(text.to_string()),
+            ..Default::default()
+        };
+        let flag = AgentArgs {
+            approval: Some(ApprovalMode::Never),
+            ..AgentArgs::default()
+        };
+        let none = AgentArgs::default();
+        assert_eq!(
+            setup::approval_mode(&flag, &file("always")).unwrap(),
+            ApprovalMode::Never
+        );
+        assert_eq!(
+            setup::approval_mode(&none, &file("always")).unwrap(),
+            ApprovalMode::Always
+        );
+        let error = setup::approval_mode(&none, &file("maybe")).unwrap_err();
+        assert_eq!(exit_code(&error), USAGE);
+        assert_eq!(
+            error.to_string(),
+            "config file: approval: expected never, on-mutate or always, not \"maybe\""
+        );
     }
 }

@@ -10,7 +10,7 @@ use super::advice::after_failure;
 use super::exit::UsageError;
 use super::setup::start;
 use super::signals::{self, EXIT_INTERRUPTED, Signals};
-use crate::agent::AgentError;
+use crate::agent::{AgentError, ApprovalMode};
 use crate::{config, session};
 
 pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -90,15 +90,27 @@ fn check_unfinished(args: &RunArgs) -> anyhow::Result<()> {
 }
 
 /// PROMPT, then each --task; with neither, the non-empty lines of stdin
-/// when it is not a terminal. None at all only with `--resume`.
+/// when it is not a terminal and approvals do not read it (then, with
+/// `--resume`, none: the unfinished task goes on). None at all only with
+/// `--resume`.
 fn tasks(args: &RunArgs) -> anyhow::Result<Vec<String>> {
     let mut tasks: Vec<String> = args.prompt.iter().chain(&args.tasks).cloned().collect();
     if tasks.is_empty() && !std::io::stdin().is_terminal() {
-        for line in std::io::stdin().lock().lines() {
-            let line = line.map_err(|e| anyhow::anyhow!("cannot read tasks from stdin: {e}"))?;
-            if !line.trim().is_empty() {
-                tasks.push(line);
+        let file = config::load(args.agent.config.as_deref())?;
+        let approval = super::setup::approval_mode(&args.agent, &file)?;
+        if approval == ApprovalMode::Never {
+            for line in std::io::stdin().lock().lines() {
+                let line =
+                    line.map_err(|e| anyhow::anyhow!("cannot read tasks from stdin: {e}"))?;
+                if !line.trim().is_empty() {
+                    tasks.push(line);
+                }
             }
+        } else if args.agent.resume.is_none() {
+            return Err(UsageError::new(format!(
+                "no task given, and with --approval {approval} stdin carries the answers to approval questions, not tasks: pass PROMPT or --task TEXT"
+            ))
+            .into());
         }
     }
     if let Some(empty) = tasks.iter().position(|t| t.trim().is_empty()) {

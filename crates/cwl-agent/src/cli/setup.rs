@@ -8,7 +8,11 @@ use cwl::Budget;
 
 use super::AgentArgs;
 use super::exit::UsageError;
-use crate::agent::{Agent, AgentOptions, DEFAULT_MAX_TURNS, Observer};
+use super::lines::StdinLines;
+use crate::agent::{
+    Agent, AgentOptions, ApprovalMode, Approver, DEFAULT_MAX_TURNS, JsonApprover, Observer,
+    TerminalApprover,
+};
 use crate::config::{self, FileConfig};
 use crate::provider::{
     AnthropicConfig, AnthropicProvider, ModelTable, OpenAiConfig, OpenAiProvider, Provider,
@@ -17,7 +21,7 @@ use crate::provider::{
 use crate::render::{RenderOptions, Renderer, Summary};
 use crate::secrets::Secrets;
 use crate::session::{self, SessionInfo};
-use crate::tools::{ToolConfig, Toolbox};
+use crate::tools::{Sandbox, ToolConfig, Toolbox, sandbox};
 
 /// Default model per provider.
 fn default_model(kind: ProviderKind) -> &'static str {
@@ -108,11 +112,13 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         (None, Some(h)) if PathBuf::from(&h.cwd).is_dir() => PathBuf::from(&h.cwd),
         _ => std::env::current_dir().context("cannot read the current directory")?,
     };
+    let (sandbox, sandbox_warning) = sandbox_mode(args, &file, &cwd)?;
     let toolbox = Toolbox::new(
         &cwd,
         ToolConfig {
             allow_outside_writes: args.allow_outside_writes,
             secrets: Secrets::from_process(&file.env_deny.clone().unwrap_or_default()),
+            sandbox,
             ..ToolConfig::default()
         },
     )?;
@@ -167,12 +173,61 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     let renderer = Arc::new(Mutex::new(Renderer::stdio(RenderOptions::detect(
         args.json,
     ))));
+    if let Some(warning) = sandbox_warning {
+        lock(&renderer).info(&warning);
+    }
     let observer: Box<dyn Observer> = Box::new(Arc::clone(&renderer));
-    let agent = match resumed {
+    let approval = approval_mode(args, &file)?;
+    let mut agent = match resumed {
         Some((path, _)) => Agent::resume(provider, toolbox, options, &path, observer)?,
         None => Agent::create(provider, toolbox, options, &dir, observer)?,
     };
+    if approval != ApprovalMode::Never {
+        let lines = StdinLines::shared().reader();
+        let approver: Box<dyn Approver> = if args.json {
+            Box::new(JsonApprover::new(lines))
+        } else {
+            Box::new(TerminalApprover::new(lines, Box::new(std::io::stderr())))
+        };
+        agent.set_approval(approval, approver);
+    }
     Ok(Started { agent, renderer })
+}
+
+/// Which tool calls ask first: the flag, else the config file's
+/// `approval`, else on-mutate when stdin is a terminal and never when not.
+pub(super) fn approval_mode(args: &AgentArgs, file: &FileConfig) -> anyhow::Result<ApprovalMode> {
+    use std::io::IsTerminal as _;
+    Ok(match (args.approval, &file.approval) {
+        (Some(mode), _) => mode,
+        (None, Some(text)) => config_value(text.parse::<ApprovalMode>(), "approval")?,
+        (None, None) => ApprovalMode::default_for(std::io::stdin().is_terminal()),
+    })
+}
+
+/// The bash sandbox: the flag's mode, else the config file's, else
+/// workspace-write; checked against what the kernel enforces for `cwd`
+/// (see [`sandbox::decide`]). Returns the mode to run with and a warning
+/// to show.
+fn sandbox_mode(
+    args: &AgentArgs,
+    file: &FileConfig,
+    cwd: &std::path::Path,
+) -> anyhow::Result<(Sandbox, Option<String>)> {
+    let (mode, asked_by) = match (args.sandbox, &file.sandbox) {
+        (Some(mode), _) => (mode, Some("--sandbox")),
+        (None, Some(text)) => (
+            config_value(text.parse::<Sandbox>(), "sandbox")?,
+            Some("the config file's sandbox key"),
+        ),
+        (None, None) => (Sandbox::WorkspaceWrite, None),
+    };
+    if mode == Sandbox::Off || !cwd.is_dir() {
+        // An unusable --cwd is reported by the toolbox.
+        return Ok((mode, None));
+    }
+    let support = sandbox::probe(mode, cwd);
+    Ok(sandbox::decide(mode, asked_by, &support).map_err(UsageError::new)?)
 }
 
 /// The provider: flag, the resumed session's, config, else guessed from

@@ -269,6 +269,12 @@ impl Renderer {
                     self.line(Some(Style::Dim), &format!("  ▸ {call} · {result}"));
                 }
             }
+            Event::ApprovalRequest {
+                name, arguments, ..
+            } => {
+                let call = describe::call(name, arguments);
+                self.line(Some(Style::Warn), &format!("  ? {call}"));
+            }
             Event::EpisodeStarted {
                 name,
                 kind,

@@ -160,6 +160,18 @@ fn restore(
             Settings::of(config)
         ));
     }
+    let (taken, now) = (&context.config().classes, &config.classes);
+    if let Some(tool) = loaded
+        .info
+        .tools
+        .iter()
+        .find(|tool| taken.class(&tool.name) != now.class(&tool.name))
+    {
+        return Err(format!(
+            "it was taken with another eviction class for tool `{}`",
+            tool.name
+        ));
+    }
     if !context.pending_calls().is_empty() {
         return Err("tool calls were pending when it was taken".to_string());
     }
@@ -441,6 +453,64 @@ mod tests {
             call_id: id.into(),
             name: name.into(),
         }
+    }
+
+    #[test]
+    fn a_checkpoint_with_another_class_for_a_session_tool_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let grep = cwl::ToolSpec {
+            name: "grep".into(),
+            description: "search".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        };
+        let session = SessionInfo {
+            tools: vec![grep.clone(), cwl::delimiter_spec()],
+            ..info()
+        };
+        let mut writer = SessionWriter::create(dir.path(), &session).unwrap();
+        let mut context = Context::new(
+            Config::with_budget(50),
+            Arc::new(Estimate),
+            session.tools.clone(),
+        );
+        for message in [Message::system("sys"), Message::user("task")] {
+            context.push(message.clone()).unwrap();
+            writer.append(&self::message(message)).unwrap();
+        }
+        let checkpoint = context.checkpoint();
+        writer
+            .append(&Record::Checkpoint {
+                pushes: checkpoint.pushes(),
+                checkpoint: serde_json::to_value(&checkpoint).unwrap(),
+            })
+            .unwrap();
+        let loaded = read(writer.path()).unwrap();
+        let same = replay(
+            &loaded,
+            writer.path(),
+            Arc::new(Estimate),
+            Config::with_budget(50),
+        )
+        .unwrap();
+        assert!(same.checkpoint.is_some() && same.warnings.is_empty());
+        let mut classes = cwl::ToolClasses::empty();
+        classes.set("grep", cwl::ToolClass::Intermediate);
+        let other = replay(
+            &loaded,
+            writer.path(),
+            Arc::new(Estimate),
+            Config::with_budget(50).classes(classes),
+        )
+        .unwrap();
+        assert_eq!(other.checkpoint, None);
+        assert!(
+            other.warnings[0].contains(
+                "checkpoint not used (it was taken with another eviction class for tool `grep`)"
+            ),
+            "{:?}",
+            other.warnings
+        );
+        assert_eq!(other.context.view().count(), 2);
     }
 
     #[test]

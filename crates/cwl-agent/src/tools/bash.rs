@@ -7,10 +7,12 @@
 //! (`setsid`, see [`reap`]), so background jobs and grandchildren cannot
 //! outlive the call or hold the output pipe open. Its
 //! environment is [`Secrets::child_env`](crate::secrets::Secrets::child_env):
-//! no provider keys, nothing `env_deny` names.
+//! no provider keys, nothing `env_deny` names. What it may write is set
+//! by the [`sandbox`].
 
 #[cfg(unix)]
 mod reap;
+pub mod sandbox;
 
 #[cfg(all(test, target_os = "linux"))]
 pub(crate) use reap::gone;
@@ -23,6 +25,7 @@ use serde_json::json;
 use super::args::Args;
 use super::error::ToolError;
 use super::{ToolConfig, ToolOutput};
+use sandbox::Sandbox;
 
 /// The tool's name.
 pub(crate) const NAME: &str = "bash";
@@ -40,9 +43,10 @@ pub(crate) fn spec(cfg: &ToolConfig) -> cwl::ToolSpec {
             "Run a command with `bash -c` in the workspace directory; stdin is empty. Returns \
              stdout and stderr interleaved (at most {} bytes: head and tail are kept, the middle \
              is cut with a notice) and the exit code. Default timeout {} s. Background jobs are \
-             killed when the command returns.",
+             killed when the command returns.{}",
             cfg.bash_max_bytes,
-            cfg.bash_timeout.as_secs()
+            cfg.bash_timeout.as_secs(),
+            sandbox_note(cfg.sandbox)
         ),
         parameters: json!({
             "type": "object",
@@ -58,6 +62,21 @@ pub(crate) fn spec(cfg: &ToolConfig) -> cwl::ToolSpec {
             "required": ["command"],
             "additionalProperties": false
         }),
+    }
+}
+
+/// What the sandbox lets commands write, for the tool's description.
+fn sandbox_note(mode: Sandbox) -> &'static str {
+    match mode {
+        Sandbox::Off => "",
+        Sandbox::WorkspaceWrite => {
+            " Sandboxed: commands may write only inside the workspace and the temp directory; \
+             other writes fail with `Permission denied`. Reading is not restricted."
+        }
+        Sandbox::ReadOnly => {
+            " Sandboxed read-only: every write to a file fails with `Permission denied` (the \
+             workspace and temp included); /dev/null stays writable. Reading is not restricted."
+        }
     }
 }
 
@@ -116,11 +135,11 @@ pub(crate) async fn run(root: &Path, cfg: &ToolConfig, raw: &str) -> Result<Tool
         .env(reap::MARKER, &marker)
         .process_group(0)
         .kill_on_drop(true);
-    let spawned = cmd.spawn();
+    let spawned = sandbox::spawn(cfg.sandbox, root, &mut cmd);
     // The command holds our copies of the pipe's write end; drop them so the
     // reader sees end-of-file once the group is gone.
     drop(cmd);
-    let mut child = spawned.map_err(start_err)?;
+    let mut child = spawned.map_err(|e| ToolError::Other(e.to_string()))?;
     let group = child
         .id()
         .and_then(group_of)

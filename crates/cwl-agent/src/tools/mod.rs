@@ -1,5 +1,6 @@
 //! The coding agent's tools: `read`, `write`, `edit`, `bash`, `grep`, `glob`
-//! and `ls`, run against one workspace directory.
+//! and `ls`, run against one workspace directory, held in a [`Registry`] of
+//! [`Tool`]s that tools from outside (MCP) join at run time.
 //!
 //! Results are compact, capped with notices that say how to see more, and
 //! deterministic for the same file system state; failures are error results
@@ -12,6 +13,11 @@
 
 mod args;
 mod bash;
+mod builtin;
+pub mod registry;
+mod shell;
+
+pub use bash::sandbox::{self, Sandbox};
 
 #[cfg(all(test, target_os = "linux"))]
 pub(crate) use bash::gone;
@@ -34,25 +40,10 @@ use std::time::Duration;
 
 use error::ToolError;
 
+pub use registry::{Registry, RegistryError, Tool};
+pub use shell::is_read_only_command;
+
 use crate::secrets::Secrets;
-
-/// The names of the toolbox's tools, in the order [`Toolbox::specs`] offers them.
-pub const TOOL_NAMES: [&str; 7] = [
-    read::NAME,
-    write::NAME,
-    edit::NAME,
-    bash::NAME,
-    grep::NAME,
-    glob::NAME,
-    ls::NAME,
-];
-
-/// Whether the tool `name` changes files directly (`write`, `edit`). These
-/// are the tools refused inside exploration episodes and outside the
-/// workspace. `bash` is not counted: exploration needs to run commands.
-pub fn is_mutating(name: &str) -> bool {
-    name == write::NAME || name == edit::NAME
-}
 
 /// Limits and permissions of a [`Toolbox`].
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +76,9 @@ pub struct ToolConfig {
     /// result. Default: this process's environment under the default
     /// `env_deny` patterns.
     pub secrets: Secrets,
+    /// What `bash` commands may write (see [`sandbox`]). Default: off (the
+    /// `cwl` commands default to workspace-write where the kernel has it).
+    pub sandbox: Sandbox,
 }
 
 impl Default for ToolConfig {
@@ -103,6 +97,7 @@ impl Default for ToolConfig {
             list_max_entries: 500,
             max_output_bytes: 30_000,
             secrets: Secrets::default(),
+            sandbox: Sandbox::Off,
         }
     }
 }
@@ -189,15 +184,18 @@ pub enum ToolboxError {
     NotDirectory(PathBuf),
 }
 
-/// The tools, bound to a workspace root.
+/// The tools, bound to a workspace root: the built-in ones, then any
+/// [`registered`](Toolbox::register) at run time.
 #[derive(Debug, Clone)]
 pub struct Toolbox {
     root: PathBuf,
     config: ToolConfig,
+    registry: Registry,
 }
 
 impl Toolbox {
-    /// A toolbox working in `root` (made canonical; it must be a directory).
+    /// A toolbox working in `root` (made canonical; it must be a directory)
+    /// with the built-in tools.
     pub fn new(root: impl AsRef<Path>, config: ToolConfig) -> Result<Self, ToolboxError> {
         let given = root.as_ref();
         let root = given.canonicalize().map_err(|source| ToolboxError::Root {
@@ -207,7 +205,12 @@ impl Toolbox {
         if !root.is_dir() {
             return Err(ToolboxError::NotDirectory(root));
         }
-        Ok(Toolbox { root, config })
+        let registry = builtin::registry(&root, &config);
+        Ok(Toolbox {
+            root,
+            config,
+            registry,
+        })
     }
 
     /// The canonical workspace root.
@@ -220,54 +223,49 @@ impl Toolbox {
         &self.config
     }
 
+    /// The tools, in the order they are offered.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Adds a tool from outside (e.g. an MCP server's) after the others;
+    /// see [`Registry::register`] for what is refused.
+    pub fn register(&mut self, tool: std::sync::Arc<dyn Tool>) -> Result<(), RegistryError> {
+        self.registry.register(tool)
+    }
+
     /// The tool definitions to offer the model (without `delimiter`).
     pub fn specs(&self) -> Vec<cwl::ToolSpec> {
-        let cfg = &self.config;
-        vec![
-            read::spec(cfg),
-            write::spec(),
-            edit::spec(),
-            bash::spec(cfg),
-            grep::spec(cfg),
-            glob::spec(cfg),
-            ls::spec(cfg),
-        ]
+        self.registry.specs()
     }
 
     /// Whether this toolbox has a tool called `name`.
     pub fn has(&self, name: &str) -> bool {
-        TOOL_NAMES.contains(&name)
+        self.registry.get(name).is_some()
+    }
+
+    /// Whether the tool `name` exists to change files (`write`, `edit`):
+    /// inside exploration episodes and outside the workspace these are
+    /// refused. `bash` is not counted: exploration needs to run commands.
+    pub fn is_mutating(&self, name: &str) -> bool {
+        self.registry.is_mutating(name)
+    }
+
+    /// Whether `call` may change anything ([`Tool::call_mutates`]); false
+    /// for a tool this toolbox does not have (it will not run).
+    pub fn call_mutates(&self, call: &cwl::ToolCall) -> bool {
+        self.registry
+            .get(&call.name)
+            .is_some_and(|tool| tool.call_mutates(&call.arguments))
+    }
+
+    /// The engine's tool → class table for these tools.
+    pub fn classes(&self) -> cwl::ToolClasses {
+        self.registry.classes()
     }
 
     /// Runs `call`. Never fails: every problem becomes an error result.
     pub async fn execute(&self, call: &cwl::ToolCall, ctx: &ExecContext) -> ToolOutput {
-        let name = call.name.as_str();
-        if name == bash::NAME {
-            return match bash::run(&self.root, &self.config, &call.arguments).await {
-                Ok(out) => out,
-                Err(e) => ToolOutput::error(e.to_string()),
-            };
-        }
-        let (root, cfg, ctx) = (self.root.clone(), self.config.clone(), ctx.clone());
-        let (name, raw) = (call.name.clone(), call.arguments.clone());
-        let task = tokio::task::spawn_blocking(move || {
-            let result = match name.as_str() {
-                read::NAME => read::run(&root, &cfg, &raw),
-                write::NAME => write::run(&root, &cfg, &ctx, &raw),
-                edit::NAME => edit::run(&root, &cfg, &ctx, &raw),
-                grep::NAME => grep::run(&root, &cfg, &raw),
-                glob::NAME => glob::run(&root, &cfg, &raw),
-                ls::NAME => ls::run(&root, &cfg, &raw),
-                other => Err(ToolError::UnknownTool {
-                    name: other.to_owned(),
-                    available: TOOL_NAMES.join(", "),
-                }),
-            };
-            ToolOutput::from(result)
-        });
-        match task.await {
-            Ok(out) => out,
-            Err(e) => ToolOutput::error(format!("internal error: `{}` failed: {e}", call.name)),
-        }
+        self.registry.execute(call, ctx).await
     }
 }
