@@ -39,6 +39,7 @@ enum Command {
     /// the view and a report.
     Evict(evict::EvictArgs),
     Replay(cwl_lab::cli::ReplayArgs),
+    Proxy(cwl_proxy::cli::ProxyArgs),
     Sweep(cwl_lab::sweep::SweepArgs),
     Gen(cwl_lab::cli::GenArgs),
 }
@@ -64,6 +65,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => cwl_agent::cli::run_demo(args),
         Command::Evict(args) => evict::run(args),
         Command::Replay(args) => cwl_lab::cli::run_replay(args),
+        Command::Proxy(args) => cwl_proxy::cli::run_proxy(args),
         Command::Sweep(args) => cwl_lab::sweep::run_sweep(args),
         Command::Gen(args) => cwl_lab::cli::run_gen(args),
     };

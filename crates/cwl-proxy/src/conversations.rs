@@ -12,14 +12,20 @@
 //! A request that matches only part of a conversation's history (the
 //! client edited or rewound it) starts a new conversation: the engine's
 //! state cannot be rewound. Conversations idle for longer than a timeout
-//! are forgotten; a later request for one starts afresh (the proxy rebuilds
-//! it from the store).
+//! leave memory, all but the hash of their whole history: a later request
+//! that continues one is routed as a [`Route::Resume`], and the proxy
+//! rebuilds its engine from the store.
 
+use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap, FxHasher};
 use serde_json::Value;
+
+/// Idle conversations remembered for resuming (8 bytes of hash and 8 of
+/// id each); past this the oldest are forgotten for good.
+const MAX_DORMANT: usize = 100_000;
 
 /// A conversation's id, unique for the proxy's lifetime.
 pub type ConversationId = u64;
@@ -86,6 +92,16 @@ pub enum Route {
         /// The new conversation.
         id: ConversationId,
     },
+    /// It continues a conversation that left memory when idle: a new
+    /// conversation, to rebuild from the stored one and go on from `known`.
+    Resume {
+        /// The new conversation.
+        id: ConversationId,
+        /// The conversation that left memory.
+        from: ConversationId,
+        /// How many of the request's messages the stored one holds.
+        known: usize,
+    },
     /// It shares only part of a known conversation's history (the client
     /// edited or rewound it): a new conversation, every message to push.
     Branch {
@@ -102,14 +118,18 @@ impl Route {
     /// The conversation the request goes to.
     pub fn id(&self) -> ConversationId {
         match *self {
-            Route::Continue { id, .. } | Route::New { id } | Route::Branch { id, .. } => id,
+            Route::Continue { id, .. }
+            | Route::New { id }
+            | Route::Resume { id, .. }
+            | Route::Branch { id, .. } => id,
         }
     }
 
-    /// How many leading messages its engine already holds.
+    /// How many leading messages its engine already holds (once rebuilt,
+    /// for a resumed conversation).
     pub fn known(&self) -> usize {
         match *self {
-            Route::Continue { known, .. } => known,
+            Route::Continue { known, .. } | Route::Resume { known, .. } => known,
             Route::New { .. } | Route::Branch { .. } => 0,
         }
     }
@@ -126,6 +146,8 @@ struct Conversation {
 pub struct Conversations {
     by_chain: FxHashMap<u64, ConversationId>,
     conversations: FxHashMap<ConversationId, Conversation>,
+    dormant: FxHashMap<u64, ConversationId>,
+    dormant_order: VecDeque<u64>,
     next_id: ConversationId,
     idle: Duration,
 }
@@ -136,6 +158,8 @@ impl Conversations {
         Conversations {
             by_chain: FxHashMap::default(),
             conversations: FxHashMap::default(),
+            dormant: FxHashMap::default(),
+            dormant_order: VecDeque::new(),
             next_id: 1,
             idle,
         }
@@ -155,10 +179,29 @@ impl Conversations {
             let conversation = self.conversations.get(&id)?;
             (conversation.chain.get(at) == Some(c)).then_some((id, at + 1))
         });
+        let continued =
+            found.is_some_and(|(id, shared)| self.conversations[&id].chain.len() == shared);
+        let resumed = if continued {
+            None
+        } else {
+            chains
+                .iter()
+                .enumerate()
+                .rev()
+                .find_map(|(at, c)| Some((*self.dormant.get(c)?, at + 1, *c)))
+                .filter(|&(_, known, _)| found.is_none_or(|(_, shared)| known >= shared))
+        };
         let route = match found {
-            Some((id, shared)) if self.conversations[&id].chain.len() == shared => {
-                Route::Continue { id, known: shared }
+            _ if resumed.is_some() => {
+                let (from, known, c) = resumed.expect("checked");
+                self.dormant.remove(&c);
+                Route::Resume {
+                    id: self.fresh_id(),
+                    from,
+                    known,
+                }
             }
+            Some((id, shared)) if continued => Route::Continue { id, known: shared },
             Some((from, shared)) => Route::Branch {
                 id: self.fresh_id(),
                 from,
@@ -184,7 +227,9 @@ impl Conversations {
         route
     }
 
-    /// Forgets conversations unused since `now - idle`; returns their ids.
+    /// Forgets conversations unused since `now - idle`, keeping the hash of
+    /// each one's whole history so a request that continues it is routed
+    /// as a [`Route::Resume`]; returns their ids.
     pub fn expire(&mut self, now: Instant) -> Vec<ConversationId> {
         let idle = self.idle;
         let gone: Vec<ConversationId> = self
@@ -193,16 +238,31 @@ impl Conversations {
             .filter(|(_, c)| now.saturating_duration_since(c.last_used) >= idle)
             .map(|(id, _)| *id)
             .collect();
-        for id in &gone {
-            if let Some(conversation) = self.conversations.remove(id) {
-                for c in conversation.chain {
-                    if self.by_chain.get(&c) == Some(id) {
-                        self.by_chain.remove(&c);
-                    }
+        for &id in &gone {
+            if let Some(&last) = self.conversations[&id].chain.last() {
+                self.dormant.insert(last, id);
+                self.dormant_order.push_back(last);
+                if self.dormant_order.len() > MAX_DORMANT
+                    && let Some(oldest) = self.dormant_order.pop_front()
+                {
+                    self.dormant.remove(&oldest);
+                }
+            }
+            self.forget(id);
+        }
+        gone
+    }
+
+    /// Forgets one conversation (its engine could not go on); a later
+    /// request with its history starts a new one.
+    pub fn forget(&mut self, id: ConversationId) {
+        if let Some(conversation) = self.conversations.remove(&id) {
+            for c in conversation.chain {
+                if self.by_chain.get(&c) == Some(&id) {
+                    self.by_chain.remove(&c);
                 }
             }
         }
-        gone
     }
 
     /// Conversations held in memory.
@@ -335,7 +395,16 @@ mod tests {
         assert_eq!(known.expire(start + Duration::from_secs(12)), vec![a]);
         assert_eq!(known.len(), 1);
         let again = known.route(&hashes(&[user("a"), assistant("x")]), start);
-        assert!(matches!(again, Route::New { .. }), "{again:?}");
+        assert!(
+            matches!(again, Route::Resume { from, known: 1, id } if from == a && id != a),
+            "{again:?}"
+        );
+        known.forget(again.id());
+        let fresh = known.route(&hashes(&[user("a"), assistant("x")]), start);
+        assert!(
+            matches!(fresh, Route::New { id } if id != again.id()),
+            "resumed once only: {fresh:?}"
+        );
         let still = known.route(
             &hashes(&[user("b"), assistant("y")]),
             start + Duration::from_secs(13),

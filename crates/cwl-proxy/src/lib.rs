@@ -5,10 +5,28 @@
 //! sending its full history, the proxy keeps one CWL engine per
 //! conversation and forwards the evicted request.
 //!
-//! This crate is being built in steps (issue 10). Present so far:
-//! [`conversations`], which tells which known conversation a request
-//! continues.
+//! A request is routed to the conversation whose history is its longest
+//! prefix ([`conversations`]); its new messages are converted from the
+//! provider's format ([`wire`]) and pushed to that conversation's engine
+//! ([`engine`]) with episodes inferred from tool use by the same code the
+//! lab uses (`cwl-infer`); the budget is enforced and the view goes
+//! upstream in the client's own bytes wherever the engine left a message
+//! unchanged ([`server`], [`upstream`]). Conversations are stored as
+//! sessions ([`store`]); each request can be reported as an [`event`].
 
+pub mod api;
+pub mod body;
+pub mod cli;
 pub mod conversations;
+pub mod engine;
+pub mod event;
+pub mod identity;
+mod live;
+pub mod server;
+pub mod store;
+pub mod upstream;
+pub mod usage;
+pub mod wire;
 
 pub use conversations::{ConversationId, Conversations, Route, message_hash};
+pub use server::{Options, Proxy, serve};

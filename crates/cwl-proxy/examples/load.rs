@@ -1,0 +1,275 @@
+//! Load test of `cwl proxy` on loopback: many concurrent streaming
+//! Anthropic conversations through the proxy, each request also sent
+//! straight to the upstream, so the proxy's added time to first byte is
+//! measured pairwise.
+//!
+//! ```sh
+//! cargo run --release -p cwl-proxy --example load -- \
+//!     --conversations 200 --requests 20 --tokens 100000 --budget 80000
+//! # or against a running proxy (start it with the upstream printed here):
+//! cargo run --release -p cwl-proxy --example load -- --upstream-listen 127.0.0.1:9901 \
+//!     --proxy http://127.0.0.1:8788
+//! ```
+//!
+//! The upstream answers every request with a short SSE stream. Each
+//! conversation grows by one tool call (two reads, then an edit) and its
+//! result per request, with a new user turn every ten, until its last body
+//! is about `--tokens` tokens. Prints one JSON object:
+//! time to first byte through the proxy and direct (p50/p99, ms), the
+//! pairwise added latency, requests per second through the proxy (exact
+//! with `--no-direct`, which skips the direct requests), and the
+//! process's peak resident memory (which includes this client and the
+//! upstream when the proxy runs in process; use `--proxy` and the proxy's
+//! own `/proc/PID/status` VmHWM to isolate it).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::http::{Request, Response};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+
+use cwl_proxy::server::{DEFAULT_IDLE, DEFAULT_MAX_BODY, Options, Proxy, serve};
+use cwl_proxy::upstream::Upstream;
+
+struct Args {
+    conversations: usize,
+    requests: usize,
+    tokens: usize,
+    budget: usize,
+    proxy: Option<String>,
+    upstream_listen: String,
+    direct: bool,
+}
+
+fn args() -> Result<Args, String> {
+    let mut args = Args {
+        conversations: 200,
+        requests: 20,
+        tokens: 100_000,
+        budget: 80_000,
+        proxy: None,
+        upstream_listen: "127.0.0.1:0".into(),
+        direct: true,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
+        let number = |text: String| text.parse::<usize>().map_err(|e| format!("{flag}: {e}"));
+        match flag.as_str() {
+            "--conversations" => args.conversations = number(value()?)?,
+            "--requests" => args.requests = number(value()?)?,
+            "--tokens" => args.tokens = number(value()?)?,
+            "--budget" => args.budget = number(value()?)?,
+            "--proxy" => args.proxy = Some(value()?),
+            "--upstream-listen" => args.upstream_listen = value()?,
+            "--no-direct" => args.direct = false,
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    if args.requests == 0 || args.conversations == 0 {
+        return Err("--requests and --conversations must be above zero".into());
+    }
+    Ok(args)
+}
+
+const STREAM: &str = "event: message_start\ndata: {\"type\":\"message_start\"}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"ok\"}}\n\n\
+event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+
+async fn upstream(listener: tokio::net::TcpListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
+        tokio::spawn(async move {
+            let service = service_fn(|request: Request<Incoming>| async move {
+                let _ = request.into_body().collect().await;
+                let mut response = Response::new(Full::new(Bytes::from_static(STREAM.as_bytes())));
+                response
+                    .headers_mut()
+                    .insert("content-type", "text/event-stream".parse().unwrap());
+                Ok::<_, Infallible>(response)
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// One step's tool output: about `tokens` tokens of code-like lines.
+fn output(conversation: usize, step: usize, tokens: usize) -> String {
+    (0..tokens / 20 + 1)
+        .map(|j| format!("let v{conversation}_{step}_{j} = f_{j}(x_{step}); // src/m{step}.rs:{j}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn body(messages: &[String]) -> String {
+    format!(
+        r#"{{"model":"load","max_tokens":1024,"stream":true,"system":"You are a coding agent.","messages":[{}]}}"#,
+        messages.join(",")
+    )
+}
+
+/// Time to the first body byte, then the whole body read.
+async fn ttfb(client: &reqwest::Client, url: &str, body: String) -> Result<Duration, String> {
+    let start = Instant::now();
+    let mut response = client
+        .post(url)
+        .header("x-api-key", "load-test")
+        .header("anthropic-version", "2023-06-01")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !response.status().is_success() {
+        return Err(format!("status {}", response.status()));
+    }
+    let first = response.chunk().await.map_err(|e| e.to_string())?;
+    let elapsed = start.elapsed();
+    if first.is_none() {
+        return Err("empty body".into());
+    }
+    while response.chunk().await.map_err(|e| e.to_string())?.is_some() {}
+    Ok(elapsed)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[at]
+}
+
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[tokio::main]
+async fn main() -> Result<(), String> {
+    let args = args()?;
+    let listener = tokio::net::TcpListener::bind(&args.upstream_listen)
+        .await
+        .map_err(|e| e.to_string())?;
+    let upstream_url = format!(
+        "http://{}",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    eprintln!("upstream on {upstream_url}");
+    tokio::spawn(upstream(listener));
+    let proxy_url = match &args.proxy {
+        Some(url) => url.clone(),
+        None => {
+            let options = Options {
+                anthropic: Upstream::new(&upstream_url),
+                openai: Upstream::new(&upstream_url),
+                config: cwl::Config::with_budget(args.budget).residue_share(None),
+                store: None,
+                max_body: DEFAULT_MAX_BODY,
+                idle: DEFAULT_IDLE,
+                events: None,
+            };
+            let proxy = Arc::new(
+                Proxy::new(options, Arc::new(cwl::O200k::new())).map_err(|e| e.to_string())?,
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| e.to_string())?;
+            let url = format!(
+                "http://{}",
+                listener.local_addr().map_err(|e| e.to_string())?
+            );
+            tokio::spawn(serve(listener, proxy));
+            url
+        }
+    };
+    let per_step = args.tokens / args.requests;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for conversation in 0..args.conversations {
+        let (proxy_url, upstream_url) = (proxy_url.clone(), upstream_url.clone());
+        tasks.push(tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let mut messages = vec![format!(
+                r#"{{"role":"user","content":"conversation {conversation}: fix the bug"}}"#
+            )];
+            let mut samples = Vec::new();
+            for step in 0..args.requests {
+                if step > 0 && step % 10 == 0 {
+                    messages.push(format!(r#"{{"role":"assistant","content":"part {step} done"}}"#));
+                    messages.push(format!(r#"{{"role":"user","content":"now part {step}"}}"#));
+                }
+                if step > 0 {
+                    let (tool, input) = if step % 3 == 0 {
+                        ("Edit", format!(r#"{{"file_path":"src/m{}.rs","old_string":"f_1","new_string":"g_1"}}"#, step - 1))
+                    } else {
+                        ("Read", format!(r#"{{"file_path":"src/m{step}.rs"}}"#))
+                    };
+                    messages.push(format!(
+                        r#"{{"role":"assistant","content":[{{"type":"tool_use","id":"t{step}","name":"{tool}","input":{input}}}]}}"#
+                    ));
+                    messages.push(format!(
+                        r#"{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{step}","content":{}}}]}}"#,
+                        serde_json::to_string(&output(conversation, step, per_step)).unwrap()
+                    ));
+                }
+                let body = body(&messages);
+                let url = format!("{proxy_url}/v1/messages");
+                let through = ttfb(&client, &url, body.clone()).await?;
+                let direct = if args.direct {
+                    let url = format!("{upstream_url}/v1/messages");
+                    Some(ttfb(&client, &url, body).await?)
+                } else {
+                    None
+                };
+                samples.push((through, direct));
+            }
+            Ok::<_, String>(samples)
+        }));
+    }
+    let mut samples = Vec::new();
+    for task in tasks {
+        samples.extend(task.await.map_err(|e| e.to_string())??);
+    }
+    let wall = started.elapsed();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let mut through: Vec<f64> = samples.iter().map(|(t, _)| ms(*t)).collect();
+    let mut direct: Vec<f64> = samples.iter().filter_map(|(_, d)| d.map(ms)).collect();
+    let mut added: Vec<f64> = samples
+        .iter()
+        .filter_map(|(t, d)| d.map(|d| ms(*t) - ms(d)))
+        .collect();
+    for v in [&mut through, &mut direct, &mut added] {
+        v.sort_by(f64::total_cmp);
+    }
+    let report = serde_json::json!({
+        "conversations": args.conversations,
+        "requests_per_conversation": args.requests,
+        "last_body_tokens": args.tokens,
+        "budget": args.budget,
+        "requests": samples.len(),
+        "ttfb_ms": {
+            "proxy": {"p50": percentile(&through, 0.5), "p99": percentile(&through, 0.99)},
+            "direct": {"p50": percentile(&direct, 0.5), "p99": percentile(&direct, 0.99)},
+            "added": {"p50": percentile(&added, 0.5), "p99": percentile(&added, 0.99)},
+        },
+        "wall_s": wall.as_secs_f64(),
+        // With direct requests interleaved this undercounts; use --no-direct for throughput.
+        "proxy_requests_per_s": samples.len() as f64 / wall.as_secs_f64(),
+        "direct_interleaved": args.direct,
+        "peak_rss_mib": peak_rss_kib().map(|k| k as f64 / 1024.0),
+        "proxy_in_process": args.proxy.is_none(),
+    });
+    println!("{}", serde_json::to_string_pretty(&report).unwrap());
+    Ok(())
+}

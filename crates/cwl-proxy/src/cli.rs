@@ -1,0 +1,187 @@
+//! `cwl proxy`: the command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+
+use cwl::{Budget, Config, O200k, ResidueCap, Share};
+use cwl_agent::cli::UsageError;
+use cwl_agent::session::{Settings, default_dir};
+
+use crate::server::{DEFAULT_IDLE, DEFAULT_MAX_BODY, Options, Proxy, serve};
+use crate::store::Store;
+use crate::upstream::Upstream;
+
+/// The Anthropic API.
+pub const ANTHROPIC_API: &str = "https://api.anthropic.com";
+/// The OpenAI API.
+pub const OPENAI_API: &str = "https://api.openai.com";
+
+/// `cwl proxy`: keep any agent's conversations under a budget.
+#[derive(Debug, Args)]
+#[command(
+    about = "A local proxy that keeps any agent's conversations under a token budget",
+    long_about = "A local HTTP proxy between an agent and its provider. The agent keeps sending \
+its whole history; the proxy keeps one CWL engine per conversation (episodes inferred from tool \
+use), evicts past the budget and forwards the smaller request. Everything else in the request is \
+sent as the client wrote it; responses (streamed or not) and errors are relayed as they come.\n\n\
+Routes: POST /v1/messages (Anthropic Messages), POST /v1/chat/completions (OpenAI Chat \
+Completions) and POST /v1/responses (OpenAI Responses, as Codex CLI sends it) go through the \
+engine; GET /health answers 200; \
+any other request (count_tokens, model lists) is forwarded unchanged. A body the proxy cannot \
+read is forwarded unchanged with a warning.\n\n\
+Point a client at it, e.g. Claude Code: ANTHROPIC_BASE_URL=http://127.0.0.1:8788 claude"
+)]
+pub struct ProxyArgs {
+    /// Address to listen on (loopback by default: the proxy sees your API keys).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8788")]
+    pub listen: SocketAddr,
+    /// Where Anthropic requests go (scheme, host and optional path prefix).
+    #[arg(long, value_name = "URL", default_value = ANTHROPIC_API)]
+    pub anthropic_upstream: String,
+    /// Where OpenAI requests go.
+    #[arg(long, value_name = "URL", default_value = OPENAI_API)]
+    pub openai_upstream: String,
+    /// Token budget τ of every conversation's prompt (80000, 80k, 1.5M).
+    #[arg(long, value_name = "TOKENS", default_value = "80k")]
+    pub budget: Budget,
+    /// Where a pass that starts over the budget stops, as a share of it (0.85 or 85%) [default: 85%].
+    #[arg(long, value_name = "SHARE")]
+    pub low_water: Option<Share>,
+    /// Share of the budget residues and finished user turns may take before the oldest fold
+    /// into one index line, or `off` (the default: the proxy's clients have no `recall` tool to
+    /// bring folded items back, so user turns are never folded away).
+    #[arg(long, value_name = "SHARE", default_value = "off")]
+    pub residue_share: ResidueCap,
+    /// Where conversations are stored as sessions [default: the `cwl sessions` directory].
+    #[arg(long, value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
+    /// Do not store conversations.
+    #[arg(long, conflicts_with = "session_dir")]
+    pub no_store: bool,
+    /// Largest request body accepted, in bytes; a larger one gets a 413.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
+    pub max_body: usize,
+    /// Seconds after which an unused conversation leaves memory (a later request that continues
+    /// it rebuilds it from its session file, or starts afresh with --no-store).
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_IDLE.as_secs())]
+    pub idle: u64,
+    /// Print one JSON line per request on stdout (conversation, tokens before/after, evicted episodes).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ProxyArgs {
+    /// The proxy's options from the command line.
+    pub fn options(&self) -> anyhow::Result<Options> {
+        let budget = match self.budget {
+            Budget::Tokens(tokens) => tokens,
+            Budget::Percent(_) => {
+                return Err(UsageError::new(
+                    "--budget must be a number of tokens here, not a share (the proxy serves many models)",
+                )
+                .into());
+            }
+        };
+        for (flag, url) in [
+            ("--anthropic-upstream", &self.anthropic_upstream),
+            ("--openai-upstream", &self.openai_upstream),
+        ] {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(UsageError::new(format!(
+                    "{flag} `{url}`: expected an http:// or https:// URL"
+                ))
+                .into());
+            }
+        }
+        let mut config = Config::with_budget(budget);
+        if let Some(low_water) = self.low_water {
+            config = config.low_water(low_water);
+        }
+        config = config.residue_share(self.residue_share.0);
+        let store = if self.no_store {
+            None
+        } else {
+            let dir = match &self.session_dir {
+                Some(dir) => dir.clone(),
+                None => default_dir()?,
+            };
+            Some(Store::new(dir, Settings::of(&config), budget))
+        };
+        let events: Option<crate::event::Sink> = if self.json {
+            Some(Box::new(|event| {
+                if let Ok(line) = serde_json::to_string(event) {
+                    println!("{line}");
+                }
+            }))
+        } else {
+            None
+        };
+        Ok(Options {
+            anthropic: Upstream::new(&self.anthropic_upstream),
+            openai: Upstream::new(&self.openai_upstream),
+            config,
+            store,
+            max_body: self.max_body,
+            idle: Duration::from_secs(self.idle),
+            events,
+        })
+    }
+}
+
+/// Runs `cwl proxy` until interrupted (Ctrl-C or SIGTERM).
+pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
+    let options = args.options()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let address = listener.local_addr()?;
+        eprintln!(
+            "cwl proxy: listening on http://{address} (budget {}; Anthropic → {}, OpenAI → {}; {})",
+            options.config.budget,
+            options.anthropic.base(),
+            options.openai.base(),
+            match &options.store {
+                Some(store) => format!("sessions in {}", store.dir().display()),
+                None => "not stored".to_string(),
+            }
+        );
+        if !address.ip().is_loopback() {
+            eprintln!(
+                "cwl proxy: warning: {address} is not a loopback address; it accepts requests from anyone who can reach it"
+            );
+        }
+        let proxy = Arc::new(Proxy::new(options, Arc::new(O200k::new()))?);
+        tokio::select! {
+            served = serve(listener, proxy) => served.context("the proxy stopped")?,
+            _ = stop() => eprintln!("cwl proxy: stopping"),
+        }
+        Ok(())
+    })
+}
+
+/// Resolves on Ctrl-C or, on Unix, SIGTERM; the conversations' session
+/// files are then closed as the runtime winds down.
+async fn stop() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,215 @@
+//! One conversation's engine: what the proxy pushed, the episodes it
+//! inferred, and where each engine message came from on the wire.
+
+use std::sync::Arc;
+
+use cwl::{
+    Config, Context, Message, Record, Report, Source, TokenCounter, ToolSpec, TranscriptError,
+};
+use cwl_infer::Inferrer;
+
+use crate::wire::{CallNames, Item, Layout, Mark, Wire, render};
+
+/// The engine of one conversation.
+pub struct Engine {
+    context: Context,
+    inferrer: Inferrer,
+    layout: Layout,
+    names: CallNames,
+    rejected: Vec<String>,
+    breakpoint: Option<Source>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("context", &self.context)
+            .field("items", &self.layout.items())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// A new conversation offering `tools`, whose system prompt (sent in
+    /// its own field) counts toward the budget.
+    pub fn new(
+        config: Config,
+        counter: Arc<dyn TokenCounter>,
+        tools: Vec<ToolSpec>,
+        system: Option<String>,
+    ) -> Self {
+        let mut context = Context::new(config, counter, tools);
+        let mut prologue = 0;
+        if let Some(system) = system {
+            // A system message is always accepted.
+            let _ = context.push(Message::system(system));
+            prologue = 1;
+        }
+        Engine {
+            context,
+            inferrer: Inferrer::new(),
+            layout: Layout::new(prologue),
+            names: CallNames::default(),
+            rejected: Vec::new(),
+            breakpoint: None,
+        }
+    }
+
+    /// Rebuilds a conversation that left memory from its stored records:
+    /// the same pushes, inferred episodes, passes and calibrations in the
+    /// same order give
+    /// the same engine, view and cache breakpoint. The stored messages must
+    /// be exactly those of `items` (after the system prompt, if the
+    /// conversation had one); otherwise nothing is rebuilt.
+    pub fn rebuild(
+        config: Config,
+        counter: Arc<dyn TokenCounter>,
+        tools: Vec<ToolSpec>,
+        wire: &dyn Wire,
+        items: &[Item],
+        records: &[Record],
+    ) -> Result<Engine, String> {
+        let mut names = CallNames::default();
+        let units = wire.units(items, &mut names);
+        let expected: Vec<&Message> = units.iter().flat_map(|u| &u.messages).collect();
+        let stored: Vec<&Message> = records
+            .iter()
+            .filter_map(|record| match record {
+                Record::Message { message, .. } => Some(message),
+                _ => None,
+            })
+            .collect();
+        let prologue = stored
+            .len()
+            .checked_sub(expected.len())
+            .filter(|&p| p == 0 || (p == 1 && matches!(stored[0], Message::System { .. })))
+            .ok_or_else(|| {
+                format!(
+                    "the stored conversation has {} messages where the request's history makes {}",
+                    stored.len(),
+                    expected.len()
+                )
+            })?;
+        if stored[prologue..] != expected[..] {
+            return Err("the stored messages differ from the request's history".into());
+        }
+        let mut engine = Engine {
+            context: Context::new(config, counter, tools),
+            inferrer: Inferrer::new(),
+            layout: Layout::new(prologue as u64),
+            names,
+            rejected: Vec::new(),
+            breakpoint: None,
+        };
+        for record in records {
+            match record {
+                Record::Message { message, .. } => engine
+                    .push(message.clone())
+                    .map_err(|e| format!("a stored message cannot be replayed: {e}"))?,
+                Record::Enforce { .. } => {
+                    engine.enforce();
+                }
+                Record::Calibrate { local, reported } => {
+                    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+                    engine.context.calibrate(size(*local), size(*reported));
+                }
+                _ => {}
+            }
+        }
+        engine.rejected.clear();
+        for unit in &units {
+            engine.layout.add(unit);
+        }
+        Ok(engine)
+    }
+
+    /// Tokens the engine counts for the view, before calibration.
+    pub fn counted(&self) -> usize {
+        self.context.counted_tokens()
+    }
+
+    /// Calibrates the count with the provider's figure for a request the
+    /// engine counted as `local`; false when that changes nothing.
+    pub fn calibrate(&mut self, local: usize, reported: usize) -> bool {
+        let offset = reported as i64 - local as i64;
+        let changes = offset != self.context.calibration_offset();
+        if changes {
+            self.context.calibrate(local, reported);
+        }
+        changes
+    }
+
+    /// Wire items pushed so far.
+    pub fn items(&self) -> usize {
+        self.layout.items()
+    }
+
+    /// Pushes the items after those already pushed, with the episodes the
+    /// inferrer finds before each message; returns the messages pushed.
+    /// On error the conversation cannot go on (its engine no longer
+    /// matches the client's history).
+    pub fn extend(
+        &mut self,
+        wire: &dyn Wire,
+        items: &[Item],
+    ) -> Result<Vec<Message>, TranscriptError> {
+        let from = self.layout.items().min(items.len());
+        let mut pushed = Vec::new();
+        for unit in wire.units(&items[from..], &mut self.names) {
+            for message in &unit.messages {
+                self.push(message.clone())?;
+                pushed.push(message.clone());
+            }
+            self.layout.add(&unit);
+        }
+        Ok(pushed)
+    }
+
+    /// Pushes one message after the annotations inferred before it.
+    fn push(&mut self, message: Message) -> Result<(), TranscriptError> {
+        for annotation in self.inferrer.before(&message) {
+            if let Err(error) = self.context.annotate(annotation.clone()) {
+                self.rejected
+                    .push(format!("inferred {annotation:?} rejected: {error}"));
+            }
+        }
+        self.context.push(message).map(|_| ())
+    }
+
+    /// Enforces the budget before the request goes upstream. When the
+    /// pass changed the view, the cache breakpoint moves to the last
+    /// changed message (or the one before the first change): eviction
+    /// takes the oldest episodes first, so the next pass changes what
+    /// comes after it and the prefix up to it stays cached.
+    pub fn enforce(&mut self) -> Report {
+        let mut report = self.context.enforce();
+        report.warnings.append(&mut self.rejected);
+        if report.evicted() {
+            let view: Vec<Source> = self.context.view_sources().map(|(s, _)| s).collect();
+            let changed = view.iter().rposition(|s| !matches!(s, Source::Pushed(_)));
+            let before = report.first_changed.and_then(|at| at.checked_sub(1));
+            self.breakpoint = changed.max(before).and_then(|at| view.get(at).copied());
+        }
+        report
+    }
+
+    /// The history to send: the view in wire form (see [`render()`]), with
+    /// a cache breakpoint of this `cache_control` value when one is given.
+    pub fn render(
+        &self,
+        wire: &dyn Wire,
+        items: &[Item],
+        cache: Option<&serde_json::Value>,
+    ) -> String {
+        let mark = self
+            .breakpoint
+            .zip(cache)
+            .map(|(source, control)| Mark { source, control });
+        render(wire, items, &self.layout, self.context.view_sources(), mark)
+    }
+
+    /// The engine's context, for inspection.
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+}

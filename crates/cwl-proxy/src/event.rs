@@ -1,0 +1,71 @@
+//! What `--json` prints: one line per request the proxy handled.
+
+use serde::Serialize;
+
+use cwl::Report;
+
+/// Where events go (`--json` prints them; tests collect them).
+pub type Sink = Box<dyn Fn(&Event) + Send + Sync>;
+
+/// One request through the proxy.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    /// When (RFC 3339).
+    pub timestamp: String,
+    /// The API (`anthropic`, `openai-chat`, `openai-responses`).
+    pub api: &'static str,
+    /// The conversation's session id (or its number when not stored).
+    pub conversation: String,
+    /// `new`, `continue` or `branch`.
+    pub route: &'static str,
+    /// The history items the client sent.
+    pub items: usize,
+    /// Engine messages pushed for this request.
+    pub pushed: usize,
+    /// Counted prompt tokens before the pass.
+    pub tokens_before: usize,
+    /// Counted prompt tokens of the view sent.
+    pub tokens_after: usize,
+    /// The budget.
+    pub budget: usize,
+    /// Whether the view fits it.
+    pub budget_met: bool,
+    /// The episodes this pass evicted from, in order.
+    pub evicted: Vec<String>,
+    /// Anything worth knowing (budget not met, rejected annotations).
+    pub warnings: Vec<String>,
+}
+
+impl Event {
+    /// The event of a request whose pass made `report`.
+    pub fn new(
+        api: &'static str,
+        conversation: String,
+        route: &'static str,
+        items: usize,
+        pushed: usize,
+        report: &Report,
+    ) -> Self {
+        Event {
+            timestamp: cwl_agent::session::now(),
+            api,
+            conversation,
+            route,
+            items,
+            pushed,
+            tokens_before: report.tokens_before,
+            tokens_after: report.tokens_after,
+            budget: report.budget,
+            budget_met: report.budget_met,
+            evicted: report.episodes.iter().map(|e| e.name.clone()).collect(),
+            warnings: report.warnings.clone(),
+        }
+    }
+}
+
+/// Tells the operator about something the proxy worked around (a body
+/// forwarded unchanged, a conversation dropped), on stderr. Never given
+/// headers or bodies, so keys and content are never written.
+pub fn warn(text: &str) {
+    eprintln!("cwl proxy: warning: {text}");
+}

@@ -1,0 +1,439 @@
+//! The HTTP server: routes requests, runs history through the
+//! conversation's engine, forwards the result.
+//!
+//! Routes: `POST /v1/messages` (Anthropic Messages, with any query
+//! string), `POST /v1/chat/completions` (OpenAI Chat Completions) and
+//! `POST /v1/responses` (OpenAI Responses) go through the engine;
+//! `GET /health` answers 200; every other request (count_tokens, model
+//! lists, unknown APIs) is forwarded unchanged, to the Anthropic
+//! upstream when it is an Anthropic path or carries Anthropic headers,
+//! else to the OpenAI one. Headers pass through untouched and are never
+//! logged. A body the proxy cannot read is forwarded unchanged with a
+//! warning; one over the size limit gets a provider-shaped 413. When an
+//! Anthropic client asks for prompt caching (any `cache_control`) and
+//! leaves room (fewer than four breakpoints), the proxy adds one where
+//! the last eviction pass changed the view.
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use rustc_hash::FxHashMap;
+use serde_json::value::RawValue;
+
+use cwl::{Config, TokenCounter};
+
+use crate::api::Api;
+use crate::body::Body;
+use crate::conversations::{ConversationId, Conversations, Route};
+use crate::engine::Engine;
+use crate::event::{Event, Sink, warn};
+use crate::identity::Identities;
+use crate::live::{Conversation, Pending, Slot, lock, metered};
+use crate::store::{Log, Store};
+use crate::upstream::{ProxyBody, Shape, Upstream, full};
+use crate::wire::{Item, Wire, anthropic};
+
+/// Cache breakpoints Anthropic allows in one request: the proxy adds one
+/// only when the client left room.
+const MAX_BREAKPOINTS: usize = 4;
+
+/// The default largest request body: Anthropic's own limit.
+pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
+
+/// The default time after which an unused conversation leaves memory.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(3600);
+
+/// What the proxy does, as the command line set it.
+pub struct Options {
+    /// Where Anthropic requests go.
+    pub anthropic: Upstream,
+    /// Where OpenAI requests go.
+    pub openai: Upstream,
+    /// The engine settings of every conversation.
+    pub config: Config,
+    /// Where conversations are stored; `None`: not stored.
+    pub store: Option<Store>,
+    /// Largest request body accepted, in bytes.
+    pub max_body: usize,
+    /// Unused conversations leave memory after this long.
+    pub idle: Duration,
+    /// Called with each handled request's event.
+    pub events: Option<Sink>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("anthropic", &self.anthropic)
+            .field("openai", &self.openai)
+            .field("budget", &self.config.budget)
+            .field("store", &self.store)
+            .field("max_body", &self.max_body)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Router {
+    conversations: Conversations,
+    slots: FxHashMap<ConversationId, Arc<Slot>>,
+    /// Session files of stored conversations, for resuming idle ones.
+    paths: FxHashMap<ConversationId, PathBuf>,
+}
+
+/// The proxy: its options, its upstream client and its conversations.
+pub struct Proxy {
+    options: Options,
+    client: reqwest::Client,
+    counter: Arc<dyn TokenCounter>,
+    identities: Identities,
+    router: Mutex<Router>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Proxy {
+    /// A proxy counting tokens with `counter` (loaded here, so no request
+    /// waits for it).
+    pub fn new(options: Options, counter: Arc<dyn TokenCounter>) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        let idle = options.idle;
+        // Load the tokenizer now rather than in the first request.
+        counter.count("cwl");
+        Ok(Proxy {
+            options,
+            client,
+            counter,
+            identities: Identities::new(),
+            router: Mutex::new(Router {
+                conversations: Conversations::new(idle),
+                slots: FxHashMap::default(),
+                paths: FxHashMap::default(),
+            }),
+        })
+    }
+
+    /// Conversations held in memory.
+    pub fn conversations(&self) -> usize {
+        lock(&self.router).conversations.len()
+    }
+
+    /// Answers one request.
+    pub async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<ProxyBody> {
+        let (parts, body) = request.into_parts();
+        let path = parts.uri.path().to_string();
+        if parts.method == Method::GET && path == "/health" {
+            let mut response = Response::new(full(r#"{"status":"ok"}"#));
+            response.headers_mut().insert(
+                hyper::http::header::CONTENT_TYPE,
+                hyper::http::HeaderValue::from_static("application/json"),
+            );
+            return response;
+        }
+        let anthropic = path.starts_with("/v1/messages")
+            || parts.headers.contains_key("anthropic-version")
+            || parts.headers.contains_key("x-api-key");
+        let (upstream, shape) = if anthropic {
+            (&self.options.anthropic, Shape::Anthropic)
+        } else {
+            (&self.options.openai, Shape::OpenAi)
+        };
+        let bytes = match Limited::new(body, self.options.max_body).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+                warn(&format!(
+                    "{path}: request body over {} bytes refused (413)",
+                    self.options.max_body
+                ));
+                return shape.error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "request_too_large",
+                    &format!(
+                        "cwl proxy: request body exceeds {} bytes (--max-body)",
+                        self.options.max_body
+                    ),
+                );
+            }
+            Err(error) => {
+                warn(&format!("{path}: request body could not be read: {error}"));
+                return shape.error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    &format!("cwl proxy: request body could not be read: {error}"),
+                );
+            }
+        };
+        let (bytes, pending) = match Api::of(&parts.method, &path) {
+            Some(api) => {
+                let proxy = Arc::clone(&self);
+                let original = bytes.clone();
+                tokio::task::spawn_blocking(move || proxy.prepare(api, bytes))
+                    .await
+                    .unwrap_or_else(|error| {
+                        warn(&format!("{path}: {error}; request forwarded unchanged"));
+                        (original, None)
+                    })
+            }
+            None => (bytes, None),
+        };
+        let response = self
+            .forward(
+                upstream,
+                parts.method,
+                &parts.uri,
+                &parts.headers,
+                bytes,
+                shape,
+            )
+            .await;
+        match pending {
+            Some(pending) if response.status().is_success() => metered(response, pending),
+            _ => response,
+        }
+    }
+
+    async fn forward(
+        &self,
+        upstream: &Upstream,
+        method: Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        body: Bytes,
+        shape: Shape,
+    ) -> Response<ProxyBody> {
+        upstream
+            .forward(&self.client, method, uri, headers, body, shape)
+            .await
+    }
+
+    /// The body to send upstream: the history replaced by the engine's
+    /// view, or the body unchanged (with a warning) when that cannot be.
+    fn prepare(&self, api: Api, bytes: Bytes) -> (Bytes, Option<Pending>) {
+        match self.rewrite(api, &bytes) {
+            Ok(Some((rewritten, pending))) => (Bytes::from(rewritten), Some(pending)),
+            Ok(None) => (bytes, None),
+            Err(why) => {
+                warn(&format!(
+                    "{}: {why}; request forwarded unchanged",
+                    api.name()
+                ));
+                (bytes, None)
+            }
+        }
+    }
+
+    /// The rewritten body; `None` when it goes as it is with nothing to
+    /// warn about (a Responses request whose input is one string, or that
+    /// continues a response stored upstream).
+    fn rewrite(&self, api: Api, bytes: &[u8]) -> Result<Option<(Vec<u8>, Pending)>, String> {
+        let wire = api.wire();
+        let key = wire.history_key();
+        let body = Body::parse(bytes).map_err(|e| format!("body is not a JSON object ({e})"))?;
+        let raw = body
+            .get(key)
+            .ok_or_else(|| format!("body has no `{key}`"))?;
+        if api == Api::OpenAiResponses
+            && (raw.get().trim_start().starts_with('"')
+                || body
+                    .get("previous_response_id")
+                    .is_some_and(|id| id.get() != "null"))
+        {
+            return Ok(None);
+        }
+        let raws: Vec<Box<RawValue>> = serde_json::from_str(raw.get())
+            .map_err(|e| format!("`{key}` is not an array ({e})"))?;
+        let items = raws.into_iter().map(Item::new).collect::<Vec<Item>>();
+        let hashes = self.identities.of(&items);
+        let now = Instant::now();
+        let (route, slot, resume) = {
+            let mut router = lock(&self.router);
+            for gone in router.conversations.expire(now) {
+                router.slots.remove(&gone);
+            }
+            let route = router.conversations.route(&hashes, now);
+            let slot = Arc::clone(router.slots.entry(route.id()).or_default());
+            let resume = match route {
+                Route::Resume { from, .. } => router.paths.remove(&from),
+                _ => None,
+            };
+            (route, slot, resume)
+        };
+        let mut guard = lock(&slot.0);
+        let mut afresh = false;
+        let conversation = guard.get_or_insert_with(|| {
+            afresh = resume.is_some();
+            let rebuilt = resume.and_then(|path| {
+                self.resume(wire, &items[..route.known()], &path)
+                    .map_err(|why| {
+                        warn(&format!(
+                            "{}: cannot resume the idle conversation: {why}; it starts afresh",
+                            path.display()
+                        ))
+                    })
+                    .ok()
+            });
+            afresh &= rebuilt.is_none();
+            let conversation = rebuilt.unwrap_or_else(|| self.start(wire, &body, route));
+            if let Some(path) = conversation.log.path() {
+                lock(&self.router).paths.insert(route.id(), path);
+            }
+            conversation
+        });
+        if conversation.engine.items() > items.len() {
+            return Err(format!(
+                "conversation {} already holds {} messages and this request has {} (a concurrent request)",
+                conversation.label,
+                conversation.engine.items(),
+                items.len()
+            ));
+        }
+        let pushed = match conversation.engine.extend(wire, &items) {
+            Ok(pushed) => pushed,
+            Err(error) => {
+                let why = format!(
+                    "conversation {}: the engine cannot take this history ({error}); it is dropped",
+                    conversation.label
+                );
+                conversation.log.note(&why);
+                *guard = None;
+                drop(guard);
+                let mut router = lock(&self.router);
+                router.conversations.forget(route.id());
+                router.slots.remove(&route.id());
+                router.paths.remove(&route.id());
+                return Err(why);
+            }
+        };
+        conversation.log.messages(&pushed);
+        let report = conversation.engine.enforce();
+        conversation.log.enforce(&report);
+        let cache = match api {
+            Api::Anthropic => match anthropic::breakpoints(&body, &items) {
+                (count, last) if count < MAX_BREAKPOINTS => last,
+                _ => None,
+            },
+            _ => None,
+        };
+        let history = conversation.engine.render(wire, &items, cache.as_ref());
+        if let Some(events) = &self.options.events {
+            let route_name = match route {
+                Route::New { .. } => "new",
+                Route::Resume { .. } if afresh => "new",
+                Route::Continue { .. } => "continue",
+                Route::Resume { .. } => "resume",
+                Route::Branch { .. } => "branch",
+            };
+            events(&Event::new(
+                api.name(),
+                conversation.label.clone(),
+                route_name,
+                items.len(),
+                pushed.len(),
+                &report,
+            ));
+        }
+        if !report.budget_met {
+            warn(&format!(
+                "conversation {}: {} tokens sent, over the budget of {} ({})",
+                conversation.label,
+                report.tokens_after,
+                report.budget,
+                report.warnings.join("; ")
+            ));
+        }
+        let pending = Pending {
+            slot: Arc::clone(&slot),
+            local: conversation.engine.counted(),
+        };
+        Ok(Some((body.with(key, &history), pending)))
+    }
+
+    /// A conversation rebuilt from the session at `path`, whose history
+    /// is `items`.
+    fn resume(&self, wire: &dyn Wire, items: &[Item], path: &Path) -> Result<Conversation, String> {
+        let (mut log, loaded) = Log::reopen(path).map_err(|e| e.to_string())?;
+        let records: Vec<cwl::Record> = loaded.records.into_iter().map(|(_, r)| r).collect();
+        let engine = Engine::rebuild(
+            self.options.config.clone(),
+            Arc::clone(&self.counter),
+            loaded.info.tools,
+            wire,
+            items,
+            &records,
+        )?;
+        log.note("resumed after leaving memory idle");
+        Ok(Conversation {
+            engine,
+            label: loaded.info.id,
+            log,
+        })
+    }
+
+    fn start(&self, wire: &dyn Wire, body: &Body, route: Route) -> Conversation {
+        let tools = wire.tools(body);
+        let model = body.read::<String>("model").unwrap_or_default();
+        let mut log = match &self.options.store {
+            Some(store) => store
+                .create(wire.provider(), &model, tools.clone())
+                .unwrap_or_else(|error| {
+                    warn(&format!("conversation not stored: {error}"));
+                    Log::off()
+                }),
+            None => Log::off(),
+        };
+        if let Route::Branch { from, shared, .. } = route {
+            log.note(&format!(
+                "branch of proxy conversation {from} after {shared} messages (the client edited its history)"
+            ));
+        }
+        let label = log.id().unwrap_or_else(|| format!("c{}", route.id()));
+        let system = wire.system(body);
+        if let Some(system) = &system {
+            log.messages(&[cwl::Message::system(system.clone())]);
+        }
+        let engine = Engine::new(
+            self.options.config.clone(),
+            Arc::clone(&self.counter),
+            tools,
+            system,
+        );
+        Conversation { engine, log, label }
+    }
+}
+
+/// Serves requests on `listener` until it fails.
+pub async fn serve(listener: tokio::net::TcpListener, proxy: Arc<Proxy>) -> std::io::Result<()> {
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let proxy = Arc::clone(&proxy);
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let proxy = Arc::clone(&proxy);
+                async move { Ok::<_, Infallible>(proxy.handle(request).await) }
+            });
+            if let Err(error) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(%error, "client connection ended");
+            }
+        });
+    }
+}

@@ -1,0 +1,169 @@
+//! Sending a request to the provider and relaying its answer: status,
+//! headers and body as they come, the body streamed chunk by chunk as it
+//! arrives (no buffering), a dropped upstream stream ending the client's.
+
+use crate::event::warn;
+use bytes::Bytes;
+use futures_util::TryStreamExt;
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::Frame;
+use hyper::http::{HeaderMap, HeaderName, Method, Response, StatusCode, Uri, header};
+
+/// An error that ends a relayed body.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A response body the proxy sends: relayed or its own.
+pub type ProxyBody = BoxBody<Bytes, BoxError>;
+
+/// Headers that belong to one hop and are never forwarded.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+];
+
+/// Which provider's error shape the proxy's own errors take, so a client
+/// reads them as it reads its provider's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// `{"type":"error","error":{"type":..,"message":..}}`
+    Anthropic,
+    /// `{"error":{"message":..,"type":..,"code":..}}`
+    OpenAi,
+}
+
+impl Shape {
+    /// An error response of the proxy's own.
+    pub fn error(self, status: StatusCode, kind: &str, message: &str) -> Response<ProxyBody> {
+        let body = match self {
+            Shape::Anthropic => serde_json::json!({
+                "type": "error",
+                "error": {"type": kind, "message": message},
+            }),
+            Shape::OpenAi => serde_json::json!({
+                "error": {"message": message, "type": kind, "param": null, "code": kind},
+            }),
+        };
+        let mut response = Response::new(full(body.to_string()));
+        *response.status_mut() = status;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        response
+    }
+}
+
+/// A whole body of the proxy's own.
+pub fn full(body: impl Into<Bytes>) -> ProxyBody {
+    Full::new(body.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// The provider at `base` (scheme, host and an optional path prefix).
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    base: String,
+}
+
+impl Upstream {
+    /// An upstream at `base`, such as `https://api.anthropic.com`.
+    pub fn new(base: &str) -> Self {
+        Upstream {
+            base: base.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// The base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The upstream URL for a request to `uri` (its path and query
+    /// appended to the base).
+    pub fn url(&self, uri: &Uri) -> String {
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        format!("{}{}", self.base, path)
+    }
+
+    /// Sends the request and relays the answer; a provider that cannot be
+    /// reached gets a provider-shaped 502.
+    pub async fn forward(
+        &self,
+        client: &reqwest::Client,
+        method: Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        body: Bytes,
+        shape: Shape,
+    ) -> Response<ProxyBody> {
+        let mut request = client.request(method, self.url(uri)).body(body);
+        for (name, value) in headers {
+            if !is_hop_by_hop(name) {
+                request = request.header(name, value);
+            }
+        }
+        let upstream = match request.send().await {
+            Ok(upstream) => upstream,
+            Err(error) => {
+                let why = format!(
+                    "upstream {} unreachable: {}",
+                    self.base,
+                    describe(&error.without_url())
+                );
+                warn(&why);
+                return shape.error(
+                    StatusCode::BAD_GATEWAY,
+                    "api_error",
+                    &format!("cwl proxy: {why}"),
+                );
+            }
+        };
+        let mut response = Response::builder().status(upstream.status());
+        if let Some(out) = response.headers_mut() {
+            for (name, value) in upstream.headers() {
+                if !is_hop_by_hop(name) || name == header::CONTENT_LENGTH {
+                    out.append(name, value.clone());
+                }
+            }
+        }
+        let stream = upstream
+            .bytes_stream()
+            .map_ok(Frame::data)
+            .map_err(|error| -> BoxError { Box::new(error) });
+        response
+            .body(BodyExt::boxed(StreamBody::new(stream)))
+            .unwrap_or_else(|error| {
+                shape.error(
+                    StatusCode::BAD_GATEWAY,
+                    "api_error",
+                    &format!("cwl proxy: bad upstream response: {error}"),
+                )
+            })
+    }
+}
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(&name.as_str())
+}
+
+/// An error with its causes, `a: b: c`.
+fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,140 @@
+//! Provider wire formats ↔ engine messages.
+//!
+//! A request's history is a list of wire items (Anthropic messages, Chat
+//! Completions messages, Responses input items). The items split into
+//! [`Unit`]s: runs of items that turn into engine messages together (an
+//! Anthropic user message holding three tool results and a text is one
+//! unit of four engine messages; a Responses reasoning item, message item
+//! and function call are one unit of one assistant message). The engine's
+//! view is mapped back unit by unit ([`render()`]): a unit whose engine
+//! messages are all in the view unchanged goes out as the client's own
+//! bytes; a unit the engine altered is rebuilt by its format, keeping the
+//! client's JSON for every block that survived; residues and the index
+//! line become notes.
+
+pub mod anthropic;
+pub mod openai_chat;
+pub mod openai_responses;
+pub mod render;
+mod text;
+
+use std::sync::OnceLock;
+
+use rustc_hash::FxHashMap;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use cwl::{Message, ToolSpec};
+
+use crate::body::Body;
+
+pub use render::{Layout, Mark, render};
+pub use text::content_text;
+
+/// One wire item as the client sent it: its bytes, parsed only when
+/// needed (most items of a request were seen before and go out as bytes).
+#[derive(Debug)]
+pub struct Item {
+    /// The client's JSON, byte for byte.
+    pub raw: Box<RawValue>,
+    value: OnceLock<Value>,
+}
+
+impl Item {
+    /// One item from its raw JSON.
+    pub fn new(raw: Box<RawValue>) -> Item {
+        Item {
+            raw,
+            value: OnceLock::new(),
+        }
+    }
+
+    /// Whether the item was parsed.
+    pub fn parsed(&self) -> bool {
+        self.value.get().is_some()
+    }
+
+    /// The item parsed (valid JSON by construction; `null` only past the
+    /// parser's nesting limit, which the raw value shares).
+    pub fn value(&self) -> &Value {
+        self.value
+            .get_or_init(|| serde_json::from_str(self.raw.get()).unwrap_or(Value::Null))
+    }
+}
+
+/// Items that turn into engine messages together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unit {
+    /// How many wire items it spans.
+    pub items: usize,
+    /// The engine messages they make, in order (none for an item the
+    /// engine has no use for; it is sent as it came).
+    pub messages: Vec<Message>,
+}
+
+/// One engine message of a unit that is in the view.
+#[derive(Debug, Clone, Copy)]
+pub struct Part<'a> {
+    /// Its position among the unit's engine messages.
+    pub index: usize,
+    /// The message as the view holds it.
+    pub message: &'a Message,
+    /// Whether eviction changed it.
+    pub altered: bool,
+}
+
+/// Tool names by call id, so a result (which names only its call) gets
+/// its tool's name; an entry goes when its result comes, so the map holds
+/// only calls still waiting.
+pub type CallNames = FxHashMap<String, String>;
+
+/// A provider's message format.
+pub trait Wire: Send + Sync {
+    /// The provider's name for session files (`anthropic`, `openai`).
+    fn provider(&self) -> &'static str;
+
+    /// The body field that holds the history (`messages`, `input`).
+    fn history_key(&self) -> &'static str;
+
+    /// The system prompt, counted toward the budget but sent in its own
+    /// field (so never part of the view sent back), if the body has one.
+    fn system(&self, body: &Body) -> Option<String>;
+
+    /// The tool definitions the request offers (they count toward the
+    /// budget).
+    fn tools(&self, body: &Body) -> Vec<ToolSpec>;
+
+    /// Splits `items` into units (covering every item, in order).
+    fn units(&self, items: &[Item], names: &mut CallNames) -> Vec<Unit>;
+
+    /// A unit some of whose engine messages are gone or altered: the wire
+    /// items to send instead (none when nothing is left).
+    fn rebuild(&self, items: &[Item], parts: &[Part<'_>]) -> Vec<Value>;
+
+    /// Gives a wire item a cache breakpoint (`cache_control`) on its last
+    /// block, where the format has them; false when it has none or the
+    /// item is already marked.
+    fn mark(&self, _item: &mut Value, _control: &Value) -> bool {
+        false
+    }
+
+    /// A note from the engine (an evicted episode's residue, the index of
+    /// folded ones) as a wire item.
+    fn note(&self, text: &str) -> Value;
+}
+
+/// The text of an engine note message (residue or index line).
+pub fn note_text(message: &Message) -> String {
+    match message {
+        Message::Assistant { content } => content
+            .iter()
+            .filter_map(|block| match block {
+                cwl::Block::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Message::System { content } | Message::User { content } => content.clone(),
+        Message::ToolResult(result) => result.content.clone(),
+    }
+}
