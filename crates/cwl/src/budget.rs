@@ -6,7 +6,8 @@ use std::str::FromStr;
 
 use thiserror::Error;
 
-/// A token budget: absolute, or a share of the model's context window.
+/// A token budget: absolute, or a share of the model's context window
+/// (the two ways there are; exhaustive on purpose).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Budget {
     /// A number of tokens.

@@ -120,6 +120,7 @@ impl std::fmt::Display for ResidueCap {
 
 /// What a pass does with old acts before it removes anything: the value of
 /// `--act-outputs` ([`Config::stub_act_outputs`]).
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActOutputs {
     /// Reduce them to their calls first (outputs stubbed, prose dropped),

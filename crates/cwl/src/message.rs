@@ -7,6 +7,10 @@
 use serde::{Deserialize, Serialize};
 
 /// One message of a transcript.
+///
+/// Exhaustive on purpose, like [`Block`]: every harness and importer must
+/// place every kind of content, so a new kind is a breaking change that
+/// each of them has to handle, never one a wildcard arm drops unseen.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {

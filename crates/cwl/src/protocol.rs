@@ -14,7 +14,8 @@ use crate::message::ToolSpec;
 /// The tool's name.
 pub const DELIMITER: &str = "delimiter";
 
-/// What the agent says an episode is for.
+/// What the agent says an episode is for: the paper's two kinds, the
+/// whole of the protocol (exhaustive on purpose).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EpisodeKind {
@@ -36,7 +37,8 @@ impl fmt::Display for EpisodeKind {
 /// One delimiter call, parsed: open or close an episode.
 ///
 /// Harnesses that do not annotate (or a lab inferring episodes) can apply
-/// these out of band with [`crate::Context::annotate`].
+/// these out of band with [`crate::Context::annotate`]. The paper's two
+/// actions; exhaustive on purpose, as the protocol is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Annotation {
