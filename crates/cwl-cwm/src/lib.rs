@@ -1,0 +1,23 @@
+//! # cwl-cwm — the context-window manager's model-free core
+//!
+//! The context-window manager (`context-window-manager.txt`) treats the
+//! window as a monitored, budgeted resource: a pressure monitor says how
+//! full it is and how fast it fills (sections 2), component budgets say
+//! who fills it and how many turns are left (section 5), and a cascade of
+//! eviction and compression acts by zone. This crate holds the parts that
+//! need no model:
+//! - [`pressure`]: zones, velocity over the last turns, spikes against an
+//!   exponential moving average, turns until red;
+//! - [`budgets`]: the six components with soft and hard limits,
+//!   `check_before_add`, burn rate and a report.
+//!
+//! Scorers, the compression cascade (which calls a model), cross-window
+//! checkpoints and health reporting come next (issue 12).
+
+pub mod budgets;
+pub mod pressure;
+
+pub use budgets::{
+    Allocation, AllocationError, BudgetManager, BudgetReport, Check, Component, ComponentBudget,
+};
+pub use pressure::{Monitor, PressureEvent, Reading, Source, Thresholds, Zone};
