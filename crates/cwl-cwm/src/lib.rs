@@ -9,15 +9,19 @@
 //! - [`pressure`]: zones, velocity over the last turns, spikes against an
 //!   exponential moving average, turns until red;
 //! - [`budgets`]: the six components with soft and hard limits,
-//!   `check_before_add`, burn rate and a report.
+//!   `check_before_add`, burn rate and a report;
+//! - [`scorers`]: the eviction scorers (fifo, lru, priority, type and
+//!   their weighted composite), shared with the lab's baselines.
 //!
-//! Scorers, the compression cascade (which calls a model), cross-window
+//! Lexical relevance, the compression cascade (which calls a model), cross-window
 //! checkpoints and health reporting come next (issue 12).
 
 pub mod budgets;
 pub mod pressure;
+pub mod scorers;
 
 pub use budgets::{
     Allocation, AllocationError, BudgetManager, BudgetReport, Check, Component, ComponentBudget,
 };
 pub use pressure::{Monitor, PressureEvent, Reading, Source, Thresholds, Zone};
+pub use scorers::{BlockInfo, ContentType, Scorer};

@@ -33,98 +33,7 @@ use super::{Policy, PolicyConfig, PolicyError, Request};
 use crate::metrics::anchors::AnchorId;
 use crate::transcript::{Entry, Lab, Unit};
 
-/// Which scoring function.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scorer {
-    /// Oldest first.
-    Fifo,
-    /// Least recently referenced first.
-    Lru,
-    /// Weighted multi-signal priority.
-    Priority,
-    /// Per-type time to live.
-    Type,
-    /// Weighted composite of the four.
-    Weighted,
-}
-
-/// What a block is, for the scorers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContentType {
-    /// A user turn.
-    User,
-    /// Assistant text.
-    Assistant,
-    /// Assistant reasoning.
-    Thinking,
-    /// A tool call and its result.
-    ToolResult,
-}
-
-/// What the scorers know about a block.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BlockInfo {
-    /// Its type.
-    pub content_type: ContentType,
-    /// The turn it entered the context.
-    pub created: u64,
-    /// The last turn that referenced it.
-    pub last_ref: Option<u64>,
-    /// How many turns referenced it.
-    pub refs: u32,
-}
-
-impl Scorer {
-    /// The block's score at `current` turn: 0 evict first, 1 keep.
-    pub fn score(self, block: &BlockInfo, current: u64) -> f64 {
-        let age = current.saturating_sub(block.created) as f64;
-        match self {
-            Scorer::Fifo => (-age / 10.0).exp(),
-            Scorer::Lru => match block.last_ref {
-                None => 0.3,
-                Some(last) => (-(current.saturating_sub(last) as f64) / 5.0).exp(),
-            },
-            Scorer::Priority => {
-                let recency = (-age / 15.0).exp();
-                let semantic = 0.5;
-                let source = match block.content_type {
-                    ContentType::User => 1.0,
-                    ContentType::Assistant => 0.5,
-                    ContentType::ToolResult => 0.3,
-                    ContentType::Thinking => 0.5,
-                };
-                let reuse = (f64::from(block.refs) / 5.0).min(1.0);
-                let explicit = 0.0;
-                0.30 * recency + 0.25 * semantic + 0.20 * source + 0.15 * reuse + 0.10 * explicit
-            }
-            Scorer::Type => {
-                let ttl = match block.content_type {
-                    ContentType::ToolResult => 8.0,
-                    ContentType::Assistant => 30.0,
-                    ContentType::Thinking => 2.0,
-                    ContentType::User => 50.0,
-                };
-                if age > ttl { 0.0 } else { 1.0 - age / ttl }
-            }
-            Scorer::Weighted => {
-                0.15 * Scorer::Fifo.score(block, current)
-                    + 0.15 * Scorer::Lru.score(block, current)
-                    + 0.40 * Scorer::Priority.score(block, current)
-                    + 0.30 * Scorer::Type.score(block, current)
-            }
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Scorer::Fifo => "fifo",
-            Scorer::Lru => "lru",
-            Scorer::Priority => "priority",
-            Scorer::Type => "type",
-            Scorer::Weighted => "weighted",
-        }
-    }
-}
+pub use cwl_cwm::scorers::{BlockInfo, ContentType, Scorer};
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Refs {
@@ -207,6 +116,8 @@ impl Scored {
                 created,
                 last_ref: refs.last,
                 refs: refs.count,
+                relevance: None,
+                do_not_evict: false,
             };
             let is_user = slot.unit.is_user();
             let slot_refs = slot.refs;
@@ -384,6 +295,8 @@ mod tests {
             created,
             last_ref,
             refs,
+            relevance: None,
+            do_not_evict: false,
         }
     }
 
