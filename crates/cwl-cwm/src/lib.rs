@@ -11,17 +11,21 @@
 //! - [`budgets`]: the six components with soft and hard limits,
 //!   `check_before_add`, burn rate and a report;
 //! - [`scorers`]: the eviction scorers (fifo, lru, priority, type and
-//!   their weighted composite), shared with the lab's baselines.
+//!   their weighted composite), shared with the lab's baselines;
+//! - [`relevance`]: lexical relevance to the current task (BM25), the
+//!   priority scorer's `semantic` term without a model.
 //!
-//! Lexical relevance, the compression cascade (which calls a model), cross-window
+//! The compression cascade (which calls a model), cross-window
 //! checkpoints and health reporting come next (issue 12).
 
 pub mod budgets;
 pub mod pressure;
+pub mod relevance;
 pub mod scorers;
 
 pub use budgets::{
     Allocation, AllocationError, BudgetManager, BudgetReport, Check, Component, ComponentBudget,
 };
 pub use pressure::{Monitor, PressureEvent, Reading, Source, Thresholds, Zone};
+pub use relevance::relevance;
 pub use scorers::{BlockInfo, ContentType, Scorer};
