@@ -27,5 +27,5 @@ pub use budgets::{
     Allocation, AllocationError, BudgetManager, BudgetReport, Check, Component, ComponentBudget,
 };
 pub use pressure::{Monitor, PressureEvent, Reading, Source, Thresholds, Zone};
-pub use relevance::relevance;
+pub use relevance::{RelevanceIndex, relevance};
 pub use scorers::{BlockInfo, ContentType, Scorer};

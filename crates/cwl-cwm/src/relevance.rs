@@ -3,7 +3,62 @@
 //! BM25 (a maintained crate, English stemming and stop words, nothing
 //! downloaded) with the blocks themselves as the corpus.
 
+use std::fmt;
+use std::hash::Hash;
+
 use bm25::{Embedder, EmbedderBuilder, Language, Scorer};
+
+/// Average block length in tokens assumed by a [`RelevanceIndex`] that
+/// grows block by block (BM25 needs one; the document's tool outputs are
+/// long).
+pub const DEFAULT_AVGDL: f32 = 256.0;
+
+/// An index of the blocks in a window, kept as they come and go, that
+/// ranks them against the current task.
+pub struct RelevanceIndex<K: Eq + Hash + Clone> {
+    embedder: Embedder,
+    scorer: Scorer<K>,
+}
+
+impl<K: Eq + Hash + Clone> fmt::Debug for RelevanceIndex<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RelevanceIndex")
+            .field("avgdl", &self.embedder.avgdl())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Eq + Hash + Clone> RelevanceIndex<K> {
+    /// An empty index assuming blocks of `avgdl` tokens on average.
+    pub fn new(avgdl: f32) -> Self {
+        RelevanceIndex {
+            embedder: EmbedderBuilder::with_avgdl(avgdl).build(),
+            scorer: Scorer::new(),
+        }
+    }
+
+    /// Adds (or replaces) a block.
+    pub fn insert(&mut self, key: &K, text: &str) {
+        self.scorer.upsert(key, self.embedder.embed(text));
+    }
+
+    /// Forgets a block (evicted).
+    pub fn remove(&mut self, key: &K) {
+        self.scorer.remove(key);
+    }
+
+    /// The relevance of each of `keys` to `task` in [0, 1], the best of
+    /// them 1; all 0 when none shares a term with the task (or is
+    /// unknown).
+    pub fn scores(&self, task: &str, keys: &[K]) -> Vec<f64> {
+        let query = self.embedder.embed(task);
+        normalise(
+            keys.iter()
+                .map(|key| f64::from(self.scorer.score(key, &query).unwrap_or(0.0)))
+                .collect(),
+        )
+    }
+}
 
 /// Each block's relevance to `task` in [0, 1]: its BM25 score over the
 /// blocks, divided by the best block's, so the most relevant block scores
@@ -13,17 +68,21 @@ pub fn relevance(task: &str, blocks: &[&str]) -> Vec<f64> {
         return Vec::new();
     }
     let embedder: Embedder = EmbedderBuilder::with_fit_to_corpus(Language::English, blocks).build();
-    let mut scorer = Scorer::<usize>::new();
-    for (index, block) in blocks.iter().enumerate() {
-        scorer.upsert(&index, embedder.embed(block));
+    let mut index = RelevanceIndex {
+        embedder,
+        scorer: Scorer::new(),
+    };
+    for (key, block) in blocks.iter().enumerate() {
+        index.insert(&key, block);
     }
-    let query = embedder.embed(task);
-    let scores: Vec<f64> = (0..blocks.len())
-        .map(|index| f64::from(scorer.score(&index, &query).unwrap_or(0.0)))
-        .collect();
+    let keys: Vec<usize> = (0..blocks.len()).collect();
+    index.scores(task, &keys)
+}
+
+fn normalise(scores: Vec<f64>) -> Vec<f64> {
     let best = scores.iter().copied().fold(0.0, f64::max);
     if best <= 0.0 {
-        return vec![0.0; blocks.len()];
+        return vec![0.0; scores.len()];
     }
     scores.iter().map(|score| score / best).collect()
 }
@@ -44,5 +103,20 @@ mod tests {
         assert!(scores[1] < 0.5 && scores[2] < 0.5, "{scores:?}");
         assert_eq!(relevance("quantum chromodynamics", &blocks), [0.0; 3]);
         assert!(relevance("anything", &[]).is_empty());
+    }
+
+    #[test]
+    fn an_index_follows_the_window() {
+        let mut index = RelevanceIndex::new(DEFAULT_AVGDL);
+        index.insert(&1, "the login handler checks the password hash");
+        index.insert(&2, "cargo build finished in 3.2s");
+        index.insert(&3, "password reset emails go through the mailer");
+        let scores = index.scores("why does login reject a valid password", &[1, 2, 3]);
+        assert_eq!(scores[0], 1.0, "{scores:?}");
+        assert_eq!(scores[1], 0.0);
+        assert!(scores[2] > 0.0 && scores[2] < 1.0, "{scores:?}");
+        index.remove(&1);
+        let scores = index.scores("why does login reject a valid password", &[1, 2, 3]);
+        assert_eq!(scores, [0.0, 0.0, 1.0], "an evicted block is unknown");
     }
 }

@@ -83,13 +83,15 @@ changes the figures first, and counted by kind; a file that cannot be read or pa
 exit status is non-zero; a file with no model call is reported as such.\n\n\
 Policies: cwl (the engine; inferred episodes when the log has no delimiter calls), none (full history), truncate, \
 mask, compact (modeled summarization), oldest-turn, tool-prune, tool-mask-prune, hybrid (Self-GC paper baselines), \
-fifo, lru, priority, type, weighted (context-window-manager scorers)."
+fifo, lru, priority, type, weighted (context-window-manager scorers), cwm (the context-window manager as one \
+strategy: the weighted scorer with BM25 relevance to the latest user turn, evicting from the orange zone, 75% of the \
+budget, down to it)."
 )]
 pub struct ReplayArgs {
     /// Session logs: cwl, pi, Claude Code, Codex, OpenAI chat JSON or mini-swe-agent (detected from content).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Policies to replay: `all` or a comma-separated list (cwl,none,truncate,mask,compact,oldest-turn,tool-prune,tool-mask-prune,hybrid,fifo,lru,priority,type,weighted).
+    /// Policies to replay: `all` or a comma-separated list (cwl,none,truncate,mask,compact,oldest-turn,tool-prune,tool-mask-prune,hybrid,fifo,lru,priority,type,weighted,cwm).
     #[arg(long, value_name = "LIST", default_value = "all")]
     pub policy: String,
     /// Token budget τ for every budgeted policy: tokens (80000, 80k, 1.5M) or a share of the model's context window (50%).

@@ -126,3 +126,66 @@ proptest! {
         prop_assert_eq!(cwl, Some(("cwl".to_string(), 0)));
     }
 }
+
+/// `cwm` acts from the orange zone: its requests stay near 75% of the
+/// budget where `weighted`, the same scorer without the pressure monitor,
+/// fills the budget.
+#[test]
+fn cwm_evicts_from_the_orange_zone_down_to_it() {
+    let budget = 8_000;
+    let config = SynthConfig {
+        tasks: 6,
+        tokens: (budget * 20) as u64,
+        budget,
+        seed: 7,
+        model: "m".into(),
+    };
+    let mut out = Vec::new();
+    synth::generate(&config, &Estimate, &mut out).unwrap();
+    let messages: Vec<Message> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .filter_map(|line| match serde_json::from_str::<Record>(line).unwrap() {
+            Record::Message { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    let session = Session::from_messages("test", synth::tools(), messages);
+    let mut replay_config = common::config(budget);
+    replay_config.policies = vec![
+        cwl_lab::policy::PolicyKind::Weighted,
+        cwl_lab::policy::PolicyKind::Cwm,
+    ];
+    let report = replay(session, "test", &replay_config, &mut || {});
+    assert!(report.violations.is_empty(), "{:#?}", report.violations);
+    let max = |i: usize| {
+        report.policies[i]
+            .stats
+            .tokens
+            .iter()
+            .copied()
+            .max()
+            .unwrap() as usize
+    };
+    assert!(
+        max(0) > budget * 9 / 10,
+        "weighted fills the budget: {}",
+        max(0)
+    );
+    assert!(max(1) <= budget, "cwm holds the budget: {}", max(1));
+    let over_orange = |i: usize| {
+        report.policies[i]
+            .stats
+            .tokens
+            .iter()
+            .filter(|&&t| t as usize > budget * 3 / 4)
+            .count()
+    };
+    let requests = report.policies[1].stats.tokens.len();
+    assert!(
+        over_orange(1) * 10 <= requests && over_orange(1) * 4 < over_orange(0),
+        "cwm stays under the orange line but when a large latest step is protected: {} of {requests} (weighted: {})",
+        over_orange(1),
+        over_orange(0)
+    );
+}

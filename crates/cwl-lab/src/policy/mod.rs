@@ -147,11 +147,14 @@ pub enum PolicyKind {
     Type,
     /// Context-window-manager: weighted composite of the four scorers.
     Weighted,
+    /// Context-window-manager as one strategy: the weighted composite with
+    /// lexical relevance, triggered by the pressure zones.
+    Cwm,
 }
 
 impl PolicyKind {
     /// Every policy, in report order.
-    pub const ALL: [PolicyKind; 14] = [
+    pub const ALL: [PolicyKind; 15] = [
         PolicyKind::Cwl,
         PolicyKind::None,
         PolicyKind::Truncate,
@@ -166,6 +169,7 @@ impl PolicyKind {
         PolicyKind::Priority,
         PolicyKind::Type,
         PolicyKind::Weighted,
+        PolicyKind::Cwm,
     ];
 
     /// The command-line name.
@@ -185,6 +189,7 @@ impl PolicyKind {
             PolicyKind::Priority => "priority",
             PolicyKind::Type => "type",
             PolicyKind::Weighted => "weighted",
+            PolicyKind::Cwm => "cwm",
         }
     }
 
@@ -243,6 +248,7 @@ impl PolicyKind {
             PolicyKind::Weighted => {
                 Box::new(scorer::Scored::new(scorer::Scorer::Weighted, config, lab))
             }
+            PolicyKind::Cwm => Box::new(scorer::Scored::cwm(config, lab)),
         }
     }
 }
@@ -256,7 +262,7 @@ impl fmt::Display for PolicyKind {
 /// A policy name the lab does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown policy `{0}` (expected `all` or a comma-separated list of: cwl, none, truncate, mask, compact, oldest-turn, tool-prune, tool-mask-prune, hybrid, fifo, lru, priority, type, weighted)"
+    "unknown policy `{0}` (expected `all` or a comma-separated list of: cwl, none, truncate, mask, compact, oldest-turn, tool-prune, tool-mask-prune, hybrid, fifo, lru, priority, type, weighted, cwm)"
 )]
 pub struct UnknownPolicy(pub String);
 
