@@ -737,3 +737,125 @@ fn ctrl_c_while_chat_asks_cancels_the_turn_and_the_next_line_is_a_task() {
     assert_eq!(status, Some(0), "{stderr}");
     assert!(!cwl.work.path().join("x.txt").exists());
 }
+
+/// MCP tools in a child `cwl run --json`: the start-up notes name the
+/// servers loaded and the one that failed; a tool without `readOnlyHint`
+/// asks under on-mutate (and does not run when declined), a read-only one
+/// runs without asking.
+#[test]
+fn mcp_tools_obey_approvals_and_startup_is_reported() {
+    let server = env!("CARGO_BIN_EXE_cwl-mcp-test-server");
+    let config = format!(
+        r#"
+[[mcp_servers]]
+name = "notes"
+command = "{server}"
+args = ["--tools", "echo,write_note"]
+
+[[mcp_servers]]
+name = "broken"
+command = "{server}"
+args = ["--fail-start"]
+"#
+    );
+    let cwl = Cwl::new(
+        vec![
+            calls(vec![call("m1", "notes__echo", json!({"text": "hi"}))]),
+            calls(vec![call(
+                "m2",
+                "notes__write_note",
+                json!({"path": "n.txt", "text": "x"}),
+            )]),
+            calls(vec![call(
+                "m3",
+                "notes__write_note",
+                json!({"path": "n.txt", "text": "y"}),
+            )]),
+            done(),
+        ],
+        &config,
+    );
+    let mut child = cwl.spawn("run", "on-mutate", true, "take notes");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut events = Events::of(&mut child);
+    let result = events.next("tool_result");
+    assert_eq!(result["id"], "m1", "the read-only tool runs without asking");
+    assert_eq!(result["content"], "echo: hi");
+    let asked = events.next("approval_request");
+    assert_eq!(asked["id"], "m2");
+    assert_eq!(asked["name"], "notes__write_note");
+    assert_eq!(asked["mutating"], true);
+    reply(&mut stdin, r#"{"approve": false}"#);
+    let result = events.next("tool_result");
+    assert_eq!(result["is_error"], true);
+    let asked = events.next("approval_request");
+    assert_eq!(asked["id"], "m3");
+    reply(&mut stdin, r#"{"approve": true}"#);
+    let rest = events.rest();
+    let (status, stderr) = finish(child);
+    assert_eq!(status, Some(0), "stderr:\n{stderr}");
+    // The server wrote relative to the workspace, where it runs.
+    assert_eq!(
+        std::fs::read_to_string(cwl.work.path().join("n.txt")).unwrap(),
+        "y"
+    );
+    let notes: Vec<&str> = rest
+        .iter()
+        .filter(|e| e["event"] == "note")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert!(
+        notes.contains(&"MCP tools: notes (notes__echo, notes__write_note)"),
+        "{notes:#?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("MCP server `broken` not used: ")
+                && n.contains("cannot open the database")),
+        "{notes:#?}"
+    );
+    let results = results(&cwl.records());
+    assert_eq!(results[0], ("m1".into(), "echo: hi".into(), false));
+    assert!(
+        results[1].2 && results[1].1.contains("declined"),
+        "{:?}",
+        results[1]
+    );
+    assert_eq!(results[2], ("m3".into(), "wrote n.txt".into(), false));
+}
+
+/// Ctrl-C during a model call ends `cwl run` (130) and its stdio MCP
+/// server, which runs in a process group of its own and would outlive its
+/// closed stdin (`--linger`).
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_ends_the_stdio_mcp_servers() {
+    let server = env!("CARGO_BIN_EXE_cwl-mcp-test-server");
+    let config =
+        format!("[[mcp_servers]]\nname = \"p\"\ncommand = \"{server}\"\nargs = [\"--linger\"]\n");
+    let cwl = Cwl::new(
+        vec![calls(vec![call("p1", "p__pid", json!({}))]), Reply::Silence],
+        &config,
+    );
+    let mut child = cwl.spawn("run", "never", true, "which pid?");
+    let mut events = Events::of(&mut child);
+    let result = events.next("tool_result");
+    let pid: i32 = result["content"].as_str().unwrap().parse().unwrap();
+    assert!(!gone(pid), "the MCP server runs with the agent");
+    // Wait for the second model request: the agent is inside it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cwl.server.requests().len() < 2 {
+        assert!(Instant::now() < deadline, "no second model request");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cwl_pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(cwl_pid, rustix::process::Signal::INT).unwrap();
+    let (status, stderr) = finish(child);
+    assert_eq!(status, Some(130), "stderr:\n{stderr}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(pid) {
+        assert!(Instant::now() < deadline, "MCP server {pid} outlived cwl");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

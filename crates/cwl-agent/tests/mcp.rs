@@ -206,7 +206,16 @@ async fn stdio_tools_reach_the_model_and_the_session() {
 async fn streamable_http_tools_work_too() {
     let remote = HttpServer::start(vec!["echo".into(), "write_note".into()]).unwrap();
     let dir = workspace();
-    let (toolbox, servers) = mcp_toolbox(&[http("web", remote.url())], dir.path()).await;
+    let config = McpServerConfig {
+        class: cwl::ToolClass::Bulk,
+        ..http("web", remote.url())
+    };
+    let (mut toolbox, mut servers) = mcp_toolbox(&[config], dir.path()).await;
+    assert_eq!(toolbox.classes().class("web__echo"), cwl::ToolClass::Bulk);
+    assert_eq!(
+        toolbox.classes().class("read"),
+        cwl::ToolClass::Intermediate
+    );
     assert_eq!(
         servers.loaded(),
         [(
@@ -229,6 +238,16 @@ async fn streamable_http_tools_work_too() {
         .await;
     assert!(!out.is_error, "{out:?}");
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "over http");
+    // A name already taken is refused and no longer reported as loaded.
+    servers.register(&mut toolbox);
+    assert_eq!(
+        servers.warnings(),
+        [
+            "MCP tool left out: a tool named `web__echo` is already registered",
+            "MCP tool left out: a tool named `web__write_note` is already registered"
+        ]
+    );
+    assert_eq!(servers.loaded(), [("web".to_string(), vec![])]);
     let methods = remote.methods();
     for method in ["initialize", "tools/list", "tools/call"] {
         assert!(methods.iter().any(|m| m == method), "{methods:?}");
@@ -339,7 +358,11 @@ async fn a_server_that_never_answers_times_out() {
 #[tokio::test]
 async fn stdio_servers_end_with_the_agent() {
     let dir = workspace();
-    let (toolbox, servers) = mcp_toolbox(&[stdio("t", &["--tools", "pid"], &[])], dir.path()).await;
+    let (toolbox, servers) = mcp_toolbox(
+        &[stdio("t", &["--tools", "pid", "--linger"], &[])],
+        dir.path(),
+    )
+    .await;
     let out = toolbox
         .execute(&tool_call("t__pid"), &Default::default())
         .await;
@@ -420,6 +443,13 @@ async fn a_resumed_session_offers_the_servers_tools_as_they_are_now() {
     assert!(
         notes.iter().any(|n| n
             == "MCP tools differ from the last run (added: t__env; no longer offered: t__write_note)"),
+        "{notes:#?}"
+    );
+    // The checkpoint of the first run holds the old tools: not used.
+    assert!(
+        notes.iter().any(|n| n.contains(
+            "checkpoint not used (it was taken with other tools offered); replayed the whole session instead"
+        )),
         "{notes:#?}"
     );
     let last = results(&path).pop().unwrap();

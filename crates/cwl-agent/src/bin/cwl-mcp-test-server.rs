@@ -1,7 +1,9 @@
 //! A stdio MCP server for cwl's tests (see `cwl_agent::mcp::testing`).
 //!
-//! `cwl-mcp-test-server [--tools a,b] [--fail-start]`: with
-//! `--fail-start` it writes a message on stderr and exits 3 at once.
+//! `cwl-mcp-test-server [--tools a,b] [--fail-start] [--linger]`: with
+//! `--fail-start` it writes a message on stderr and exits 3 at once; with
+//! `--linger` it stays 60 s after its stdin closes (a server that must be
+//! killed).
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -13,5 +15,8 @@ fn main() {
     if let Err(error) = cwl_agent::mcp::testing::serve_stdio(&tools) {
         eprintln!("cwl-mcp-test-server: {error}");
         std::process::exit(1);
+    }
+    if args.iter().any(|a| a == "--linger") {
+        std::thread::sleep(std::time::Duration::from_secs(60));
     }
 }

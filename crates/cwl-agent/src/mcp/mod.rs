@@ -127,9 +127,13 @@ impl McpServers {
     /// left out with a warning.
     pub fn register(&mut self, toolbox: &mut Toolbox) {
         for tool in &self.tools {
+            let name = tool.spec().name;
             let shared: Arc<dyn Tool> = Arc::clone(tool) as Arc<dyn Tool>;
             if let Err(error) = toolbox.register(shared) {
                 self.warnings.push(format!("MCP tool left out: {error}"));
+                for (_, names) in &mut self.loaded {
+                    names.retain(|known| *known != name);
+                }
             }
         }
     }
