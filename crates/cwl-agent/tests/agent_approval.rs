@@ -64,6 +64,10 @@ fn cwl_process() {
     }
 }
 
+/// A bearer token in the child's environment, for MCP servers over HTTP.
+const MCP_TOKEN_VAR: &str = "CWL_TEST_MCP_AUTH";
+const MCP_TOKEN: &str = "tok-secret-4242";
+
 /// A child `cwl` against a scripted server, working in a fresh workspace.
 struct Cwl {
     runtime: tokio::runtime::Runtime,
@@ -114,6 +118,7 @@ impl Cwl {
             ])
             .env(CHILD_ENV, &settings)
             .env("NO_COLOR", "1")
+            .env(MCP_TOKEN_VAR, MCP_TOKEN)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -858,4 +863,85 @@ fn ctrl_c_ends_the_stdio_mcp_servers() {
         assert!(Instant::now() < deadline, "MCP server {pid} outlived cwl");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// MCP credentials stay secret: the HTTP server gets the bearer token from
+/// `bearer_token_env`, the stdio server its `env` token; what they answer
+/// is redacted before the session and the model see it, and bash does not
+/// get the token variable. An unset `bearer_token_env` leaves its server out.
+#[test]
+fn mcp_credentials_are_sent_and_redacted() {
+    let web = cwl_agent::mcp::testing::HttpServer::start(vec!["whoami".into()]).unwrap();
+    let server = env!("CARGO_BIN_EXE_cwl-mcp-test-server");
+    let config = format!(
+        r#"
+[[mcp_servers]]
+name = "web"
+url = "{url}"
+bearer_token_env = "{MCP_TOKEN_VAR}"
+
+[[mcp_servers]]
+name = "nokey"
+url = "{url}"
+bearer_token_env = "CWL_TEST_UNSET_VARIABLE"
+
+[[mcp_servers]]
+name = "local"
+command = "{server}"
+args = ["--tools", "env"]
+env = {{ SERVICE_TOKEN = "stdio-secret-77" }}
+"#,
+        url = web.url()
+    );
+    let cwl = Cwl::new(
+        vec![
+            calls(vec![
+                call("w1", "web__whoami", json!({})),
+                call("w2", "local__env", json!({"name": "SERVICE_TOKEN"})),
+                call(
+                    "w3",
+                    "bash",
+                    json!({"command": format!("echo \"[${MCP_TOKEN_VAR}]\"")}),
+                ),
+            ]),
+            done(),
+        ],
+        &config,
+    );
+    let mut child = cwl.spawn("run", "never", true, "who am I?");
+    let events = Events::of(&mut child).rest();
+    let (status, stderr) = finish(child);
+    assert_eq!(status, Some(0), "stderr:\n{stderr}");
+    let results = results(&cwl.records());
+    assert_eq!(
+        results,
+        [
+            (
+                "w1".into(),
+                format!("Bearer [redacted {MCP_TOKEN_VAR}]"),
+                false
+            ),
+            ("w2".into(), "[redacted SERVICE_TOKEN]".into(), false),
+            ("w3".into(), "[]\n[exit code 0]".into(), false),
+        ]
+    );
+    let sent = cwl.last_tool_contents().join("\n");
+    assert!(
+        !sent.contains(MCP_TOKEN) && !sent.contains("stdio-secret-77"),
+        "{sent}"
+    );
+    let session =
+        std::fs::read_to_string(&session::list(cwl.sessions.path()).unwrap()[0].path).unwrap();
+    assert!(!session.contains(MCP_TOKEN) && !session.contains("stdio-secret-77"));
+    assert!(
+        events.iter().any(|e| e["event"] == "note"
+            && e["text"].as_str().unwrap().starts_with(
+                "MCP server `nokey` not used: its bearer_token_env CWL_TEST_UNSET_VARIABLE is not set (or empty) in cwl's environment"
+            )),
+        "{events:#?}"
+    );
+    assert!(
+        events.iter().any(|e| e["event"] == "note"
+            && e["text"] == "MCP tools: web (web__whoami); local (local__env)")
+    );
 }

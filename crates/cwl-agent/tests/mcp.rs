@@ -43,7 +43,10 @@ fn stdio(name: &str, args: &[&str], env: &[(&str, &str)]) -> McpServerConfig {
 
 fn http(name: &str, url: &str) -> McpServerConfig {
     McpServerConfig {
-        transport: McpTransport::Http { url: url.into() },
+        transport: McpTransport::Http {
+            url: url.into(),
+            bearer_token_env: None,
+        },
         ..stdio(name, &[], &[])
     }
 }
@@ -140,7 +143,9 @@ async fn stdio_tools_reach_the_model_and_the_session() {
     let (toolbox, servers) = mcp_toolbox(&configs, dir.path()).await;
     assert_eq!(
         servers.summary().as_deref(),
-        Some("MCP tools: t (t__echo, t__env, t__write_note, t__fail, t__picture, t__pid)")
+        Some(
+            "MCP tools: t (t__echo, t__env, t__write_note, t__fail, t__picture, t__pid, t__whoami)"
+        )
     );
     let server = ScriptedServer::start(replies(&[
         ("c1", "t__echo", json!({"text": "hello"})),

@@ -120,7 +120,7 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         &cwd,
         ToolConfig {
             allow_outside_writes: args.allow_outside_writes,
-            secrets: Secrets::from_process(&file.env_deny.clone().unwrap_or_default()),
+            secrets: secrets(&file)?,
             sandbox,
             ..ToolConfig::default()
         },
@@ -214,6 +214,24 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         renderer,
         _mcp: mcp,
     })
+}
+
+/// The environment child processes get and the values redacted: the
+/// config file's `env_deny` (or the default) plus the MCP servers'
+/// `bearer_token_env` variables withheld, and the MCP servers' own `env`
+/// entries that `env_deny` matches redacted too.
+fn secrets(file: &FileConfig) -> anyhow::Result<Secrets> {
+    let deny = file.env_deny.clone().unwrap_or_default();
+    let deny = deny
+        .with_names(mcp::token_vars(&file.mcp_servers))
+        .map_err(|e| UsageError::new(format!("config file: mcp_servers: {e}")))?;
+    let configured: Vec<(String, String)> = mcp::secret_env(&file.mcp_servers, &deny).collect();
+    let vars = std::env::vars_os().chain(
+        configured
+            .into_iter()
+            .map(|(name, value)| (name.into(), value.into())),
+    );
+    Ok(Secrets::from_vars(vars, &deny))
 }
 
 /// Which tool calls ask first: the flag, else the config file's

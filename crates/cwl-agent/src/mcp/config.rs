@@ -47,6 +47,10 @@ pub enum McpTransport {
     Http {
         /// The endpoint URL (`http://127.0.0.1:9000/mcp`).
         url: String,
+        /// The variable of cwl's environment holding a bearer token sent
+        /// as `Authorization: Bearer TOKEN` (withheld from child processes
+        /// and redacted like `env_deny` matches).
+        bearer_token_env: Option<String>,
     },
 }
 
@@ -62,6 +66,7 @@ struct RawServer {
     env: BTreeMap<String, String>,
     cwd: Option<PathBuf>,
     url: Option<String>,
+    bearer_token_env: Option<String>,
     class: Option<String>,
     mutating: Option<bool>,
     #[serde(default, deserialize_with = "crate::config::duration_text")]
@@ -86,6 +91,9 @@ impl TryFrom<RawServer> for McpServerConfig {
         }
         let transport = match (raw.command, raw.url) {
             (Some(command), None) => {
+                if raw.bearer_token_env.is_some() {
+                    return fail("`bearer_token_env` is for a `url`, not a `command`".into());
+                }
                 if command.trim().is_empty() {
                     return fail("`command` is empty".into());
                 }
@@ -105,7 +113,19 @@ impl TryFrom<RawServer> for McpServerConfig {
                     Ok(_) => return fail(format!("url {url:?} is not http:// or https://")),
                     Err(error) => return fail(format!("url {url:?}: {error}")),
                 }
-                McpTransport::Http { url }
+                if let Some(var) = &raw.bearer_token_env {
+                    let valid = !var.is_empty()
+                        && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if !valid {
+                        return fail(format!(
+                            "bearer_token_env {var:?} is not a variable name (letters, digits, `_`)"
+                        ));
+                    }
+                }
+                McpTransport::Http {
+                    url,
+                    bearer_token_env: raw.bearer_token_env,
+                }
             }
             (Some(_), Some(_)) => return fail("give `command` or `url`, not both".into()),
             (None, None) => {
@@ -138,6 +158,37 @@ impl TryFrom<RawServer> for McpServerConfig {
             timeout,
         })
     }
+}
+
+/// The variables named by `bearer_token_env`: cwl withholds and redacts
+/// them like `env_deny` matches.
+pub fn token_vars(servers: &[McpServerConfig]) -> Vec<String> {
+    servers
+        .iter()
+        .filter_map(|server| match &server.transport {
+            McpTransport::Http {
+                bearer_token_env, ..
+            } => bearer_token_env.clone(),
+            McpTransport::Stdio { .. } => None,
+        })
+        .collect()
+}
+
+/// The entries of stdio servers' `env` whose names `deny` withholds: their
+/// values are secrets to redact.
+pub fn secret_env<'a>(
+    servers: &'a [McpServerConfig],
+    deny: &'a crate::secrets::EnvDeny,
+) -> impl Iterator<Item = (String, String)> + 'a {
+    servers
+        .iter()
+        .filter_map(|server| match &server.transport {
+            McpTransport::Stdio { env, .. } => Some(env),
+            McpTransport::Http { .. } => None,
+        })
+        .flatten()
+        .filter(|(name, _)| deny.withholds(name))
+        .map(|(name, value)| (name.clone(), value.clone()))
 }
 
 /// Refuses two entries with one name: their tools would clash.
@@ -195,7 +246,9 @@ timeout = "20s"
         assert_eq!(web.class, cwl::ToolClass::Bulk);
         assert_eq!(web.mutating, Some(false));
         assert_eq!(web.timeout, Duration::from_secs(20));
-        assert!(matches!(&web.transport, McpTransport::Http { url } if url.ends_with("/mcp")));
+        assert!(
+            matches!(&web.transport, McpTransport::Http { url, bearer_token_env: None } if url.ends_with("/mcp"))
+        );
     }
 
     #[test]
@@ -222,6 +275,14 @@ timeout = "20s"
             ),
             ("name = \"a\"\ncommand = \"x\"\ntimeout = \"0s\"", "timeout"),
             ("name = \"a\"\ncommand = \"x\"\ncomand = \"y\"", "comand"),
+            (
+                "name = \"a\"\ncommand = \"x\"\nbearer_token_env = \"T\"",
+                "not a `command`",
+            ),
+            (
+                "name = \"a\"\nurl = \"http://h/\"\nbearer_token_env = \"$T\"",
+                "not a variable name",
+            ),
         ] {
             let text = error(entry);
             assert!(text.contains(expected), "{entry}: {text}");

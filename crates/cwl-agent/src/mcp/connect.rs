@@ -7,6 +7,7 @@ use std::time::Duration;
 use rmcp::ServiceExt as _;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 use super::child::ServerProcess;
 use super::config::{McpServerConfig, McpTransport};
@@ -88,10 +89,28 @@ pub(crate) async fn connect(
                 }
             }
         }
-        McpTransport::Http { url } => {
+        McpTransport::Http {
+            url,
+            bearer_token_env,
+        } => {
+            let token = match bearer_token_env {
+                None => None,
+                Some(var) => match std::env::var(var) {
+                    Ok(token) if !token.trim().is_empty() => Some(token),
+                    _ => {
+                        return Err(fail(format!(
+                            "its bearer_token_env {var} is not set (or empty) in cwl's environment"
+                        )));
+                    }
+                },
+            };
             // rmcp's HTTP client takes rustls' process-wide crypto provider.
             let _ = rustls::crypto::ring::default_provider().install_default();
-            let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            if let Some(token) = token {
+                config = config.auth_header(token);
+            }
+            let transport = StreamableHttpClientTransport::from_config(config);
             match tokio::time::timeout(timeout, ().serve(transport)).await {
                 Ok(Ok(service)) => (service, None),
                 Ok(Err(error)) => return Err(fail(format!("{url}: {error}"))),

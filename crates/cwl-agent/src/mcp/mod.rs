@@ -31,7 +31,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use child::kill_all;
-pub use config::{DEFAULT_CALL_TIMEOUT, McpServerConfig, McpTransport, check_unique};
+pub use config::{
+    DEFAULT_CALL_TIMEOUT, McpServerConfig, McpTransport, check_unique, secret_env, token_vars,
+};
 pub use connect::{STARTUP_TIMEOUT, StartError};
 pub use tool::{McpTool, SEPARATOR, is_mcp_name, offered_name};
 

@@ -10,7 +10,9 @@
 //!   `path` and answers `wrote PATH`;
 //! - `fail` (read-only): an error result `it failed: REASON`;
 //! - `picture` (read-only): a text block and a small PNG image block;
-//! - `pid` (read-only): the server's process id.
+//! - `pid` (read-only): the server's process id;
+//! - `whoami` (read-only): the `Authorization` header of the HTTP request
+//!   (`(none)`; always that over stdio).
 
 use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -19,7 +21,15 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 /// Every tool the server knows, in the order it lists them.
-pub const ALL_TOOLS: [&str; 6] = ["echo", "env", "write_note", "fail", "picture", "pid"];
+pub const ALL_TOOLS: [&str; 7] = [
+    "echo",
+    "env",
+    "write_note",
+    "fail",
+    "picture",
+    "pid",
+    "whoami",
+];
 
 /// The definition of tool `name`.
 fn definition(name: &str) -> Value {
@@ -35,6 +45,8 @@ fn definition(name: &str) -> Value {
             "inputSchema": object(json!({"path": string, "text": string}), &["path", "text"])}),
         "fail" => json!({"name": "fail", "description": "Always fails.",
             "inputSchema": object(json!({"reason": string}), &[]), "annotations": read_only}),
+        "whoami" => json!({"name": "whoami", "description": "Shows the caller's credentials.",
+            "inputSchema": object(json!({}), &[]), "annotations": read_only}),
         "pid" => json!({"name": "pid", "description": "The server's process id.",
             "inputSchema": object(json!({}), &[]), "annotations": read_only}),
         _ => json!({"name": "picture", "description": "Returns a picture.",
@@ -43,7 +55,7 @@ fn definition(name: &str) -> Value {
 }
 
 /// The result of calling `name` with `arguments`.
-fn call(name: &str, arguments: &Value) -> Value {
+fn call(name: &str, arguments: &Value, authorization: Option<&str>) -> Value {
     let text = |key: &str| arguments[key].as_str().unwrap_or_default().to_string();
     let reply = |text: String| json!({"content": [{"type": "text", "text": text}]});
     match name {
@@ -59,6 +71,7 @@ fn call(name: &str, arguments: &Value) -> Value {
             json!({"content": [{"type": "text", "text": format!("it failed: {}", text("reason"))}], "isError": true})
         }
         "pid" => reply(std::process::id().to_string()),
+        "whoami" => reply(authorization.unwrap_or("(none)").to_string()),
         _ => json!({"content": [
             {"type": "text", "text": "a red dot"},
             {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgoAAAANSUhEUg=="}
@@ -67,8 +80,9 @@ fn call(name: &str, arguments: &Value) -> Value {
 }
 
 /// The server's answer to one JSON-RPC message (`None` for a
-/// notification), offering the tools `tools`.
-pub fn answer(message: &Value, tools: &[String]) -> Option<Value> {
+/// notification), offering the tools `tools`, sent with the HTTP header
+/// `authorization` if any.
+pub fn answer(message: &Value, tools: &[String], authorization: Option<&str>) -> Option<Value> {
     let id = message.get("id")?.clone();
     let method = message["method"].as_str().unwrap_or_default();
     let params = &message["params"];
@@ -86,7 +100,7 @@ pub fn answer(message: &Value, tools: &[String]) -> Option<Value> {
                 return Some(json!({"jsonrpc": "2.0", "id": id,
                     "error": {"code": -32602, "message": format!("unknown tool {name}")}}));
             }
-            call(name, &params["arguments"])
+            call(name, &params["arguments"], authorization)
         }
         _ => {
             return Some(json!({"jsonrpc": "2.0", "id": id,
@@ -129,7 +143,7 @@ pub fn serve_stdio(tools: &[String]) -> std::io::Result<()> {
                 continue;
             }
         };
-        if let Some(reply) = answer(&message, tools) {
+        if let Some(reply) = answer(&message, tools, None) {
             writeln!(stdout, "{reply}")?;
             stdout.flush()?;
         }
@@ -199,7 +213,7 @@ fn serve_connection(
 ) -> std::io::Result<()> {
     let mut buffer = Vec::new();
     loop {
-        let (method, body) = loop {
+        let (method, body, authorization) = loop {
             let mut headers = [httparse::EMPTY_HEADER; 32];
             let mut request = httparse::Request::new(&mut headers);
             if let Ok(httparse::Status::Complete(end)) = request.parse(&buffer) {
@@ -211,9 +225,14 @@ fn serve_connection(
                     .unwrap_or(0usize);
                 if buffer.len() >= end + length {
                     let method = request.method.unwrap_or_default().to_string();
+                    let authorization = request
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case("authorization"))
+                        .map(|h| String::from_utf8_lossy(h.value).into_owned());
                     let body = buffer[end..end + length].to_vec();
                     buffer.drain(..end + length);
-                    break (method, body);
+                    break (method, body, authorization);
                 }
             }
             let mut chunk = [0u8; 8192];
@@ -232,7 +251,7 @@ fn serve_connection(
                             .unwrap_or_else(|p| p.into_inner())
                             .push(name.to_string());
                     }
-                    match answer(&message, tools) {
+                    match answer(&message, tools, authorization.as_deref()) {
                         Some(reply) => ("200 OK", Some(reply.to_string())),
                         None => ("202 Accepted", None),
                     }
