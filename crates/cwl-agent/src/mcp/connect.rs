@@ -78,7 +78,10 @@ pub(crate) async fn connect(
                 Ok(Ok(service)) => (service, Some(process)),
                 Ok(Err(error)) => {
                     let why = process.failure().await;
-                    return Err(fail(format!("`{command}` did not start MCP: {error}{why}")));
+                    return Err(fail(format!(
+                        "`{command}` did not answer `initialize` ({}){why}",
+                        init_cause(&error)
+                    )));
                 }
                 Err(_) => {
                     let why = process.failure().await;
@@ -113,7 +116,12 @@ pub(crate) async fn connect(
             let transport = StreamableHttpClientTransport::from_config(config);
             match tokio::time::timeout(timeout, ().serve(transport)).await {
                 Ok(Ok(service)) => (service, None),
-                Ok(Err(error)) => return Err(fail(format!("{url}: {error}"))),
+                Ok(Err(error)) => {
+                    return Err(fail(format!(
+                        "{url} did not answer `initialize` ({})",
+                        init_cause(&error)
+                    )));
+                }
                 Err(_) => {
                     return Err(fail(format!(
                         "{url} did not answer `initialize` within {}s",
@@ -130,7 +138,10 @@ pub(crate) async fn connect(
                 Some(process) => process.failure().await,
                 None => String::new(),
             };
-            return Err(fail(format!("listing its tools failed: {error}{why}")));
+            return Err(fail(format!(
+                "listing its tools failed ({}){why}",
+                innermost(&error)
+            )));
         }
         Err(_) => {
             return Err(fail(format!(
@@ -145,4 +156,25 @@ pub(crate) async fn connect(
         _process: process,
     };
     Ok((connection, tools))
+}
+
+/// The innermost cause of `error`: what actually went wrong (`Connection
+/// refused`, `Broken pipe`), without the SDK's wrapping.
+fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
+}
+
+/// What went wrong in a failed `initialize`: the transport's own error
+/// (which the SDK does not chain as a source), else the error itself.
+fn init_cause(error: &rmcp::service::ClientInitializeError) -> String {
+    match error {
+        rmcp::service::ClientInitializeError::TransportError { error, .. } => {
+            innermost(error.error.as_ref())
+        }
+        other => innermost(other),
+    }
 }
