@@ -461,3 +461,33 @@ async fn a_resumed_session_offers_the_servers_tools_as_they_are_now() {
     assert_eq!(last.0, "t__write_note");
     assert!(last.2 && last.1.contains("unknown tool"), "{last:?}");
 }
+
+/// A stdio server that dies mid-session: its tools answer with an error
+/// naming it, and the agent goes on.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_server_that_died_gives_tool_errors() {
+    let dir = workspace();
+    let (toolbox, _servers) =
+        mcp_toolbox(&[stdio("t", &["--tools", "pid,echo"], &[])], dir.path()).await;
+    let out = toolbox
+        .execute(&tool_call("t__pid"), &Default::default())
+        .await;
+    let pid = rustix::process::Pid::from_raw(out.content.parse().unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    let call = cwl::ToolCall {
+        id: "e".into(),
+        name: "t__echo".into(),
+        arguments: json!({"text": "anyone?"}).to_string(),
+    };
+    let out = toolbox.execute(&call, &Default::default()).await;
+    assert!(out.is_error, "{out:?}");
+    assert!(
+        out.content.starts_with("MCP server `t` failed: ")
+            && out.content.ends_with(
+                "(it may have stopped; its tools stay unavailable until cwl is restarted)"
+            ),
+        "{}",
+        out.content
+    );
+}
