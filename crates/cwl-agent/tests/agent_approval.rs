@@ -92,6 +92,11 @@ impl Cwl {
 
     /// Starts `cwl command` with stdin, stdout and stderr piped.
     fn spawn(&self, command: &str, approval: &str, json: bool, task: &str) -> Child {
+        self.command(command, approval, json, task).spawn().unwrap()
+    }
+
+    /// The command [`Cwl::spawn`] runs.
+    fn command(&self, command: &str, approval: &str, json: bool, task: &str) -> Command {
         let settings = self.sessions.path().join("child.txt");
         let fields = [
             command.to_string(),
@@ -108,7 +113,8 @@ impl Cwl {
             task.to_string(),
         ];
         std::fs::write(&settings, fields.join("\n") + "\n").unwrap();
-        Command::new(std::env::current_exe().unwrap())
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        child
             .args([
                 "--exact",
                 "cwl_process",
@@ -121,9 +127,8 @@ impl Cwl {
             .env(MCP_TOKEN_VAR, MCP_TOKEN)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+            .stderr(Stdio::piped());
+        child
     }
 
     /// The one session file's records.
@@ -944,4 +949,60 @@ env = {{ SERVICE_TOKEN = "stdio-secret-77" }}
         events.iter().any(|e| e["event"] == "note"
             && e["text"] == "MCP tools: web (web__whoami); local (local__env)")
     );
+}
+
+/// Ctrl-C at a terminal reaches the whole foreground process group; in
+/// `cwl chat` it cancels the turn only, and the stdio MCP server, in a
+/// group of its own, keeps serving the next turn. Ending the chat ends it.
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_in_chat_spares_the_mcp_server() {
+    use std::os::unix::process::CommandExt as _;
+    let server = env!("CARGO_BIN_EXE_cwl-mcp-test-server");
+    let config =
+        format!("[[mcp_servers]]\nname = \"p\"\ncommand = \"{server}\"\nargs = [\"--linger\"]\n");
+    let cwl = Cwl::new(
+        vec![
+            calls(vec![call("p1", "p__pid", json!({}))]),
+            Reply::Silence,
+            calls(vec![call("p2", "p__echo", json!({"text": "still here"}))]),
+            done(),
+        ],
+        &config,
+    );
+    // As at a terminal: cwl leads a process group of its own.
+    let mut child = cwl
+        .command("chat", "never", true, "")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut events = Events::of(&mut child);
+    reply(&mut stdin, "first");
+    let result = events.next("tool_result");
+    let pid: i32 = result["content"].as_str().unwrap().parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cwl.server.requests().len() < 2 {
+        assert!(Instant::now() < deadline, "no second model request");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let group = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process_group(group, rustix::process::Signal::INT).unwrap();
+    while events.next("note")["text"] != "turn cancelled; the session continues" {}
+    assert!(!gone(pid), "the MCP server survives Ctrl-C in chat");
+    reply(&mut stdin, "second");
+    let result = events.next("tool_result");
+    assert_eq!(result["content"], "echo: still here");
+    reply(&mut stdin, "/exit");
+    drop(stdin);
+    let (status, stderr) = finish(child);
+    assert_eq!(status, Some(0), "stderr:\n{stderr}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "MCP server {pid} outlived the chat"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
