@@ -11,6 +11,8 @@ static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// A running stdio server; dropping it kills its process group.
 pub(crate) struct ServerProcess {
     child: tokio::process::Child,
+    /// Its process id, which is also its process group's.
+    pid: Option<u32>,
     /// The last output it wrote on stderr, for error messages.
     stderr: Arc<Mutex<String>>,
 }
@@ -52,10 +54,9 @@ impl ServerProcess {
                 }
             });
         }
-        if let Some(pid) = child.id() {
-            lock().push(pid);
-        }
-        (ServerProcess { child, stderr }, stdout, stdin)
+        let pid = child.id();
+        lock().extend(pid);
+        (ServerProcess { child, pid, stderr }, stdout, stdin)
     }
 
     /// What is known of why it failed: its exit status if it has ended,
@@ -81,9 +82,13 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            lock().retain(|&live| live != pid);
+        }
+        // Once reaped (see `failure`) its id may be reused: only a child
+        // not yet waited for still owns its group id for sure.
         if let Some(pid) = self.child.id() {
             kill_group(pid);
-            lock().retain(|&live| live != pid);
         }
         let _ = self.child.start_kill();
     }
