@@ -28,6 +28,11 @@
 //! max_output_tokens = 32768
 //! input_price = 0.30              # US dollars per million tokens
 //! output_price = 1.20
+//!
+//! [[mcp_servers]]                 # tools from MCP servers (see crate::mcp)
+//! name = "fs"                     # tools are offered as fs__<tool>
+//! command = "npx"                 # a stdio server; or url = "http://…/mcp"
+//! args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
 //! ```
 //!
 //! API keys are not read from this file: they come from the environment
@@ -39,6 +44,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::mcp::McpServerConfig;
 use crate::provider::ModelInfo;
 use crate::secrets::EnvDeny;
 
@@ -86,6 +92,9 @@ pub struct FileConfig {
     /// Model table entries; each replaces the built-in entry of that name.
     #[serde(default)]
     pub models: Vec<ModelInfo>,
+    /// MCP servers whose tools the agent offers (see [`crate::mcp`]).
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerConfig>,
 }
 
 /// A config file that could not be used.
@@ -138,7 +147,9 @@ pub fn parse(text: &str) -> Result<FileConfig, String> {
 
 /// Reads a duration given as a string (`"90s"`) or a number of seconds
 /// (`90`, `0.5`) as text for [`parse_duration`].
-fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+pub(crate) fn duration_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<String>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Given {

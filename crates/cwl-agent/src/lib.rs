@@ -8,6 +8,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod mcp;
 pub mod prompt;
 pub mod provider;
 pub mod render;

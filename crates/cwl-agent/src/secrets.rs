@@ -83,6 +83,18 @@ impl EnvDeny {
         Ok(EnvDeny { patterns })
     }
 
+    /// These patterns and the variable `names` too (e.g. the MCP servers'
+    /// `bearer_token_env`), checked as patterns.
+    pub fn with_names<I>(mut self, names: I) -> Result<Self, PatternError>
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        let more = EnvDeny::new(names)?;
+        self.patterns.extend(more.patterns);
+        Ok(self)
+    }
+
     /// Whether a pattern matches `name`.
     pub fn matches(&self, name: &str) -> bool {
         let name = name.to_ascii_uppercase();

@@ -64,6 +64,10 @@ fn cwl_process() {
     }
 }
 
+/// A bearer token in the child's environment, for MCP servers over HTTP.
+const MCP_TOKEN_VAR: &str = "CWL_TEST_MCP_AUTH";
+const MCP_TOKEN: &str = "tok-secret-4242";
+
 /// A child `cwl` against a scripted server, working in a fresh workspace.
 struct Cwl {
     runtime: tokio::runtime::Runtime,
@@ -88,6 +92,11 @@ impl Cwl {
 
     /// Starts `cwl command` with stdin, stdout and stderr piped.
     fn spawn(&self, command: &str, approval: &str, json: bool, task: &str) -> Child {
+        self.command(command, approval, json, task).spawn().unwrap()
+    }
+
+    /// The command [`Cwl::spawn`] runs.
+    fn command(&self, command: &str, approval: &str, json: bool, task: &str) -> Command {
         let settings = self.sessions.path().join("child.txt");
         let fields = [
             command.to_string(),
@@ -104,7 +113,8 @@ impl Cwl {
             task.to_string(),
         ];
         std::fs::write(&settings, fields.join("\n") + "\n").unwrap();
-        Command::new(std::env::current_exe().unwrap())
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        child
             .args([
                 "--exact",
                 "cwl_process",
@@ -114,11 +124,11 @@ impl Cwl {
             ])
             .env(CHILD_ENV, &settings)
             .env("NO_COLOR", "1")
+            .env(MCP_TOKEN_VAR, MCP_TOKEN)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+            .stderr(Stdio::piped());
+        child
     }
 
     /// The one session file's records.
@@ -736,4 +746,263 @@ fn ctrl_c_while_chat_asks_cancels_the_turn_and_the_next_line_is_a_task() {
     let (status, stderr) = finish(child);
     assert_eq!(status, Some(0), "{stderr}");
     assert!(!cwl.work.path().join("x.txt").exists());
+}
+
+/// MCP tools in a child `cwl run --json`: the start-up notes name the
+/// servers loaded and the one that failed; a tool without `readOnlyHint`
+/// asks under on-mutate (and does not run when declined), a read-only one
+/// runs without asking.
+#[test]
+fn mcp_tools_obey_approvals_and_startup_is_reported() {
+    let server = env!("CARGO_BIN_EXE_cwl-mcp-test-server");
+    let config = format!(
+        r#"
+[[mcp_servers]]
+name = "notes"
+command = "{server}"
+args = ["--tools", "echo,write_note"]
+
+[[mcp_servers]]
+name = "broken"
+command = "{server}"
+args = ["--fail-start"]
+"#
+    );
+    let cwl = Cwl::new(
+        vec![
+            calls(vec![call("m1", "notes__echo", json!({"text": "hi"}))]),
+            calls(vec![call(
+                "m2",
+                "notes__write_note",
+                json!({"path": "n.txt", "text": "x"}),
+            )]),
+            calls(vec![call(
+                "m3",
+                "notes__write_note",
+                json!({"path": "n.txt", "text": "y"}),
+            )]),
+            done(),
+        ],
+        &config,
+    );
+    let mut child = cwl.spawn("run", "on-mutate", true, "take notes");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut events = Events::of(&mut child);
+    let result = events.next("tool_result");
+    assert_eq!(result["id"], "m1", "the read-only tool runs without asking");
+    assert_eq!(result["content"], "echo: hi");
+    let asked = events.next("approval_request");
+    assert_eq!(asked["id"], "m2");
+    assert_eq!(asked["name"], "notes__write_note");
+    assert_eq!(asked["mutating"], true);
+    reply(&mut stdin, r#"{"approve": false}"#);
+    let result = events.next("tool_result");
+    assert_eq!(result["is_error"], true);
+    let asked = events.next("approval_request");
+    assert_eq!(asked["id"], "m3");
+    reply(&mut stdin, r#"{"approve": true}"#);
+    let rest = events.rest();
+    let (status, stderr) = finish(child);
+    assert_eq!(status, Some(0), "stderr:\n{stderr}");
+    // The server wrote relative to the workspace, where it runs.
+    assert_eq!(
+        std::fs::read_to_string(cwl.work.path().join("n.txt")).unwrap(),
+        "y"
+    );
+    let notes: Vec<&str> = rest
+        .iter()
+        .filter(|e| e["event"] == "note")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert!(
+        notes.contains(&"MCP tools: notes (notes__echo, notes__write_note)"),
+        "{notes:#?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("MCP server `broken` not used: ")
+                && n.contains("cannot open the database")),
+        "{notes:#?}"
+    );
+    let results = results(&cwl.records());
+    assert_eq!(results[0], ("m1".into(), "echo: hi".into(), false));
+    assert!(
+        results[1].2 && results[1].1.contains("declined"),
+        "{:?}",
+        results[1]
+    );
+    assert_eq!(results[2], ("m3".into(), "wrote n.txt".into(), false));
+}
+
+/// Ctrl-C during a model call ends `cwl run` (130) and its stdio MCP
+/// server, which runs in a process group of its own and would outlive its
+/// closed stdin (`--linger`).
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_ends_the_stdio_mcp_servers() {
+    let server = env!("CARGO_BIN_EXE_cwl-mcp-test-server");
+    let config =
+        format!("[[mcp_servers]]\nname = \"p\"\ncommand = \"{server}\"\nargs = [\"--linger\"]\n");
+    let cwl = Cwl::new(
+        vec![calls(vec![call("p1", "p__pid", json!({}))]), Reply::Silence],
+        &config,
+    );
+    let mut child = cwl.spawn("run", "never", true, "which pid?");
+    let mut events = Events::of(&mut child);
+    let result = events.next("tool_result");
+    let pid: i32 = result["content"].as_str().unwrap().parse().unwrap();
+    assert!(!gone(pid), "the MCP server runs with the agent");
+    // Wait for the second model request: the agent is inside it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cwl.server.requests().len() < 2 {
+        assert!(Instant::now() < deadline, "no second model request");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cwl_pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(cwl_pid, rustix::process::Signal::INT).unwrap();
+    let (status, stderr) = finish(child);
+    assert_eq!(status, Some(130), "stderr:\n{stderr}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(pid) {
+        assert!(Instant::now() < deadline, "MCP server {pid} outlived cwl");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// MCP credentials stay secret: the HTTP server gets the bearer token from
+/// `bearer_token_env`, the stdio server its `env` token; what they answer
+/// is redacted before the session and the model see it, and bash does not
+/// get the token variable. An unset `bearer_token_env` leaves its server out.
+#[test]
+fn mcp_credentials_are_sent_and_redacted() {
+    let web = cwl_agent::mcp::testing::HttpServer::start(vec!["whoami".into()]).unwrap();
+    let server = env!("CARGO_BIN_EXE_cwl-mcp-test-server");
+    let config = format!(
+        r#"
+[[mcp_servers]]
+name = "web"
+url = "{url}"
+bearer_token_env = "{MCP_TOKEN_VAR}"
+
+[[mcp_servers]]
+name = "nokey"
+url = "{url}"
+bearer_token_env = "CWL_TEST_UNSET_VARIABLE"
+
+[[mcp_servers]]
+name = "local"
+command = "{server}"
+args = ["--tools", "env"]
+env = {{ SERVICE_TOKEN = "stdio-secret-77" }}
+"#,
+        url = web.url()
+    );
+    let cwl = Cwl::new(
+        vec![
+            calls(vec![
+                call("w1", "web__whoami", json!({})),
+                call("w2", "local__env", json!({"name": "SERVICE_TOKEN"})),
+                call(
+                    "w3",
+                    "bash",
+                    json!({"command": format!("echo \"[${MCP_TOKEN_VAR}]\"")}),
+                ),
+            ]),
+            done(),
+        ],
+        &config,
+    );
+    let mut child = cwl.spawn("run", "never", true, "who am I?");
+    let events = Events::of(&mut child).rest();
+    let (status, stderr) = finish(child);
+    assert_eq!(status, Some(0), "stderr:\n{stderr}");
+    let results = results(&cwl.records());
+    assert_eq!(
+        results,
+        [
+            (
+                "w1".into(),
+                format!("Bearer [redacted {MCP_TOKEN_VAR}]"),
+                false
+            ),
+            ("w2".into(), "[redacted SERVICE_TOKEN]".into(), false),
+            ("w3".into(), "[]\n[exit code 0]".into(), false),
+        ]
+    );
+    let sent = cwl.last_tool_contents().join("\n");
+    assert!(
+        !sent.contains(MCP_TOKEN) && !sent.contains("stdio-secret-77"),
+        "{sent}"
+    );
+    let session =
+        std::fs::read_to_string(&session::list(cwl.sessions.path()).unwrap()[0].path).unwrap();
+    assert!(!session.contains(MCP_TOKEN) && !session.contains("stdio-secret-77"));
+    assert!(
+        events.iter().any(|e| e["event"] == "note"
+            && e["text"].as_str().unwrap().starts_with(
+                "MCP server `nokey` not used: its bearer_token_env CWL_TEST_UNSET_VARIABLE is not set (or empty) in cwl's environment"
+            )),
+        "{events:#?}"
+    );
+    assert!(
+        events.iter().any(|e| e["event"] == "note"
+            && e["text"] == "MCP tools: web (web__whoami); local (local__env)")
+    );
+}
+
+/// Ctrl-C at a terminal reaches the whole foreground process group; in
+/// `cwl chat` it cancels the turn only, and the stdio MCP server, in a
+/// group of its own, keeps serving the next turn. Ending the chat ends it.
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_in_chat_spares_the_mcp_server() {
+    use std::os::unix::process::CommandExt as _;
+    let server = env!("CARGO_BIN_EXE_cwl-mcp-test-server");
+    let config =
+        format!("[[mcp_servers]]\nname = \"p\"\ncommand = \"{server}\"\nargs = [\"--linger\"]\n");
+    let cwl = Cwl::new(
+        vec![
+            calls(vec![call("p1", "p__pid", json!({}))]),
+            Reply::Silence,
+            calls(vec![call("p2", "p__echo", json!({"text": "still here"}))]),
+            done(),
+        ],
+        &config,
+    );
+    // As at a terminal: cwl leads a process group of its own.
+    let mut child = cwl
+        .command("chat", "never", true, "")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut events = Events::of(&mut child);
+    reply(&mut stdin, "first");
+    let result = events.next("tool_result");
+    let pid: i32 = result["content"].as_str().unwrap().parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cwl.server.requests().len() < 2 {
+        assert!(Instant::now() < deadline, "no second model request");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let group = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process_group(group, rustix::process::Signal::INT).unwrap();
+    while events.next("note")["text"] != "turn cancelled; the session continues" {}
+    assert!(!gone(pid), "the MCP server survives Ctrl-C in chat");
+    reply(&mut stdin, "second");
+    let result = events.next("tool_result");
+    assert_eq!(result["content"], "echo: still here");
+    reply(&mut stdin, "/exit");
+    drop(stdin);
+    let (status, stderr) = finish(child);
+    assert_eq!(status, Some(0), "stderr:\n{stderr}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "MCP server {pid} outlived the chat"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

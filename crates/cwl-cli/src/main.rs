@@ -54,7 +54,12 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("CWL_LOG"))
+        // Without CWL_LOG: errors only, and none of the MCP client's (cwl
+        // reports a failing server itself; CWL_LOG=rmcp=debug shows them).
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CWL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,rmcp=off")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

@@ -347,6 +347,9 @@ impl Agent {
         if offer_recall {
             loaded.info.tools.push(cwl::recall_spec());
         }
+        let (tools, mcp_changes) =
+            crate::mcp::resume::reconcile(&loaded.info.tools, &toolbox.specs());
+        loaded.info.tools = tools;
         let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
         let recorded = Settings::last(loaded.records.iter().map(|(_, record)| record));
         let settings = options.settings(recorded);
@@ -390,6 +393,9 @@ impl Agent {
             agent.note(
                 "this session predates the recall tool; it is offered from now on".to_string(),
             )?;
+        }
+        if let Some(changes) = mcp_changes {
+            agent.note(changes)?;
         }
         if let Some(recorded) = recorded.filter(|&r| r != settings) {
             agent.note(format!(

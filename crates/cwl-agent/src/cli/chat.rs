@@ -89,7 +89,7 @@ async fn chat_with(
 ) -> anyhow::Result<()> {
     let mut refused: Vec<String> = Vec::new();
     let mut failed = 0;
-    let mut started = start(&args.agent)?;
+    let mut started = start(&args.agent).await?;
     let mut signals = listen(Arc::clone(&started.renderer))?;
     let interrupt = started.agent.interrupt();
     let approval = match started.agent.approval_mode() {

@@ -18,7 +18,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
     if tasks.is_empty() {
         check_unfinished(&args)?;
     }
-    let mut started = start(&args.agent)?;
+    let mut started = start(&args.agent).await?;
     let mut signals = Signals::listen(Arc::clone(&started.renderer))?;
     let interrupt = started.agent.interrupt();
     // No task: carry on with the resumed session's unfinished one.

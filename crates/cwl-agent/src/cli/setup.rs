@@ -14,6 +14,7 @@ use crate::agent::{
     TerminalApprover,
 };
 use crate::config::{self, FileConfig};
+use crate::mcp::{self, McpServers};
 use crate::provider::{
     AnthropicConfig, AnthropicProvider, ModelTable, OpenAiConfig, OpenAiProvider, Provider,
     ProviderError, ProviderKind, anthropic,
@@ -35,6 +36,8 @@ fn default_model(kind: ProviderKind) -> &'static str {
 pub(super) struct Started {
     pub(super) agent: Agent,
     pub(super) renderer: Arc<Mutex<Renderer>>,
+    /// The MCP servers whose tools the agent offers (ended when dropped).
+    pub(super) _mcp: McpServers,
 }
 
 impl Started {
@@ -69,7 +72,7 @@ pub(super) fn session_dir(flag: Option<PathBuf>, file: &FileConfig) -> anyhow::R
 }
 
 /// Builds the agent `args` describe: a new session, or the resumed one.
-pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
+pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     let file = config::load(args.config.as_deref())?;
     let dir = session_dir(args.session_dir.clone(), &file)?;
     let resumed = match &args.resume {
@@ -113,11 +116,11 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         _ => std::env::current_dir().context("cannot read the current directory")?,
     };
     let (sandbox, sandbox_warning) = sandbox_mode(args, &file, &cwd)?;
-    let toolbox = Toolbox::new(
+    let mut toolbox = Toolbox::new(
         &cwd,
         ToolConfig {
             allow_outside_writes: args.allow_outside_writes,
-            secrets: Secrets::from_process(&file.env_deny.clone().unwrap_or_default()),
+            secrets: secrets(&file)?,
             sandbox,
             ..ToolConfig::default()
         },
@@ -140,6 +143,18 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     };
     let provider = provider(kind, base_url, idle_timeout)
         .map_err(|error| missing_key_hint(error, guessed(args, &file, header)))?;
+    // Last of the checks that can refuse the command: servers start only
+    // for an agent that will run.
+    mcp::check_unique(&file.mcp_servers)
+        .map_err(|e| UsageError::new(format!("config file: {e}")))?;
+    let mut mcp = McpServers::start(
+        &file.mcp_servers,
+        &toolbox.config().secrets,
+        toolbox.root(),
+        mcp::STARTUP_TIMEOUT,
+    )
+    .await;
+    mcp.register(&mut toolbox);
     let mut options = AgentOptions::new(model);
     options.budget = budget;
     options.max_turns = max_turns;
@@ -176,6 +191,9 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     if let Some(warning) = sandbox_warning {
         lock(&renderer).info(&warning);
     }
+    for line in mcp.warnings().iter().cloned().chain(mcp.summary()) {
+        lock(&renderer).info(&line);
+    }
     let observer: Box<dyn Observer> = Box::new(Arc::clone(&renderer));
     let approval = approval_mode(args, &file)?;
     let mut agent = match resumed {
@@ -191,7 +209,29 @@ pub(super) fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         };
         agent.set_approval(approval, approver);
     }
-    Ok(Started { agent, renderer })
+    Ok(Started {
+        agent,
+        renderer,
+        _mcp: mcp,
+    })
+}
+
+/// The environment child processes get and the values redacted: the
+/// config file's `env_deny` (or the default) plus the MCP servers'
+/// `bearer_token_env` variables withheld, and the MCP servers' own `env`
+/// entries that `env_deny` matches redacted too.
+fn secrets(file: &FileConfig) -> anyhow::Result<Secrets> {
+    let deny = file.env_deny.clone().unwrap_or_default();
+    let deny = deny
+        .with_names(mcp::token_vars(&file.mcp_servers))
+        .map_err(|e| UsageError::new(format!("config file: mcp_servers: {e}")))?;
+    let configured: Vec<(String, String)> = mcp::secret_env(&file.mcp_servers, &deny).collect();
+    let vars = std::env::vars_os().chain(
+        configured
+            .into_iter()
+            .map(|(name, value)| (name.into(), value.into())),
+    );
+    Ok(Secrets::from_vars(vars, &deny))
 }
 
 /// Which tool calls ask first: the flag, else the config file's

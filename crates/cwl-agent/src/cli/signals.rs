@@ -95,6 +95,7 @@ fn count(received: Received, unsettled: &AtomicUsize, renderer: &Mutex<Renderer>
         if let Ok(mut renderer) = renderer.try_lock() {
             renderer.info(&format!("{} again: exiting now", received.name()));
         }
+        crate::mcp::kill_all();
         std::process::exit(EXIT_INTERRUPTED);
     }
 }
@@ -172,5 +173,6 @@ pub(super) async fn guard<T>(
 /// Ends the process at once after a second signal.
 pub(super) fn exit_now(renderer: &Mutex<Renderer>, received: Received) -> ! {
     lock(renderer).info(&format!("{} again: exiting now", received.name()));
+    crate::mcp::kill_all();
     std::process::exit(EXIT_INTERRUPTED)
 }

@@ -160,6 +160,9 @@ fn restore(
             Settings::of(config)
         ));
     }
+    if context.tools() != loaded.info.tools.as_slice() {
+        return Err("it was taken with other tools offered".to_string());
+    }
     let (taken, now) = (&context.config().classes, &config.classes);
     if let Some(tool) = loaded
         .info
