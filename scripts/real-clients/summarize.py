@@ -41,6 +41,7 @@ def run(directory):
     out["main"] = len(main)
     out["side"] = sum(r.get("kind") == "side" for r in requests)
     out["count_tokens"] = sum(r.get("kind") == "count_tokens" for r in requests)
+    out["probes"] = sum(r.get("kind") == "probe" for r in requests)
     out["other"] = sum("kind" not in r for r in requests)
     out["steps_reached"] = max((r["step"] for r in main), default=None)
     out["max_input_tokens"] = max((r["input_tokens"] for r in main), default=0)

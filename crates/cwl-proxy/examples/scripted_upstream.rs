@@ -15,8 +15,9 @@
 //! answers each request with the next step of the script: the step is read
 //! from the request itself (the id of the latest tool result, which the
 //! proxy never evicts), so retries and evicted history do not derail it.
-//! Requests without tools (titles, summaries) get a short text;
-//! `count_tokens` gets the count below.
+//! Requests without the client's tools (titles, summaries) get a short
+//! text; `count_tokens` gets the count below; `HEAD /` (Claude Code's
+//! connectivity probe) gets 200.
 //!
 //! Reported usage: each response's input tokens are the o200k count of
 //! what the request holds as text — system prompt or instructions, tool
@@ -666,6 +667,17 @@ impl Server {
             self.anthropic(path, raw)
         } else if method == "POST" && path.starts_with("/v1/responses") {
             self.responses(path, raw)
+        } else if path == "/" && matches!(method, "HEAD" | "GET") {
+            self.log(
+                "other",
+                raw,
+                json!({"path": path, "method": method, "kind": "probe"}),
+            );
+            Reply {
+                status: StatusCode::OK,
+                content_type: "text/plain",
+                body: String::new(),
+            }
         } else {
             self.log("other", raw, json!({"path": path, "method": method}));
             Reply {
