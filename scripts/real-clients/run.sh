@@ -26,8 +26,9 @@
 # tap/ (each request as the client sent it, recorded before the proxy) and
 # turns.json (for every request the upstream received, whether the latest
 # assistant turn and what follows it are byte for byte what the client sent).
-# The script fails if a client exits non-zero or the scripted edits are not
-# in its repository; then scripts/real-clients/summarize.py OUT prints the
+# The script fails if a client exits non-zero, a scripted tool call fails
+# (an error result or a non-zero exit code) or the scripted edits are not in
+# its repository; then scripts/real-clients/summarize.py OUT prints the
 # figures.
 set -euo pipefail
 
@@ -140,6 +141,9 @@ TOML
   [ -f "$repo/src/inventory/summary.py" ] || fail="${fail:+$fail; }summary.py missing"
   grep -q "inventory.summary" "$repo/README.md" || fail="${fail:+$fail; }README not edited"
   git -C "$repo" diff > "$dir/repo.diff"
+  local errors
+  errors=$(grep -c '"tool_error":true' "$dir/upstream/requests.jsonl" || true)
+  [ "$errors" = 0 ] || fail="${fail:+$fail; }$errors tool calls failed"
   if [ "$mode" = proxy ]; then
     "$UPSTREAM" check-turns "$dir/tap" "$dir/upstream" > "$dir/turns.json" \
       || fail="${fail:+$fail; }latest turn altered ($(cat "$dir/turns.json"))"

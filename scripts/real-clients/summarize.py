@@ -48,6 +48,7 @@ def run(directory):
     out["mean_input_tokens"] = round(sum(r["input_tokens"] for r in main) / len(main)) if main else 0
     checked = [r["latest_turn_ok"] for r in main if r.get("latest_turn_ok") is not None]
     out["latest_turn_as_sent"] = f"{sum(checked)}/{len(checked)}"
+    out["tool_errors"] = sum(bool(r.get("tool_error")) for r in main)
     budget_path = os.path.join(directory, "budget.txt")
     if os.path.exists(budget_path):
         budget = tokens(open(budget_path).read())

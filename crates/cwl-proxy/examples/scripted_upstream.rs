@@ -25,7 +25,8 @@
 //! outputs — plus 4 per message and 3 per tool call (the engine's
 //! overheads). Every request is written to `LOG/NNN-API.json` and
 //! summarised in `LOG/requests.jsonl` (step, tokens, whether the latest
-//! assistant turn is the one this server sent).
+//! assistant turn is the one this server sent, whether the tool result it
+//! answers reports an error or a non-zero exit code).
 //!
 //! `tap --listen ADDR --to URL --log-dir DIR` records each request body a
 //! client sends (`DIR/NNN-client.json`) and relays it to `URL`, the
@@ -210,7 +211,8 @@ fn script() -> Vec<Step> {
     }
     steps.push(Write("src/inventory/summary.py".into(), SUMMARY_PY.into()));
     steps.push(Shell(
-        "cd src && python3 -c 'from inventory import summary; print(summary.describe())'".into(),
+        "PYTHONPATH=src python3 -c 'from inventory import summary; print(summary.describe())'"
+            .into(),
         "Print the limits summary",
     ));
     steps.push(Shell(
@@ -371,6 +373,16 @@ fn responses_tokens(body: &Value) -> usize {
     total
 }
 
+/// Whether a Codex command output reports a non-zero exit code.
+fn failed_exit(output: &str) -> bool {
+    output.lines().any(|line| {
+        ["Process exited with code ", "Exit code: "]
+            .iter()
+            .filter_map(|prefix| line.strip_prefix(prefix))
+            .any(|code| code.trim().parse::<i64>().is_ok_and(|code| code != 0))
+    })
+}
+
 /// The step a request asks for: one past the latest tool result's step,
 /// or 0 when the request does not end with a tool result.
 fn next_step(last_ids: &[String], prefix: &str) -> usize {
@@ -447,6 +459,7 @@ impl Server {
             };
         }
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let mut tool_error = false;
         let main = body["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["name"] == "Bash"));
@@ -460,6 +473,12 @@ impl Server {
                 .filter_map(|b| b["tool_use_id"].as_str().map(String::from))
                 .collect();
             let step = next_step(&last_ids, "toolu_cwl_");
+            tool_error = messages
+                .last()
+                .and_then(|m| m["content"].as_array())
+                .into_iter()
+                .flatten()
+                .any(|b| b["type"] == "tool_result" && b["is_error"] == true);
             let latest_ok = (step > 0).then(|| {
                 let expected = claude_call(&self.script[step - 1], &self.repo);
                 let assistant = messages.iter().rev().find(|m| m["role"] == "assistant");
@@ -488,7 +507,7 @@ impl Server {
             raw,
             json!({"path": path, "kind": if main {"main"} else {"side"}, "model": body["model"],
                    "step": step, "messages": messages.len(), "input_tokens": tokens,
-                   "latest_turn_ok": latest_ok}),
+                   "latest_turn_ok": latest_ok, "tool_error": tool_error}),
         );
         let mut content = Vec::new();
         let stop_reason;
@@ -570,6 +589,7 @@ impl Server {
         };
         let tokens = responses_tokens(&body);
         let input = body["input"].as_array().cloned().unwrap_or_default();
+        let mut tool_error = false;
         let main = body["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["name"] == "exec_command"));
@@ -582,6 +602,10 @@ impl Server {
                 .filter_map(|item| item["call_id"].as_str().map(String::from))
                 .collect();
             let step = next_step(&tail, "call_cwl_");
+            tool_error = input
+                .last()
+                .filter(|item| item["type"] == "function_call_output")
+                .is_some_and(|item| failed_exit(&text_of(&item["output"])));
             let latest_ok = (step > 0).then(|| {
                 let call = input
                     .iter()
@@ -608,7 +632,7 @@ impl Server {
             raw,
             json!({"path": path, "kind": if main {"main"} else {"side"}, "model": body["model"],
                    "step": step, "items": input.len(), "input_tokens": tokens,
-                   "latest_turn_ok": latest_ok}),
+                   "latest_turn_ok": latest_ok, "tool_error": tool_error}),
         );
         let suffix = step.map_or("side".to_string(), |s| format!("{s:03}"));
         let mut output = Vec::new();
