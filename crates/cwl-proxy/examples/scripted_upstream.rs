@@ -22,8 +22,11 @@
 //! Reported usage: each response's input tokens are the o200k count of
 //! what the request holds as text — system prompt or instructions, tool
 //! definitions as JSON, message texts, tool-call names and arguments, tool
-//! outputs — plus 4 per message and 3 per tool call (the engine's
-//! overheads). Every request is written to `LOG/NNN-API.json` and
+//! outputs, thinking and reasoning-summary text — plus 4 per message and 3
+//! per tool call (the engine's overheads). Every turn carries reasoning
+//! (Claude: a thinking block with a signature; Codex: a reasoning item with
+//! `encrypted_content`); that opaque part is not counted, as providers
+//! bill reasoning by its own tokens, not its ciphertext. Every request is written to `LOG/NNN-API.json` and
 //! summarised in `LOG/requests.jsonl` (step, tokens, whether the latest
 //! assistant turn is the one this server sent, whether the tool result it
 //! answers reports an error or a non-zero exit code).
@@ -243,6 +246,37 @@ fn script() -> Vec<Step> {
             .into(),
     ));
     steps
+}
+
+/// Length of each turn's opaque reasoning: a thinking signature or an
+/// `encrypted_content`.
+const SIGNATURE_BYTES: usize = 1600;
+
+/// The reasoning text of a step (thinking, or a reasoning summary).
+fn thought(step: &Step, index: usize) -> String {
+    match step {
+        Step::Done(_) => format!("Step {index}: every scripted change is made; time to report."),
+        _ => format!(
+            "Step {index}: the next thing to do is: {}",
+            narration(step, index).to_lowercase()
+        ),
+    }
+}
+
+/// `len` base64 characters, the same for the same `seed`: stands in for a
+/// thinking signature or encrypted reasoning, which clients send back as
+/// they got them.
+fn opaque(seed: usize, len: usize) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut state = (seed as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ALPHABET[(state % 64) as usize] as char
+        })
+        .collect()
 }
 
 fn narration(step: &Step, index: usize) -> String {
@@ -514,6 +548,10 @@ impl Server {
         match step {
             Some(step) => {
                 let current = &self.script[step];
+                content.push(
+                    json!({"type": "thinking", "thinking": thought(current, step),
+                    "signature": opaque(step, SIGNATURE_BYTES)}),
+                );
                 content.push(json!({"type": "text", "text": narration(current, step)}));
                 match claude_call(current, &self.repo) {
                     Some((name, input)) => {
@@ -550,7 +588,11 @@ impl Server {
             "usage": {"input_tokens": tokens, "output_tokens": 1}}}),
         ];
         for (index, block) in content.iter().enumerate() {
-            if block["type"] == "text" {
+            if block["type"] == "thinking" {
+                events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": ""}}));
+                events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": block["thinking"]}}));
+                events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": block["signature"]}}));
+            } else if block["type"] == "text" {
                 events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}));
                 events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": block["text"]}}));
             } else {
@@ -640,6 +682,13 @@ impl Server {
             Some(step) => narration(&self.script[step], step),
             None => "Scripted inventory session".into(),
         };
+        if let Some(step) = step {
+            output.push(
+                json!({"type": "reasoning", "id": format!("rs_cwl_{suffix}"),
+                "summary": [{"type": "summary_text", "text": thought(&self.script[step], step)}],
+                "encrypted_content": opaque(step, SIGNATURE_BYTES)}),
+            );
+        }
         output.push(json!({"type": "message", "id": format!("msg_cwl_{suffix}"), "role": "assistant",
             "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}));
         if let Some(arguments) = step.and_then(|s| codex_call(&self.script[s])) {
