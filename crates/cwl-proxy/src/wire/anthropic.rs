@@ -1,8 +1,9 @@
 //! The Anthropic Messages format.
 //!
 //! Each message is one unit. An assistant message is one engine assistant
-//! message: `text` → text, `thinking` → reasoning with its signature,
-//! `redacted_thinking` → empty reasoning with the data as its signature,
+//! message: `text` → text, `thinking` → reasoning with a stand-in for its
+//! signature, `redacted_thinking` → empty reasoning with a stand-in for
+//! its data ([`super::opaque_stand_in`]: ciphertext is not counted),
 //! `tool_use` → a tool call (input as JSON text); any other block (server
 //! tools and their results) → a text holding the block's JSON, so it is
 //! counted and kept with its message. A user message is its `tool_result`
@@ -180,11 +181,11 @@ fn engine_block(block: &Value) -> Block {
             signature: block
                 .get("signature")
                 .and_then(Value::as_str)
-                .map(str::to_string),
+                .map(super::opaque_stand_in),
         },
         "redacted_thinking" => Block::Reasoning {
             text: String::new(),
-            signature: Some(text_of(block, "data")),
+            signature: Some(super::opaque_stand_in(&text_of(block, "data"))),
         },
         "tool_use" => Block::ToolCall(ToolCall::new(
             text_of(block, "id"),
@@ -356,7 +357,7 @@ mod tests {
                 content: vec![
                     Block::Reasoning {
                         text: "hm".into(),
-                        signature: Some("sig".into())
+                        signature: Some(crate::wire::opaque_stand_in("sig"))
                     },
                     Block::ToolCall(ToolCall::new("t1", "Read", r#"{"file_path":"a.rs"}"#)),
                     Block::ToolCall(ToolCall::new("t2", "Grep", r#"{"pattern":"x"}"#)),
@@ -500,5 +501,38 @@ mod tests {
         assert_eq!(tools.len(), 2);
         assert_eq!(tools[0].parameters, json!({"type": "object"}));
         assert_eq!(tools[1].name, "web_search");
+    }
+
+    #[test]
+    fn signatures_count_as_stand_ins_and_go_upstream_as_sent() {
+        use cwl::TokenCounter;
+        let signature = "EqQBCkYIBRgCKkCx".repeat(100);
+        let original = item(json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "plan", "signature": signature},
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"p": 1}}]}));
+        let mut names = CallNames::default();
+        let units = Anthropic.units(std::slice::from_ref(&original), &mut names);
+        let Message::Assistant { content } = &units[0].messages[0] else {
+            panic!("not an assistant message: {:?}", units[0].messages);
+        };
+        let Block::Reasoning {
+            signature: Some(held),
+            ..
+        } = &content[0]
+        else {
+            panic!("no reasoning: {content:?}");
+        };
+        assert!(cwl::O200k.count(held) < 20, "{held}");
+        assert!(cwl::O200k.count(&signature) > 500);
+        let altered = Message::Assistant {
+            content: vec![content[0].clone()],
+        };
+        let parts = [Part {
+            index: 0,
+            message: &altered,
+            altered: true,
+        }];
+        let rebuilt = Anthropic.rebuild(std::slice::from_ref(&original), &parts);
+        assert_eq!(rebuilt[0]["content"][0], original.value()["content"][0]);
     }
 }

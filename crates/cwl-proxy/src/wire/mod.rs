@@ -31,6 +31,23 @@ use crate::body::Body;
 pub use render::{Layout, Mark, render};
 pub use text::content_text;
 
+/// What the engine holds for opaque reasoning (a thinking signature,
+/// `redacted_thinking` data, Responses `encrypted_content`): a short
+/// stand-in named by a hash of the ciphertext, not the ciphertext.
+///
+/// Providers do not bill ciphertext as text, so counting it with the
+/// tokenizer (about a token per 1.5 base64 characters) would inflate the
+/// engine's count and credit evictions that drop it with tokens the
+/// provider never counted; the lab's importers exclude it the same way.
+/// The client's bytes still go upstream: altered units are rebuilt by
+/// matching engine blocks against blocks converted the same way.
+pub fn opaque_stand_in(ciphertext: &str) -> String {
+    use std::hash::Hasher;
+    let mut hasher = rustc_hash::FxHasher::default();
+    hasher.write(ciphertext.as_bytes());
+    format!("opaque:{:016x}", hasher.finish())
+}
+
 /// One wire item as the client sent it: its bytes, parsed only when
 /// needed (most items of a request were seen before and go out as bytes).
 #[derive(Debug)]

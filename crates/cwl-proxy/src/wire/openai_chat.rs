@@ -148,7 +148,7 @@ fn message(value: &Value, names: &mut CallNames) -> Option<Message> {
                     signature: value
                         .get("reasoning_signature")
                         .and_then(Value::as_str)
-                        .map(str::to_string),
+                        .map(super::opaque_stand_in),
                 });
             }
             let text = content();

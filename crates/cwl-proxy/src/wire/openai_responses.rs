@@ -3,7 +3,8 @@
 //! `input` is a list of items. A run of model-output items (`reasoning`,
 //! an assistant `message`, `function_call`, `custom_tool_call`,
 //! `local_shell_call`) is one unit of one assistant message: reasoning →
-//! reasoning (summary text, the encrypted content as its signature), the
+//! reasoning (summary text, a stand-in for the encrypted content as its
+//! signature: [`super::opaque_stand_in`]), the
 //! message → text, each call → a tool call (custom tools' `input` as
 //! their arguments). `function_call_output` and `custom_tool_call_output`
 //! are tool results; a `user` message is a user turn; `system` and
@@ -62,9 +63,9 @@ fn engine_block(item: &Value) -> Block {
                 .unwrap_or_default(),
             signature: item
                 .get("encrypted_content")
-                .or_else(|| item.get("id"))
                 .and_then(Value::as_str)
-                .map(str::to_string),
+                .map(super::opaque_stand_in)
+                .or_else(|| item.get("id").and_then(Value::as_str).map(str::to_string)),
         },
         "function_call" => Block::ToolCall(ToolCall::new(
             string(item, "call_id"),
@@ -279,7 +280,7 @@ mod tests {
                 content: vec![
                     Block::Reasoning {
                         text: "look".into(),
-                        signature: Some("enc1".into())
+                        signature: Some(crate::wire::opaque_stand_in("enc1"))
                     },
                     Block::ToolCall(ToolCall::new("call_1", "exec_command", r#"{"cmd":"ls"}"#)),
                     Block::ToolCall(ToolCall::new(
@@ -303,7 +304,7 @@ mod tests {
         let without_first = [
             Block::Reasoning {
                 text: "look".into(),
-                signature: Some("enc1".into()),
+                signature: Some(crate::wire::opaque_stand_in("enc1")),
             },
             Block::ToolCall(ToolCall::new(
                 "call_2",
@@ -327,5 +328,38 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert_eq!(out[0]["content"][0]["text"], "[evicted]");
         assert_eq!(&out[1], items[4].value());
+    }
+
+    #[test]
+    fn encrypted_reasoning_counts_as_a_stand_in_and_goes_upstream_as_sent() {
+        use cwl::TokenCounter;
+        let ciphertext = "gAAAAABpZ3x9Qk7vR2".repeat(100);
+        let items = [
+            item(
+                json!({"type": "reasoning", "id": "rs_9", "summary": [], "encrypted_content": ciphertext}),
+            ),
+            item(
+                json!({"type": "function_call", "call_id": "call_9", "name": "exec_command", "arguments": "{}"}),
+            ),
+        ];
+        let mut names = CallNames::default();
+        let units = OpenAiResponses.units(&items, &mut names);
+        let Message::Assistant { content } = &units[0].messages[0] else {
+            panic!("not an assistant message: {:?}", units[0].messages);
+        };
+        let Block::Reasoning {
+            signature: Some(held),
+            ..
+        } = &content[0]
+        else {
+            panic!("no reasoning: {content:?}");
+        };
+        assert!(cwl::O200k.count(held) < 20, "{held}");
+        assert!(cwl::O200k.count(&ciphertext) > 500);
+        let out = assistant_items(&items, content);
+        assert_eq!(
+            out,
+            vec![items[0].value().clone(), items[1].value().clone()]
+        );
     }
 }

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Checks `cwl proxy` with real clients, offline: Claude Code and Codex CLI run
+# a long scripted, tool-using session (about 40 model turns reading, grepping,
+# running commands and editing files in a throwaway git repository) against a
+# scripted model server on 127.0.0.1
+# (crates/cwl-proxy/examples/scripted_upstream.rs), once straight to it
+# ("direct") and once through `cwl proxy --budget ... --json` ("proxy").
+#
+# Usage: scripts/real-clients/run.sh [OUT]          (OUT defaults to /tmp/real-clients-out)
+#
+# Needs the clients installed outside the project, e.g.
+#   npm install --prefix /tmp/clients @anthropic-ai/claude-code @openai/codex
+# (CLIENTS=/tmp/clients/node_modules/.bin by default; or set CLAUDE / CODEX to
+# the executables). Nothing is downloaded here. The clients run with HOME and
+# CODEX_HOME in OUT, so your own configuration is neither read nor changed.
+# Environment: CLAUDE_BUDGET (default 50k: Claude Code's system prompt and
+# tools alone are about 25k tokens), CODEX_BUDGET (default 24k), CWL (a `cwl`
+# binary; default: built here in release with the scripted upstream).
+#
+# For each run OUT/<client>-<direct|proxy>/ gets: repo/ (the repository the
+# session edited), upstream/ (every request the upstream received, as sent,
+# and requests.jsonl: step, input tokens, whether the latest assistant turn
+# is the one it sent), client.out/.err, the client's own session log
+# (claude-session.jsonl or codex-rollout.jsonl) and, through the proxy,
+# proxy-events.jsonl (--json), proxy.err, sessions/ (its stored sessions),
+# tap/ (each request as the client sent it, recorded before the proxy) and
+# turns.json (for every request the upstream received, whether the latest
+# assistant turn and what follows it are byte for byte what the client sent).
+# The script fails if a client exits non-zero, a scripted tool call fails
+# (an error result or a non-zero exit code) or the scripted edits are not in
+# its repository; then scripts/real-clients/summarize.py OUT prints the
+# figures.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${1:-/tmp/real-clients-out}
+CLIENTS=${CLIENTS:-/tmp/clients/node_modules/.bin}
+CLAUDE=${CLAUDE:-$CLIENTS/claude}
+CODEX=${CODEX:-$CLIENTS/codex}
+CLAUDE_BUDGET=${CLAUDE_BUDGET:-50k}
+CODEX_BUDGET=${CODEX_BUDGET:-24k}
+PROMPT="Tidy the inventory package: double the orders and stock limits, make every total skip non-positive amounts, add a limits summary module and mention it in the README."
+
+case "$OUT" in "$ROOT"|"$ROOT"/*) echo "run.sh: OUT must be outside the repository" >&2; exit 2 ;; esac
+for exe in "$CLAUDE" "$CODEX"; do
+  [ -x "$exe" ] || { echo "run.sh: $exe not found; install the clients (see the top of this script)" >&2; exit 2; }
+done
+if [ -z "${CWL:-}" ]; then
+  (cd "$ROOT" && cargo build --release -p cwl-cli && cargo build --release -p cwl-proxy --example scripted_upstream)
+  CWL=$ROOT/target/release/cwl
+fi
+UPSTREAM=${UPSTREAM:-$ROOT/target/release/examples/scripted_upstream}
+rm -rf "$OUT"
+mkdir -p "$OUT"
+"$CLAUDE" --version > "$OUT/versions.txt"
+"$CODEX" --version >> "$OUT/versions.txt"
+
+PIDS=()
+cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# wait_for FILE PATTERN: prints the first http://… address in the line of FILE matching PATTERN.
+wait_for() {
+  for _ in $(seq 100); do
+    if grep -q "$2" "$1" 2>/dev/null; then
+      grep "$2" "$1" | head -1 | grep -o 'http://[0-9.:]*' | head -1
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "run.sh: no '$2' in $1" >&2
+  cat "$1" >&2
+  return 1
+}
+
+# run CLIENT MODE
+run() {
+  local client=$1 mode=$2 dir=$OUT/$1-$2
+  mkdir -p "$dir/home"
+  local repo=$dir/repo
+  "$UPSTREAM" init-repo "$repo"
+  git -C "$repo" init -q
+  git -C "$repo" -c user.name=cwl -c user.email=cwl@example.invalid add -A
+  git -C "$repo" -c user.name=cwl -c user.email=cwl@example.invalid commit -qm "inventory: initial"
+
+  "$UPSTREAM" serve --listen 127.0.0.1:0 --repo "$repo" --log-dir "$dir/upstream" > "$dir/upstream.out" 2>&1 &
+  local upstream_pid=$!
+  PIDS+=("$upstream_pid")
+  local upstream_url base proxy_pid= tap_pid=
+  upstream_url=$(wait_for "$dir/upstream.out" "scripted upstream on")
+  base=$upstream_url
+  if [ "$mode" = proxy ]; then
+    local budget=$CLAUDE_BUDGET
+    [ "$client" = codex ] && budget=$CODEX_BUDGET
+    "$CWL" proxy --listen 127.0.0.1:0 --anthropic-upstream "$upstream_url" --openai-upstream "$upstream_url" \
+      --budget "$budget" --session-dir "$dir/sessions" --json > "$dir/proxy-events.jsonl" 2> "$dir/proxy.err" &
+    proxy_pid=$!
+    PIDS+=("$proxy_pid")
+    local proxy_url
+    proxy_url=$(wait_for "$dir/proxy.err" "listening on")
+    "$UPSTREAM" tap --listen 127.0.0.1:0 --to "$proxy_url" --log-dir "$dir/tap" > "$dir/tap.out" 2>&1 &
+    tap_pid=$!
+    PIDS+=("$tap_pid")
+    base=$(wait_for "$dir/tap.out" "tap on")
+    echo "$budget" > "$dir/budget.txt"
+  fi
+
+  local rc=0
+  if [ "$client" = claude ]; then
+    (cd "$repo" && HOME=$dir/home IS_SANDBOX=1 ANTHROPIC_BASE_URL=$base ANTHROPIC_API_KEY=sk-ant-dummy \
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 \
+      timeout 900 "$CLAUDE" -p "$PROMPT" --dangerously-skip-permissions --model claude-sonnet-4-5 \
+      < /dev/null > "$dir/client.out" 2> "$dir/client.err") || rc=$?
+    find "$dir/home/.claude/projects" -name '*.jsonl' -exec cp {} "$dir/claude-session.jsonl" \;
+  else
+    mkdir -p "$dir/codex-home"
+    cat > "$dir/codex-home/config.toml" <<TOML
+model = "gpt-5-codex"
+model_provider = "scripted"
+
+[model_providers.scripted]
+name = "scripted upstream"
+base_url = "$base/v1"
+env_key = "OPENAI_API_KEY"
+wire_api = "responses"
+TOML
+    (cd "$repo" && HOME=$dir/home CODEX_HOME=$dir/codex-home OPENAI_API_KEY=sk-dummy \
+      timeout 900 "$CODEX" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "$PROMPT" \
+      < /dev/null > "$dir/client.out" 2> "$dir/client.err") || rc=$?
+    find "$dir/codex-home/sessions" -name 'rollout-*.jsonl' -exec cp {} "$dir/codex-rollout.jsonl" \;
+  fi
+  echo "$rc" > "$dir/client.rc"
+  kill "$upstream_pid" ${proxy_pid:+"$proxy_pid"} ${tap_pid:+"$tap_pid"} 2>/dev/null || true
+  wait "$upstream_pid" ${proxy_pid:+"$proxy_pid"} ${tap_pid:+"$tap_pid"} 2>/dev/null || true
+
+  local fail=
+  [ "$rc" = 0 ] || fail="exit status $rc"
+  grep -q "LIMIT_ORDERS = 8000" "$repo/src/inventory/orders.py" || fail="${fail:+$fail; }orders limit not doubled"
+  grep -q "LIMIT_STOCK = 9000" "$repo/src/inventory/stock.py" || fail="${fail:+$fail; }stock limit not doubled"
+  [ "$(grep -l 'if r\["amount"\] > 0' "$repo"/src/inventory/*.py | wc -l)" = 8 ] || fail="${fail:+$fail; }not every total edited"
+  [ -f "$repo/src/inventory/summary.py" ] || fail="${fail:+$fail; }summary.py missing"
+  grep -q "inventory.summary" "$repo/README.md" || fail="${fail:+$fail; }README not edited"
+  git -C "$repo" diff > "$dir/repo.diff"
+  local errors
+  errors=$(grep -c '"tool_error":true' "$dir/upstream/requests.jsonl" || true)
+  [ "$errors" = 0 ] || fail="${fail:+$fail; }$errors tool calls failed"
+  if [ "$mode" = proxy ]; then
+    "$UPSTREAM" check-turns "$dir/tap" "$dir/upstream" > "$dir/turns.json" \
+      || fail="${fail:+$fail; }latest turn altered ($(cat "$dir/turns.json"))"
+  fi
+  if [ -n "$fail" ]; then
+    echo "FAIL $client-$mode: $fail (see $dir)"
+    return 1
+  fi
+  echo "ok   $client-$mode: exit 0, scripted edits in the repository"
+}
+
+status=0
+for client in claude codex; do
+  for mode in direct proxy; do
+    run "$client" "$mode" || status=1
+  done
+done
+exit $status
