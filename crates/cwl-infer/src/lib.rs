@@ -56,12 +56,17 @@ pub const MAX_DESCRIPTION: usize = 240;
 /// may evict.
 pub const MAX_EPISODE_CALLS: usize = 8;
 
+/// Most characters of tool output in one inferred episode (about 8k
+/// tokens): a run of a few large reads is split too, for the same reason.
+pub const MAX_EPISODE_CHARS: usize = 32_000;
+
 #[derive(Debug)]
 struct Open {
     name: String,
     kind: EpisodeKind,
     labels: Vec<String>,
     calls: usize,
+    chars: usize,
     touches: Vec<Touch>,
     dependencies: Vec<String>,
 }
@@ -101,7 +106,11 @@ impl Inferrer {
                 self.task += 1;
                 out
             }
-            Message::System { .. } | Message::ToolResult(_) => Vec::new(),
+            Message::System { .. } => Vec::new(),
+            Message::ToolResult(result) => {
+                self.result(result);
+                Vec::new()
+            }
             Message::Assistant { .. } => {
                 if message.tool_calls().any(|c| c.name == DELIMITER) {
                     self.disabled = true;
@@ -125,10 +134,9 @@ impl Inferrer {
                     .map(|c| touch::touch(&c.arguments))
                     .collect();
                 let mut out = Vec::new();
-                let full = self
-                    .open
-                    .as_ref()
-                    .is_some_and(|open| open.calls >= MAX_EPISODE_CALLS);
+                let full = self.open.as_ref().is_some_and(|open| {
+                    open.calls >= MAX_EPISODE_CALLS || open.chars >= MAX_EPISODE_CHARS
+                });
                 if full || self.open.as_ref().is_none_or(|open| open.kind != kind) {
                     out.extend(self.close());
                     out.extend(self.start(kind, &touches));
@@ -153,6 +161,15 @@ impl Inferrer {
                 }
                 out
             }
+        }
+    }
+
+    /// Counts a tool result toward the open episode's size (what
+    /// [`Inferrer::before`] does for a result message; a harness that
+    /// pairs results itself calls this instead).
+    pub fn result(&mut self, result: &cwl::ToolResult) {
+        if let Some(open) = &mut self.open {
+            open.chars += result.content.len();
         }
     }
 
@@ -184,6 +201,7 @@ impl Inferrer {
             kind,
             labels: Vec::new(),
             calls: 0,
+            chars: 0,
             touches: Vec::new(),
             dependencies: dependencies.clone(),
         });
@@ -411,6 +429,22 @@ mod tests {
             .filter(|a| matches!(a, Annotation::Start { .. }))
             .count();
         assert_eq!(starts, 3, "{out:?}");
+    }
+
+    #[test]
+    fn a_few_large_reads_are_split_too() {
+        let read = step(&[("read", r#"{"path":"src/a.rs"}"#)]);
+        let big = Message::tool_result("c1", "read", "x".repeat(MAX_EPISODE_CHARS / 2), false);
+        let mut inferrer = Inferrer::new();
+        let mut starts = 0;
+        for message in std::iter::repeat_n([read, big], 4).flatten() {
+            starts += inferrer
+                .before(&message)
+                .iter()
+                .filter(|a| matches!(a, Annotation::Start { .. }))
+                .count();
+        }
+        assert_eq!(starts, 2, "two reads of half the cap fill an episode");
     }
 
     #[test]

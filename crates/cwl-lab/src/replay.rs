@@ -201,7 +201,12 @@ pub fn replay_with(
             } => (message, timestamp, usage),
         };
         match message {
-            Message::ToolResult(result) => pairing.result(result),
+            Message::ToolResult(result) => {
+                if let Some(inferrer) = inferrer.as_mut() {
+                    inferrer.result(&result);
+                }
+                pairing.result(result)
+            }
             Message::Assistant { .. } => {
                 history += flush(&mut pairing, &mut pending, &mut runs, &mut lab);
                 let logged = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
