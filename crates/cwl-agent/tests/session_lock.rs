@@ -36,10 +36,9 @@ fn valid_user_turns(path: &Path) -> Vec<String> {
             message: Message::User { content },
             ..
         } = record
+            && !content.starts_with("<status>")
         {
-            if !content.starts_with("<status>") {
-                users.push(content);
-            }
+            users.push(content);
         }
     }
     let loaded = session::read(path).unwrap();

@@ -127,10 +127,10 @@ impl Calibration {
                 SessionEvent::Message { message, usage, .. } => (message, usage),
             };
             if let Some(logged) = usage.map(|u| u.input_tokens).filter(|t| *t > 0) {
-                if let Some(&(previous, _)) = points.last() {
-                    if local >= previous + MIN_STEP {
-                        steps += 1;
-                    }
+                if let Some(&(previous, _)) = points.last()
+                    && local >= previous + MIN_STEP
+                {
+                    steps += 1;
                 }
                 points.push((local, logged));
                 if steps >= MAX_STEPS {

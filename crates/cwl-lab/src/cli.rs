@@ -265,13 +265,12 @@ impl ReplayArgs {
 /// Replays the files and prints the report (tables, or JSON with
 /// `--json`) to stdout; progress, warnings and throughput go to stderr.
 pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
-    if let Some(path) = &args.plot {
-        if !path
+    if let Some(path) = &args.plot
+        && !path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("svg"))
-        {
-            bail!(plot::PlotError::Format(path.display().to_string()));
-        }
+    {
+        bail!(plot::PlotError::Format(path.display().to_string()));
     }
     let started = Instant::now();
     let (report, bytes) = replay_files(&args)?;
@@ -308,10 +307,10 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
         )?;
     }
     out.flush()?;
-    if let Some(path) = &args.plot {
-        if !report.files.is_empty() {
-            plot::write_svg(&report, path)?;
-        }
+    if let Some(path) = &args.plot
+        && !report.files.is_empty()
+    {
+        plot::write_svg(&report, path)?;
     }
     if !report.skipped.is_empty() {
         return Err(SkippedFiles {
@@ -377,7 +376,7 @@ pub fn replay_files(args: &ReplayArgs) -> anyhow::Result<(ReplayReport, u64)> {
         let mut events = 0u64;
         let mut tick = || {
             events += 1;
-            if events % 512 == 0 {
+            if events.is_multiple_of(512) {
                 bar.set_message(format!("{shown}: {events} events"));
                 bar.tick();
             }

@@ -382,10 +382,10 @@ impl Guard {
             ("system prompt", self.system),
             ("latest user turn", self.latest_user),
         ] {
-            if let Some(id) = id {
-                if !pieces.iter().any(|p| p.id() == id) {
-                    fail(format!("{what} missing"));
-                }
+            if let Some(id) = id
+                && !pieces.iter().any(|p| p.id() == id)
+            {
+                fail(format!("{what} missing"));
             }
         }
         let tokens = crate::policy::pieces_tokens(lab, pieces);

@@ -345,14 +345,14 @@ impl Pairing {
         let mut kept = Vec::with_capacity(content.len());
         let mut seen = HashSet::new();
         for block in content {
-            if let Block::ToolCall(call) = block {
-                if !answered.contains(call.id.as_str()) || !seen.insert(call.id.as_str()) {
-                    self.warnings.push(format!(
-                        "tool call `{}` ({}) has no result; removed from the replay",
-                        call.id, call.name
-                    ));
-                    continue;
-                }
+            if let Block::ToolCall(call) = block
+                && (!answered.contains(call.id.as_str()) || !seen.insert(call.id.as_str()))
+            {
+                self.warnings.push(format!(
+                    "tool call `{}` ({}) has no result; removed from the replay",
+                    call.id, call.name
+                ));
+                continue;
             }
             kept.push(block.clone());
         }

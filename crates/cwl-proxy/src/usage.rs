@@ -49,10 +49,10 @@ impl Meter {
     pub fn finish(mut self) -> Option<u64> {
         if self.stream == Some(true) {
             self.line();
-        } else if !self.overflow {
-            if let Ok(value) = serde_json::from_slice::<Value>(&self.held) {
-                self.found = prompt_tokens(&value).or(self.found);
-            }
+        } else if !self.overflow
+            && let Ok(value) = serde_json::from_slice::<Value>(&self.held)
+        {
+            self.found = prompt_tokens(&value).or(self.found);
         }
         self.found
     }
@@ -78,10 +78,10 @@ impl Meter {
         if !data.windows(7).any(|w| w == b"\"usage\"") {
             return;
         }
-        if let Ok(value) = serde_json::from_slice::<Value>(data.trim_ascii()) {
-            if let Some(tokens) = prompt_tokens(&value) {
-                self.found = Some(tokens);
-            }
+        if let Ok(value) = serde_json::from_slice::<Value>(data.trim_ascii())
+            && let Some(tokens) = prompt_tokens(&value)
+        {
+            self.found = Some(tokens);
         }
     }
 }

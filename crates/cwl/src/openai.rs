@@ -324,3 +324,36 @@ pub fn to_tools(tools: &[ToolSpec]) -> Vec<Value> {
         })
         .collect()
 }
+
+/// The text of a provider content value: a string, or a list of parts
+/// whose texts are joined by newlines; parts without text (images,
+/// documents…) become a `[type]` placeholder (`[image]` for every image
+/// kind). OpenAI, Anthropic and Responses content share this shape, so
+/// every importer and the proxy read it the same way.
+pub fn content_text(content: &Value) -> String {
+    match content {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts.iter().map(part_text).collect::<Vec<_>>().join("\n"),
+        other => other.to_string(),
+    }
+}
+
+/// The text of one content part (see [`content_text`]).
+pub fn part_text(part: &Value) -> String {
+    if let Some(text) = part.as_str() {
+        return text.to_string();
+    }
+    match part.get("text").and_then(Value::as_str) {
+        Some(text) => text.to_string(),
+        None => {
+            let kind = part.get("type").and_then(Value::as_str).unwrap_or("part");
+            let kind = if kind.contains("image") {
+                "image"
+            } else {
+                kind
+            };
+            format!("[{kind}]")
+        }
+    }
+}

@@ -84,3 +84,17 @@ fn errors_name_the_message_and_the_fault() {
         assert!(error.to_string().contains(expected), "{body}: {error}");
     }
 }
+
+#[test]
+fn content_text_joins_texts_and_names_other_parts() {
+    use cwl::openai::content_text;
+    use serde_json::{Value, json};
+    assert_eq!(content_text(&json!("hi")), "hi");
+    assert_eq!(content_text(&Value::Null), "");
+    assert_eq!(
+        content_text(
+            &json!([{"type":"text","text":"a"},{"type":"image_url","image_url":{}},{"type":"document"},"b"])
+        ),
+        "a\n[image]\n[document]\nb"
+    );
+}

@@ -168,7 +168,7 @@ pub fn human_tokens(tokens: usize) -> String {
         tokens.to_string()
     } else if tokens < 1_000_000 {
         let k = tokens as f64 / 1_000.0;
-        if tokens % 1_000 == 0 {
+        if tokens.is_multiple_of(1_000) {
             format!("{}k", tokens / 1_000)
         } else {
             format!("{k:.1}k")

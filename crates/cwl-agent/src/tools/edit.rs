@@ -134,15 +134,16 @@ fn line_count(text: &str) -> usize {
 fn not_found_hint(content: &str, old: &str) -> String {
     let want: Vec<&str> = old.lines().map(str::trim).collect();
     let have: Vec<&str> = content.lines().map(str::trim).collect();
-    if want.iter().any(|l| !l.is_empty()) && want.len() <= have.len() {
-        if let Some(start) = have.windows(want.len()).position(|w| w == want.as_slice()) {
-            return format!(
-                "lines {}-{} match when leading/trailing whitespace is ignored; copy the exact \
+    if want.iter().any(|l| !l.is_empty())
+        && want.len() <= have.len()
+        && let Some(start) = have.windows(want.len()).position(|w| w == want.as_slice())
+    {
+        return format!(
+            "lines {}-{} match when leading/trailing whitespace is ignored; copy the exact \
                  text (read the file again)",
-                start + 1,
-                start + want.len()
-            );
-        }
+            start + 1,
+            start + want.len()
+        );
     }
     "read the file and copy the exact text, including whitespace".to_owned()
 }

@@ -15,13 +15,13 @@ pub(crate) fn mutation_target(
     ctx: &ExecContext,
     path: &ToolPath,
 ) -> Result<PathBuf, ToolError> {
-    if let Some(episode) = &ctx.exploration {
-        if !cfg.allow_writes_in_exploration {
-            return Err(ToolError::InExploration {
-                tool,
-                episode: episode.clone(),
-            });
-        }
+    if let Some(episode) = &ctx.exploration
+        && !cfg.allow_writes_in_exploration
+    {
+        return Err(ToolError::InExploration {
+            tool,
+            episode: episode.clone(),
+        });
     }
     let real = real_target(path)?;
     if !cfg.allow_outside_writes && !real.starts_with(root) {

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use ::cwl::{Block, Message, Usage};
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 
 use super::{Event, ImportError, ImportWarning};
 
@@ -248,36 +247,7 @@ pub(crate) fn time_or_warn(
     time
 }
 
-/// The text of a message content: a string, or a list of parts whose text
-/// parts are joined by newlines; images and other non-text parts become a
-/// `[type]` placeholder.
-pub(crate) fn content_text(content: &Value) -> String {
-    match content {
-        Value::Null => String::new(),
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts.iter().map(part_text).collect::<Vec<_>>().join("\n"),
-        other => other.to_string(),
-    }
-}
-
-/// The text of one content part (see [`content_text`]).
-pub(crate) fn part_text(part: &Value) -> String {
-    if let Some(text) = part.as_str() {
-        return text.to_string();
-    }
-    match part.get("text").and_then(Value::as_str) {
-        Some(text) => text.to_string(),
-        None => {
-            let kind = part.get("type").and_then(Value::as_str).unwrap_or("part");
-            let kind = if kind.contains("image") {
-                "image"
-            } else {
-                kind
-            };
-            format!("[{kind}]")
-        }
-    }
-}
+pub(crate) use cwl::openai::{content_text, part_text};
 
 /// A usage, or `None` when every count is zero (a call aborted before the
 /// provider reported anything).

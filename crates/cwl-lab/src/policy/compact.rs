@@ -181,11 +181,13 @@ impl Policy for Compact {
     }
 
     fn push(&mut self, unit: &Unit, _: &[Annotation], _: &mut Lab) -> Result<(), PolicyError> {
-        if unit.is_system() && self.units.is_empty() && self.summary.is_none() {
-            if let Unit::Message(entry) = unit {
-                self.head.push(Arc::clone(entry));
-                return Ok(());
-            }
+        if unit.is_system()
+            && self.units.is_empty()
+            && self.summary.is_none()
+            && let Unit::Message(entry) = unit
+        {
+            self.head.push(Arc::clone(entry));
+            return Ok(());
         }
         self.tokens += unit.tokens();
         self.units.push_back(unit.clone());

@@ -118,10 +118,10 @@ impl SelfGc {
             if *total <= self.budget {
                 break;
             }
-            if let WorkUnit::Step(step) = &mut self.slots[index].unit {
-                if let Some(r) = step.results.iter().position(|s| s.original.id() == id) {
-                    *total -= step.remove_result(r, lab);
-                }
+            if let WorkUnit::Step(step) = &mut self.slots[index].unit
+                && let Some(r) = step.results.iter().position(|s| s.original.id() == id)
+            {
+                *total -= step.remove_result(r, lab);
             }
         }
         self.slots

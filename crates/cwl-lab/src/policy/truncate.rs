@@ -78,10 +78,11 @@ impl Policy for Truncate {
                 break;
             };
             self.window_tokens -= unit.tokens();
-            if unit.is_user() && !self.window.iter().any(Unit::is_user) {
-                if let Unit::Message(entry) = unit {
-                    self.latest_user = Some(entry);
-                }
+            if unit.is_user()
+                && !self.window.iter().any(Unit::is_user)
+                && let Unit::Message(entry) = unit
+            {
+                self.latest_user = Some(entry);
             }
         }
         let mut pieces = self.head.clone();

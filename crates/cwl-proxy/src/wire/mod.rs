@@ -16,7 +16,6 @@ pub mod anthropic;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod render;
-mod text;
 
 use std::sync::OnceLock;
 
@@ -28,8 +27,8 @@ use cwl::{Message, ToolSpec};
 
 use crate::body::Body;
 
+pub use cwl::openai::content_text;
 pub use render::{Layout, Mark, render};
-pub use text::content_text;
 
 /// What the engine holds for opaque reasoning (a thinking signature,
 /// `redacted_thinking` data, Responses `encrypted_content`): a short
