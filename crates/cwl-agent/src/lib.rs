@@ -14,3 +14,4 @@ pub mod render;
 pub mod secrets;
 pub mod session;
 pub mod tools;
+pub mod tui;
