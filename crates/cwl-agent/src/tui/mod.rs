@@ -5,8 +5,10 @@
 //!
 //! [`Event`]: crate::agent::Event
 
+mod input;
 mod screen;
 mod view;
 
+pub use input::{Action, COMMANDS, Editor, Request, complete, parse};
 pub use screen::{Entry, EpisodeRow, Gauge, Screen};
 pub use view::draw;
