@@ -15,3 +15,4 @@ pub mod render;
 pub mod secrets;
 pub mod session;
 pub mod tools;
+pub mod tui;

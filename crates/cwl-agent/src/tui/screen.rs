@@ -1,0 +1,308 @@
+//! What the UI shows, built from the agent's events.
+
+use cwl::{EpisodeKind, Level};
+
+use crate::agent::Event;
+
+/// One item of the conversation pane.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    /// A task the user sent.
+    User(String),
+    /// The model's visible text (streamed deltas joined).
+    Assistant(String),
+    /// The model's reasoning, shown dimmed.
+    Reasoning(String),
+    /// One tool call, one line: the tool, its arguments, whether it failed.
+    Tool {
+        /// The tool.
+        name: String,
+        /// The raw JSON arguments.
+        arguments: String,
+        /// Whether the result was an error.
+        is_error: bool,
+    },
+    /// A note, an episode boundary or an eviction, in the harness's words.
+    Note(String),
+}
+
+/// The context gauge: how full the prompt is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Gauge {
+    /// Tokens of the last request (calibrated), or of the context before any.
+    pub tokens: usize,
+    /// The budget τ.
+    pub budget: usize,
+    /// The low-water mark of the last eviction pass, if one ran.
+    pub floor: Option<usize>,
+    /// Tokens removed by eviction so far: history no longer in view.
+    pub evicted: usize,
+    /// Share of the last request's input served from the provider's cache.
+    pub cache_share: Option<f64>,
+}
+
+impl Gauge {
+    /// Tokens in view as a share of the budget, in percent.
+    pub fn percent(&self) -> f64 {
+        if self.budget == 0 {
+            0.0
+        } else {
+            self.tokens as f64 * 100.0 / self.budget as f64
+        }
+    }
+}
+
+/// One line of the episode panel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodeRow {
+    /// The episode's name.
+    pub name: String,
+    /// Exploration or action.
+    pub kind: EpisodeKind,
+    /// For an act: the expls it depends on.
+    pub dependencies: Vec<String>,
+    /// Whether it is still open.
+    pub active: bool,
+    /// The furthest eviction level it reached.
+    pub level: Option<Level>,
+    /// For a closed expl: what was learned (its residue once removed).
+    pub residue: Option<String>,
+}
+
+/// Everything the UI draws.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Screen {
+    /// The model's name.
+    pub model: String,
+    /// The session id.
+    pub session: String,
+    /// Cost so far in US dollars, when the model's prices are known.
+    pub cost_usd: Option<f64>,
+    /// The conversation, oldest first.
+    pub entries: Vec<Entry>,
+    /// The context gauge.
+    pub gauge: Gauge,
+    /// The episodes, oldest first.
+    pub episodes: Vec<EpisodeRow>,
+    /// The text being typed.
+    pub input: String,
+    /// Lines scrolled up from the bottom of the conversation.
+    pub scroll: usize,
+    /// A tool call waiting for y/n/a, shown above the input.
+    pub approval: Option<String>,
+}
+
+impl Screen {
+    /// An empty screen for `model` in session `session` with budget τ.
+    pub fn new(model: &str, session: &str, budget: usize) -> Self {
+        Screen {
+            model: model.to_string(),
+            session: session.to_string(),
+            gauge: Gauge {
+                budget,
+                ..Gauge::default()
+            },
+            ..Screen::default()
+        }
+    }
+
+    /// Takes one agent event into the screen.
+    pub fn apply(&mut self, event: &Event) {
+        match event {
+            Event::TaskStarted { text, .. } => self.entries.push(Entry::User(text.clone())),
+            Event::TextDelta { text } => match self.entries.last_mut() {
+                Some(Entry::Assistant(sofar)) => sofar.push_str(text),
+                _ => self.entries.push(Entry::Assistant(text.clone())),
+            },
+            Event::ReasoningDelta { text } => match self.entries.last_mut() {
+                Some(Entry::Reasoning(sofar)) => sofar.push_str(text),
+                _ => self.entries.push(Entry::Reasoning(text.clone())),
+            },
+            Event::ApprovalRequest {
+                name, arguments, ..
+            } => {
+                self.approval = Some(format!("{name} {arguments}"));
+            }
+            Event::ToolResult {
+                name,
+                arguments,
+                is_error,
+                ..
+            } => {
+                self.approval = None;
+                self.entries.push(Entry::Tool {
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                    is_error: *is_error,
+                });
+            }
+            Event::EpisodeStarted {
+                name,
+                kind,
+                dependencies,
+            } => {
+                self.close_active();
+                self.episodes.push(EpisodeRow {
+                    name: name.clone(),
+                    kind: *kind,
+                    dependencies: dependencies.clone(),
+                    active: true,
+                    level: None,
+                    residue: None,
+                });
+            }
+            Event::EpisodeEnded {
+                name, description, ..
+            } => {
+                if let Some(row) = self.episodes.iter_mut().rev().find(|r| &r.name == name) {
+                    row.active = false;
+                    row.residue = description.clone();
+                }
+            }
+            Event::Evicted {
+                tokens_before,
+                tokens_after,
+                budget,
+                floor,
+                episodes,
+                ..
+            } => {
+                self.gauge.tokens = *tokens_after;
+                self.gauge.budget = *budget;
+                self.gauge.floor = Some(*floor);
+                self.gauge.evicted += tokens_before.saturating_sub(*tokens_after);
+                for report in episodes {
+                    let deepest = report.levels.iter().map(|l| l.level).max();
+                    if let Some(row) = self.episodes.iter_mut().find(|r| r.name == report.name) {
+                        row.level = row.level.max(deepest);
+                    }
+                }
+                self.entries.push(Entry::Note(format!(
+                    "evicted {} tokens from {} episode(s)",
+                    tokens_before.saturating_sub(*tokens_after),
+                    episodes.len()
+                )));
+            }
+            Event::Response {
+                request_tokens,
+                budget,
+                usage,
+                cost_usd,
+                ..
+            } => {
+                self.gauge.tokens = *request_tokens;
+                self.gauge.budget = *budget;
+                self.gauge.cache_share = (usage.input_tokens > 0)
+                    .then(|| usage.cached_input_tokens as f64 / usage.input_tokens as f64);
+                if let Some(cost) = cost_usd {
+                    *self.cost_usd.get_or_insert(0.0) += cost;
+                }
+            }
+            Event::Note { text } => self.entries.push(Entry::Note(text.clone())),
+            Event::DelimiterRejected { error, .. } => {
+                self.entries
+                    .push(Entry::Note(format!("delimiter rejected: {error}")));
+            }
+            Event::BudgetUnmet { tokens, budget } => self.entries.push(Entry::Note(format!(
+                "over budget: {tokens} tokens of {budget}, nothing left to evict"
+            ))),
+            Event::Retrying {
+                attempt, reason, ..
+            } => self.entries.push(Entry::Note(format!(
+                "retrying (attempt {attempt}): {reason}"
+            ))),
+            Event::TaskFinished { .. } => {}
+        }
+    }
+
+    fn close_active(&mut self) {
+        for row in &mut self.episodes {
+            row.active = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cwl::{EpisodeReport, LevelReport, Usage};
+
+    #[test]
+    fn events_build_the_conversation_gauge_and_episodes() {
+        let mut screen = Screen::new("m", "s", 1000);
+        for event in [
+            Event::TaskStarted {
+                task: 1,
+                text: "fix it".into(),
+            },
+            Event::ReasoningDelta { text: "hm".into() },
+            Event::TextDelta {
+                text: "Look".into(),
+            },
+            Event::TextDelta { text: "ing".into() },
+            Event::EpisodeStarted {
+                name: "read".into(),
+                kind: EpisodeKind::Expl,
+                dependencies: vec![],
+            },
+            Event::EpisodeEnded {
+                name: "read".into(),
+                kind: EpisodeKind::Expl,
+                description: Some("parser is in src/p.rs".into()),
+            },
+            Event::Evicted {
+                tokens_before: 1200,
+                tokens_after: 800,
+                budget: 1000,
+                floor: 850,
+                first_changed: Some(3),
+                folded: 0,
+                episodes: vec![EpisodeReport {
+                    name: "read".into(),
+                    kind: EpisodeKind::Expl,
+                    annotated: true,
+                    levels: vec![
+                        LevelReport {
+                            level: Level::Reasoning,
+                            tokens: 10,
+                            tool_calls: 0,
+                            blocks: 1,
+                        },
+                        LevelReport {
+                            level: Level::Removed,
+                            tokens: 390,
+                            tool_calls: 1,
+                            blocks: 0,
+                        },
+                    ],
+                }],
+            },
+            Event::Response {
+                request: 1,
+                request_tokens: 900,
+                context_tokens: 800,
+                budget: 1000,
+                usage: Usage {
+                    input_tokens: 900,
+                    cached_input_tokens: 450,
+                    ..Usage::default()
+                },
+                cost_usd: Some(0.25),
+            },
+        ] {
+            screen.apply(&event);
+        }
+        assert_eq!(screen.entries[0], Entry::User("fix it".into()));
+        assert_eq!(screen.entries[1], Entry::Reasoning("hm".into()));
+        assert_eq!(screen.entries[2], Entry::Assistant("Looking".into()));
+        assert_eq!(screen.gauge.tokens, 900);
+        assert_eq!(screen.gauge.floor, Some(850));
+        assert_eq!(screen.gauge.evicted, 400);
+        assert_eq!(screen.gauge.cache_share, Some(0.5));
+        assert_eq!(screen.cost_usd, Some(0.25));
+        let row = &screen.episodes[0];
+        assert!(!row.active);
+        assert_eq!(row.level, Some(Level::Removed));
+        assert_eq!(row.residue.as_deref(), Some("parser is in src/p.rs"));
+    }
+}
