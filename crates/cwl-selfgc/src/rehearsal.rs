@@ -183,8 +183,9 @@ impl Rehearsal<'_> {
             reason,
         };
         let cut = self.table.latest_user();
-        let mut chosen: BTreeMap<ObjectId, Target> = BTreeMap::new();
-        for target in &plan.targets {
+        // The target kept for each object, by its place in the plan.
+        let mut chosen: BTreeMap<ObjectId, (usize, &Target, Option<u32>)> = BTreeMap::new();
+        for (at, target) in plan.targets.iter().enumerate() {
             let Some(object) = self.table.get(&target.id) else {
                 dropped.push(drop(target, DropReason::Unknown));
                 continue;
@@ -210,15 +211,14 @@ impl Rehearsal<'_> {
                 continue;
             }
             match chosen.get(&target.id) {
-                Some(kept) if kept.action >= target.action => {
+                Some((_, kept, _)) if kept.action >= target.action => {
                     dropped.push(drop(target, DropReason::Conflict));
                 }
-                Some(kept) => {
-                    dropped.push(drop(kept, DropReason::Conflict));
-                    chosen.insert(target.id.clone(), target.clone());
-                }
-                None => {
-                    chosen.insert(target.id.clone(), target.clone());
+                previous => {
+                    if let Some((_, kept, _)) = previous {
+                        dropped.push(drop(kept, DropReason::Conflict));
+                    }
+                    chosen.insert(target.id.clone(), (at, target, object.parent));
                 }
             }
         }
@@ -229,22 +229,17 @@ impl Rehearsal<'_> {
                 ObjectId::Function { .. } => None,
             })
             .collect();
+        let mut kept: Vec<(usize, &Target, Option<u32>)> = chosen.into_values().collect();
+        kept.sort_by_key(|(at, _, _)| *at);
         let mut accepted = Vec::new();
-        for target in plan.targets.iter() {
-            let Some(kept) = chosen.get(&target.id) else {
-                continue;
-            };
-            if kept != target || accepted.iter().any(|t: &Target| t.id == target.id) {
-                continue;
-            }
-            let parent = self.table.get(&target.id).and_then(|o| o.parent);
+        for (_, target, parent) in kept {
             if target.id.kind() == ObjectKind::Function
                 && parent.is_some_and(|k| covering.contains(&k))
             {
                 dropped.push(drop(target, DropReason::Covered));
-                continue;
+            } else {
+                accepted.push(target.clone());
             }
-            accepted.push(target.clone());
         }
         (accepted, dropped)
     }

@@ -401,14 +401,7 @@ mod tests {
             Message::tool_result("c1", "read", "text", false),
         ];
         for message in messages {
-            writer
-                .append(&Record::Message {
-                    timestamp: None,
-                    message,
-                    usage: None,
-                    cost_usd: None,
-                })
-                .unwrap();
+            writer.append(&self::message(message)).unwrap();
         }
         let loaded = read(writer.path()).unwrap();
         let replayed = replay(
@@ -599,12 +592,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut writer = SessionWriter::create(dir.path(), &info()).unwrap();
         writer
-            .append(&Record::Message {
-                timestamp: None,
-                message: Message::tool_result("nope", "read", "x", false),
-                usage: None,
-                cost_usd: None,
-            })
+            .append(&message(Message::tool_result("nope", "read", "x", false)))
             .unwrap();
         let loaded = read(writer.path()).unwrap();
         let error = replay(
