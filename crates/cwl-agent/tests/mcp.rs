@@ -383,8 +383,8 @@ async fn stdio_servers_end_with_the_agent() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The process-exit path kills whatever is left (nothing here).
-    mcp::kill_all();
+    // No `mcp::kill_all()` here: it kills every server of this process,
+    // those of the tests running beside this one included.
 }
 
 /// A session made with one set of MCP tools, resumed with another: the
