@@ -47,7 +47,8 @@ pub struct EvictArgs {
     superseded: ResidueCap,
     /// `stub`: before removing anything, old acts are reduced to their calls
     /// (tool outputs stubbed, text beside the calls dropped), oldest first,
-    /// and old reads then go before old acts; `keep`: the paper's order.
+    /// and old episodes then go least recently used first; `keep`: the
+    /// paper's order.
     #[arg(long, value_name = "stub|keep", default_value = "stub")]
     act_outputs: cwl::ActOutputs,
     /// The model's context window in tokens, for a percentage budget.

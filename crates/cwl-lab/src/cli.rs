@@ -151,7 +151,7 @@ pub struct ReplayArgs {
     /// cwl: an old episode at least this share of whose lines a later episode in the view repeats (a file read again, a command rerun) goes before any other (0.5 or 50%), or `off` (the paper's order).
     #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().superseded))]
     pub superseded: cwl::ResidueCap,
-    /// cwl: `stub` reduces old acts to their calls (tool outputs stubbed, text beside the calls dropped), oldest first, before anything is removed, and then takes old reads before old acts; `keep` is the paper's order.
+    /// cwl: `stub` reduces old acts to their calls (tool outputs stubbed, text beside the calls dropped), oldest first, before anything is removed, and then takes old episodes least recently used first (the longest since the model last named something they hold); `keep` is the paper's order.
     #[arg(long, value_name = "stub|keep", default_value_t = cwl::ActOutputs::of(cwl::Config::default().stub_act_outputs))]
     pub act_outputs: cwl::ActOutputs,
 }

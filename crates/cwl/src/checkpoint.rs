@@ -17,6 +17,7 @@ use crate::graph::Graph;
 use crate::message::ToolSpec;
 use crate::repeats::Repeats;
 use crate::tokens::TokenCounter;
+use crate::uses::Uses;
 
 /// The version of the checkpoint format.
 pub const CHECKPOINT_VERSION: u32 = 1;
@@ -34,6 +35,8 @@ pub struct Checkpoint {
     residues: Residues,
     #[serde(default)]
     repeats: Repeats,
+    #[serde(default)]
+    uses: Uses,
     next_seq: u64,
     total: usize,
     offset: i64,
@@ -72,6 +75,7 @@ impl Context {
             pending: self.pending.clone(),
             residues: self.residues.clone(),
             repeats: self.repeats.clone(),
+            uses: self.uses.clone(),
             next_seq: self.next_seq,
             total: self.total,
             offset: self.offset,
@@ -101,6 +105,7 @@ impl Context {
             pending: checkpoint.pending,
             residues: checkpoint.residues,
             repeats: checkpoint.repeats,
+            uses: checkpoint.uses,
             next_seq: checkpoint.next_seq,
             total: checkpoint.total,
             offset: checkpoint.offset,

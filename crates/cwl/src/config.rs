@@ -124,7 +124,7 @@ impl std::fmt::Display for ResidueCap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActOutputs {
     /// Reduce them to their calls first (outputs stubbed, prose dropped),
-    /// oldest first; then old reads go before old acts.
+    /// oldest first; then old episodes go least recently used first.
     Stub,
     /// The paper's order and levels.
     Keep,
@@ -199,7 +199,9 @@ pub struct Config {
     /// Before any episode is removed, old acts are reduced to their calls
     /// (tool outputs such as test runs become a short stub, the text and
     /// reasoning beside the calls go), oldest first; a reduced act no
-    /// longer protects its expls, and old expls then go before old acts.
+    /// longer protects its expls, and old episodes of both kinds then go
+    /// least recently used first: the longest since the model's output
+    /// last named something they hold (a path, an identifier).
     /// `false`: the paper's order and levels.
     #[serde(default)]
     pub stub_act_outputs: bool,

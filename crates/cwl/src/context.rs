@@ -20,6 +20,7 @@ use crate::protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind};
 use crate::recall::RECALL;
 use crate::repeats::Repeats;
 use crate::tokens::{self, MESSAGE_OVERHEAD, TokenCounter};
+use crate::uses::Uses;
 
 /// A message the transcript cannot take; the context is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -188,6 +189,7 @@ pub struct Context {
     pub(crate) pending: HashMap<String, Pending>,
     pub(crate) residues: Residues,
     pub(crate) repeats: Repeats,
+    pub(crate) uses: Uses,
     pub(crate) next_seq: u64,
     pub(crate) total: usize,
     pub(crate) offset: i64,
@@ -220,6 +222,7 @@ impl Context {
             pending: HashMap::new(),
             residues: Residues::default(),
             repeats: Repeats::default(),
+            uses: Uses::default(),
             next_seq: 2,
             total: tools_tokens,
             offset: 0,
@@ -270,6 +273,7 @@ impl Context {
                     return Ok(Vec::new());
                 }
                 let tokens = self.counter.count(&result.content);
+                self.uses.grow(pending.owner, MESSAGE_OVERHEAD + tokens);
                 if let Some(owner) = pending.owner {
                     let holds = HOLDS_RESULTS | role_holds(pending.role);
                     self.graph
@@ -277,6 +281,7 @@ impl Context {
                     if let (Some(share), Role::Call(_)) = (self.config.superseded, pending.role) {
                         self.repeats.text(owner, &result.content, share);
                     }
+                    self.uses.hold(owner, &result.content);
                 }
                 let meta = Meta {
                     owner: pending.owner,
@@ -495,6 +500,18 @@ impl Context {
                 Block::Reasoning { .. } => (self.graph.owner_at(seq), Role::Reasoning),
             };
             let tokens = tokens::block_tokens(self.counter.as_ref(), block);
+            self.uses.grow(owner, tokens);
+            let named = match block {
+                Block::Text { text } => Some(text.as_str()),
+                Block::ToolCall(call) => Some(call.arguments.as_str()),
+                Block::Reasoning { .. } => None,
+            };
+            if let Some(text) = named {
+                self.uses.refer(owner, text);
+                if let Some(owner) = owner {
+                    self.uses.hold(owner, text);
+                }
+            }
             if let Some(owner) = owner {
                 self.graph.touch(owner, seq, tokens, role_holds(role));
                 if let (Some(share), Role::Text | Role::Call(_)) = (self.config.superseded, role) {

@@ -61,9 +61,9 @@ impl Context {
             if self.tokens() <= report.floor {
                 break;
             }
-            let candidates = self
-                .graph
-                .candidates_with_recent(recent, &self.repeats, stub);
+            let candidates =
+                self.graph
+                    .candidates_with_recent(recent, &self.repeats, &self.uses, stub);
             let Some(target) = evictor.select(candidates) else {
                 break;
             };
@@ -78,6 +78,9 @@ impl Context {
             residues_grew = level == Level::Removed;
             if let (Level::Removed, Some(share)) = (level, self.config.superseded) {
                 self.repeats.removed(target, share);
+            }
+            if level == Level::Removed {
+                self.uses.removed(target);
             }
             if level == Level::Output && removed.tokens == 0 {
                 continue;

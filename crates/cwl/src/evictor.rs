@@ -29,10 +29,11 @@ pub trait Evictor: Send + Sync + fmt::Debug {
 ///
 /// When old acts are reduced to their calls first
 /// ([`crate::Config::stub_act_outputs`]), that comes before everything,
-/// and old expl episodes then go before old acts: a reduced act no longer
-/// protects its expls, holds little, and is what later edits build on
-/// (the text they replace), while the reads behind it are large and can be
-/// redone.
+/// and the old episodes of both kinds then go least recently used first
+/// ([`Candidates::last_use`]): what the model's own output keeps naming
+/// (a file it listed, code it wrote and edits again) stays, whatever its
+/// age, and what it never came back to goes. A reduced act no longer
+/// protects its expls.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PaperOrder;
 
@@ -43,14 +44,23 @@ impl Evictor for PaperOrder {
 
     fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId> {
         let old = |id: &EpisodeId| candidates.is_old(*id);
-        let old_act = || candidates.oldest_act().filter(old);
-        let old_expl = || candidates.oldest_expl().filter(old);
-        let reduce = candidates.reduces_acts();
+        if candidates.reduces_acts() {
+            let least_used = |old_only: bool| {
+                candidates
+                    .all()
+                    .filter(|id| !old_only || old(id))
+                    .min_by_key(|&id| (candidates.last_use(id), id))
+            };
+            return candidates
+                .oldest_fresh_act()
+                .or_else(|| candidates.oldest_superseded())
+                .or_else(|| least_used(true))
+                .or_else(|| least_used(false));
+        }
         candidates
-            .oldest_fresh_act()
-            .or_else(|| candidates.oldest_superseded())
-            .or_else(|| if reduce { old_expl() } else { old_act() })
-            .or_else(|| if reduce { old_act() } else { old_expl() })
+            .oldest_superseded()
+            .or_else(|| candidates.oldest_act().filter(old))
+            .or_else(|| candidates.oldest_expl().filter(old))
             .or_else(|| candidates.oldest_act())
             .or_else(|| candidates.oldest_expl())
     }

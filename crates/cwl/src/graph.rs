@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::{Annotation, DelimiterError, EpisodeKind};
 use crate::repeats::Repeats;
+use crate::uses::Uses;
 
 /// Index of an episode in its session, in order of creation (= age).
 pub type EpisodeId = u32;
@@ -246,10 +247,31 @@ pub struct Candidates<'a> {
     frontier: u64,
     recent: u64,
     repeats: Option<&'a Repeats>,
+    uses: Option<&'a Uses>,
     stub_outputs: bool,
 }
 
 impl Candidates<'_> {
+    /// Every candidate, oldest first within each kind (acts, then expls).
+    pub fn all(&self) -> impl Iterator<Item = EpisodeId> + '_ {
+        let graph = self.graph;
+        let after = graph.live_acts.last().map_or(0, |act| act + 1);
+        graph
+            .acts
+            .iter()
+            .chain(graph.expls.iter())
+            .chain(graph.gaps.range(after..))
+            .copied()
+            .filter(|&id| self.settled(id))
+    }
+
+    /// History position, in tokens, of the last time the model's output
+    /// named something the episode holds, or of its own latest content if
+    /// later (0 when unknown). See [`crate::Config::stub_act_outputs`].
+    pub fn last_use(&self, id: EpisodeId) -> u64 {
+        self.uses.map_or(0, |uses| uses.clock(id))
+    }
+
     /// The oldest candidate act.
     pub fn oldest_act(&self) -> Option<EpisodeId> {
         self.graph.acts.iter().copied().find(|&id| self.settled(id))
@@ -373,6 +395,7 @@ impl Graph {
             frontier: self.frontier,
             recent: u64::MAX,
             repeats: None,
+            uses: None,
             stub_outputs: false,
         }
     }
@@ -383,6 +406,7 @@ impl Graph {
         &'a self,
         recent: u64,
         repeats: &'a Repeats,
+        uses: &'a Uses,
         stub_outputs: bool,
     ) -> Candidates<'a> {
         Candidates {
@@ -390,6 +414,7 @@ impl Graph {
             frontier: self.frontier,
             recent,
             repeats: Some(repeats),
+            uses: Some(uses),
             stub_outputs,
         }
     }
@@ -404,6 +429,7 @@ impl Graph {
             frontier: u64::MAX,
             recent: u64::MAX,
             repeats: None,
+            uses: None,
             stub_outputs: false,
         };
         now.oldest().is_none() && (later.oldest().is_some() || self.gap.is_some())

@@ -53,6 +53,7 @@ pub mod record;
 mod repeats;
 pub mod report;
 pub mod tokens;
+mod uses;
 
 pub use budget::{Budget, BudgetError};
 pub use checkpoint::{Checkpoint, CheckpointError};

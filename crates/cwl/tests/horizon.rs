@@ -715,3 +715,50 @@ fn a_catch_up_pass_removes_old_acts_without_stubbing_them_first() {
     );
     validate(&view(&context)).unwrap();
 }
+
+#[test]
+fn old_episodes_go_least_recently_used_first() {
+    let listing = format!("orders.py stock.py reports.py\n{}", bulk(1000));
+    let notes = bulk(1100);
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("listing")
+        .tool("bash", &listing)
+        .end_expl("the files")
+        .start_expl("notes")
+        .tool("read", &notes)
+        .end_expl("the notes")
+        .start_act("fix", &[])
+        .say("Only `stock.py` needs the change.")
+        .tool("edit", "edited")
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+
+    let mut context = with(Config::paper(total - 600).stub_act_outputs(true), &messages);
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    let gone = names(&report);
+    assert!(gone.contains(&"notes"), "{gone:?}");
+    assert!(!gone.contains(&"listing"), "{gone:?}");
+    let shown = view(&context);
+    validate(&shown).unwrap();
+    assert!(
+        has_output(&shown, &listing),
+        "the older listing the model named stays"
+    );
+    assert!(
+        !has_output(&shown, &notes),
+        "the newer notes it never named go"
+    );
+
+    let mut paper = with(Config::paper(total - 600), &messages);
+    let report = paper.enforce();
+    let gone = names(&report);
+    assert!(
+        gone.contains(&"listing"),
+        "the paper's order takes the oldest: {gone:?}"
+    );
+}

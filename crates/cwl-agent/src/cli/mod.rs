@@ -87,7 +87,8 @@ pub struct AgentArgs {
     /// `stub`: before an eviction pass removes anything, old acts are
     /// reduced to their calls (tool outputs stubbed, text beside the calls
     /// dropped), oldest first, while the calls (what the model wrote) stay,
-    /// and old reads then go before old acts; `keep`: the paper's order.
+    /// and old episodes then go least recently used first; `keep`: the
+    /// paper's order.
     /// Default: stub (a resumed session keeps its own).
     #[arg(long, value_name = "stub|keep")]
     pub act_outputs: Option<cwl::ActOutputs>,
