@@ -21,10 +21,50 @@ pub enum Entry {
         arguments: String,
         /// Whether the result was an error.
         is_error: bool,
+        /// The result sent back to the model, shown when tool calls are
+        /// expanded.
+        content: String,
     },
-    /// A note, an episode boundary or an eviction, in the harness's words.
+    /// An episode opened or closed (`▶ expl read-parser`).
+    Episode(String),
+    /// A note or an eviction, in the harness's words.
     Note(String),
+    /// What a slash command answered (never sent to the model).
+    Output(String),
+    /// An error: a refused command, a failed turn.
+    Error(String),
 }
+
+impl Entry {
+    /// Rows it takes in a pane `width` characters wide (as the view wraps
+    /// it), for scrolling bounds.
+    fn rows(&self, width: usize, expanded: bool) -> usize {
+        let width = width.max(3);
+        let wrapped = |text: &str, indent: usize| -> usize {
+            let room = (width - indent.min(width - 1)).max(1);
+            text.lines()
+                .map(|line| line.chars().count().div_ceil(room).max(1))
+                .sum::<usize>()
+                .max(1)
+        };
+        match self {
+            Entry::Tool { content, .. } if expanded => {
+                let lines = content.lines().count();
+                1 + lines.min(RESULT_ROWS) + usize::from(lines > RESULT_ROWS)
+            }
+            Entry::Tool { .. } => 1,
+            Entry::Assistant(text) | Entry::Episode(text) => wrapped(text, 0),
+            Entry::User(text)
+            | Entry::Reasoning(text)
+            | Entry::Note(text)
+            | Entry::Output(text)
+            | Entry::Error(text) => wrapped(text, 2),
+        }
+    }
+}
+
+/// Lines of a tool result shown when tool calls are expanded.
+pub(super) const RESULT_ROWS: usize = 12;
 
 /// The context gauge: how full the prompt is.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -90,6 +130,10 @@ pub struct Screen {
     pub scroll: usize,
     /// A tool call waiting for y/n/a, shown above the input.
     pub approval: Option<String>,
+    /// Whether tool calls show their results (Ctrl-O toggles).
+    pub expanded: bool,
+    /// Whether a turn is running.
+    pub busy: bool,
 }
 
 impl Screen {
@@ -121,19 +165,25 @@ impl Screen {
             Event::ApprovalRequest {
                 name, arguments, ..
             } => {
-                self.approval = Some(format!("{name} {arguments}"));
+                self.approval = Some(crate::render::describe::call(name, arguments));
             }
             Event::ToolResult {
                 name,
                 arguments,
                 is_error,
+                content,
                 ..
             } => {
                 self.approval = None;
+                // The episode events say what a delimiter call did.
+                if name == cwl::DELIMITER && !is_error {
+                    return;
+                }
                 self.entries.push(Entry::Tool {
                     name: name.clone(),
                     arguments: arguments.clone(),
                     is_error: *is_error,
+                    content: content.clone(),
                 });
             }
             Event::EpisodeStarted {
@@ -141,6 +191,13 @@ impl Screen {
                 kind,
                 dependencies,
             } => {
+                let deps = if dependencies.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ← {}", dependencies.join(", "))
+                };
+                self.entries
+                    .push(Entry::Episode(format!("▶ {kind} {name}{deps}")));
                 self.close_active();
                 self.episodes.push(EpisodeRow {
                     name: name.clone(),
@@ -154,6 +211,12 @@ impl Screen {
             Event::EpisodeEnded {
                 name, description, ..
             } => {
+                let learned = description
+                    .as_ref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default();
+                self.entries
+                    .push(Entry::Episode(format!("■ {name} ended{learned}")));
                 if let Some(row) = self.episodes.iter_mut().rev().find(|r| &r.name == name) {
                     row.active = false;
                     row.residue = description.clone();
@@ -213,6 +276,27 @@ impl Screen {
             ))),
             Event::TaskFinished { .. } => {}
         }
+    }
+
+    /// Rows of the whole conversation in a pane `width` characters wide.
+    pub fn total_rows(&self, width: usize) -> usize {
+        self.entries
+            .iter()
+            .map(|e| e.rows(width, self.expanded))
+            .sum()
+    }
+
+    /// Scrolls by `lines` (positive: up, into the past), within the
+    /// conversation as shown `width` characters wide.
+    pub fn scroll_by(&mut self, lines: i32, width: usize) {
+        let most = self.total_rows(width).saturating_sub(1);
+        let to = self.scroll as i64 + i64::from(lines);
+        self.scroll = to.clamp(0, most as i64) as usize;
+    }
+
+    /// Replaces the episode panel with the engine's episodes.
+    pub fn set_episodes(&mut self, rows: Vec<EpisodeRow>) {
+        self.episodes = rows;
     }
 
     fn close_active(&mut self) {
@@ -295,6 +379,11 @@ mod tests {
         assert_eq!(screen.entries[0], Entry::User("fix it".into()));
         assert_eq!(screen.entries[1], Entry::Reasoning("hm".into()));
         assert_eq!(screen.entries[2], Entry::Assistant("Looking".into()));
+        assert_eq!(screen.entries[3], Entry::Episode("▶ expl read".into()));
+        assert_eq!(
+            screen.entries[4],
+            Entry::Episode("■ read ended: parser is in src/p.rs".into())
+        );
         assert_eq!(screen.gauge.tokens, 900);
         assert_eq!(screen.gauge.floor, Some(850));
         assert_eq!(screen.gauge.evicted, 400);
