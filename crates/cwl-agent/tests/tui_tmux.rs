@@ -150,9 +150,117 @@ fn wait_file(path: &Path) {
     }
 }
 
+/// `cwl chat` in tmux against a scripted server, with its workspace and
+/// session directory.
+struct Chat {
+    tmux: Tmux,
+    work: tempfile::TempDir,
+    status: PathBuf,
+    server: ScriptedServer,
+    _sessions: tempfile::TempDir,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Chat {
+    fn start(replies: Vec<Reply>) -> Chat {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let server = runtime.block_on(ScriptedServer::start(replies)).unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let sessions = tempfile::tempdir().unwrap();
+        let config = sessions.path().join("config.toml");
+        std::fs::write(&config, "").unwrap();
+        let settings = sessions.path().join("child.txt");
+        let fields = [
+            format!("{}/v1", server.url()),
+            work.path().display().to_string(),
+            sessions.path().display().to_string(),
+            config.display().to_string(),
+        ];
+        std::fs::write(&settings, fields.join("\n") + "\n").unwrap();
+        let status = sessions.path().join("status");
+        let command = format!(
+            "{CHILD_ENV}='{}' NO_COLOR=1 '{}' --exact cwl_chat_process --ignored --nocapture --test-threads=1; echo $? > '{}'; exec sleep 600",
+            settings.display(),
+            std::env::current_exe().unwrap().display(),
+            status.display()
+        );
+        let tmux = Tmux::start(120, 40, &command);
+        tmux.wait("the UI", |s| s.contains("session ") && s.contains("τ"));
+        Chat {
+            tmux,
+            work,
+            status,
+            server,
+            _sessions: sessions,
+            _runtime: runtime,
+        }
+    }
+
+    /// The exit status, once the process ended.
+    fn exit_status(&self) -> String {
+        wait_file(&self.status);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let code = std::fs::read_to_string(&self.status).unwrap();
+            if code.ends_with('\n') || Instant::now() > deadline {
+                return code.trim().to_string();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The process `cwl chat` runs in: the child of the pane's shell.
+    fn pid(&self) -> i32 {
+        let out = self
+            .tmux
+            .run(&["display-message", "-p", "-t", "t", "#{pane_pid}"]);
+        let shell = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let children =
+            std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+        children
+            .split_whitespace()
+            .next()
+            .expect("the chat runs under the pane's shell")
+            .parse()
+            .unwrap()
+    }
+}
+
+#[test]
+fn ctrl_c_twice_when_idle_and_sigterm_exit_130_and_give_the_terminal_back() {
+    for how in ["ctrl-c", "sigterm"] {
+        let chat = Chat::start(vec![]);
+        let tmux = &chat.tmux;
+        assert!(tmux.alternate_on());
+        if how == "ctrl-c" {
+            tmux.keys(&["C-c"]);
+            tmux.wait("the warning", |s| {
+                s.contains("Ctrl-C again (or /quit) exits")
+            });
+            tmux.keys(&["C-c"]);
+        } else {
+            rustix::process::kill_process(
+                rustix::process::Pid::from_raw(chat.pid()).unwrap(),
+                rustix::process::Signal::TERM,
+            )
+            .unwrap();
+        }
+        assert_eq!(chat.exit_status(), "130", "{how}");
+        let screen = tmux.wait("the terminal back", |s| {
+            s.contains("the session is saved; continue it with `cwl chat --resume")
+        });
+        assert!(
+            !tmux.alternate_on(),
+            "{how}: the alternate screen is left:\n{screen}"
+        );
+        if how == "sigterm" {
+            assert!(screen.contains("SIGTERM: the session is saved"), "{screen}");
+        }
+    }
+}
+
 #[test]
 fn full_screen_chat_in_tmux() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
     let usage = Usage {
         input_tokens: 4000,
         cached_input_tokens: 3000,
@@ -180,34 +288,14 @@ fn full_screen_chat_in_tmux() {
     .iter()
     .map(|m| Reply::openai(m, usage))
     .collect::<Vec<_>>();
-    let server = runtime.block_on(ScriptedServer::start(replies)).unwrap();
-    let work = tempfile::tempdir().unwrap();
+    let chat = Chat::start(replies);
+    let (tmux, work, server) = (&chat.tmux, &chat.work, &chat.server);
     std::fs::write(
         work.path().join("parse.rs"),
         "fn parse(tokens: &[Token]) {}\n",
     )
     .unwrap();
-    let sessions = tempfile::tempdir().unwrap();
-    let config = sessions.path().join("config.toml");
-    std::fs::write(&config, "").unwrap();
-    let settings = sessions.path().join("child.txt");
-    let fields = [
-        format!("{}/v1", server.url()),
-        work.path().display().to_string(),
-        sessions.path().display().to_string(),
-        config.display().to_string(),
-    ];
-    std::fs::write(&settings, fields.join("\n") + "\n").unwrap();
-    let status = sessions.path().join("status");
-    let command = format!(
-        "{CHILD_ENV}='{}' NO_COLOR=1 '{}' --exact cwl_chat_process --ignored --nocapture --test-threads=1; echo $? > '{}'; exec sleep 600",
-        settings.display(),
-        std::env::current_exe().unwrap().display(),
-        status.display()
-    );
-    let tmux = Tmux::start(120, 40, &command);
-
-    let screen = tmux.wait("the UI", |s| s.contains("session ") && s.contains("τ"));
+    let screen = tmux.screen();
     assert!(screen.contains("gpt-test"), "{screen}");
     assert!(tmux.alternate_on(), "the UI is on the alternate screen");
 
@@ -268,9 +356,7 @@ fn full_screen_chat_in_tmux() {
     assert!(screen.contains("turn cancelled"), "{screen}");
 
     tmux.type_line("/quit");
-    wait_file(&status);
-    let code = std::fs::read_to_string(&status).unwrap();
-    assert_eq!(code.trim(), "0", "/quit exits 0");
+    assert_eq!(chat.exit_status(), "0", "/quit exits 0");
     let screen = tmux.wait("the terminal back", |s| {
         s.contains("the session is saved; continue it with `cwl chat --resume")
     });

@@ -46,13 +46,11 @@ pub(super) async fn fullscreen(args: ChatArgs) -> anyhow::Result<()> {
     let interrupt = Arc::new(Mutex::new(started.agent.interrupt()));
     let first = reset(&started.agent);
     let (jobs, jobs_rx) = mpsc::unbounded_channel();
-    let worker = tokio::spawn(work(
-        Worker {
-            started,
-            args,
-            ui,
-            interrupt: Arc::clone(&interrupt),
-        },
+    let worker = tokio::spawn(work_loop(
+        started,
+        args,
+        ui,
+        Arc::clone(&interrupt),
         jobs_rx,
     ));
     let signals = Signals::listen()?;
@@ -287,7 +285,19 @@ struct Worker {
 }
 
 /// Runs jobs until the UI closes; gives the agent back for the summary.
-async fn work(mut worker: Worker, mut jobs: mpsc::UnboundedReceiver<Job>) -> Started {
+async fn work_loop(
+    started: Started,
+    args: ChatArgs,
+    ui: mpsc::UnboundedSender<FromAgent>,
+    interrupt: Arc<Mutex<Interrupt>>,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+) -> Started {
+    let mut worker = Worker {
+        started,
+        args,
+        ui,
+        interrupt,
+    };
     while let Some(job) = jobs.recv().await {
         let cancelled = worker.run(job).await;
         let agent = &worker.started.agent;
@@ -466,5 +476,185 @@ fn sessions(dir: &std::path::Path, current: &str) -> FromAgent {
             FromAgent::Output(text.trim_end().to_string())
         }
         Err(error) => FromAgent::Error(format!("cannot list the sessions: {error}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Event;
+    use crate::cli::AgentArgs;
+    use crate::provider::ProviderKind;
+    use crate::provider::testing::{Reply, ScriptedServer};
+    use cwl::{Message, Usage};
+
+    fn args(
+        server: &ScriptedServer,
+        work: &std::path::Path,
+        sessions: &std::path::Path,
+    ) -> ChatArgs {
+        let config = sessions.join("config.toml");
+        std::fs::write(&config, "").unwrap();
+        ChatArgs {
+            agent: AgentArgs {
+                provider: Some(ProviderKind::OpenAi),
+                model: Some("m".into()),
+                base_url: Some(server.url().to_string()),
+                cwd: Some(work.to_owned()),
+                session_dir: Some(sessions.to_owned()),
+                config: Some(config),
+                approval: Some(ApprovalMode::Never),
+                ..AgentArgs::default()
+            },
+            plain: false,
+        }
+    }
+
+    /// The worker's messages for one job, up to its `Done`.
+    async fn job(
+        jobs: &mpsc::UnboundedSender<Job>,
+        ui: &mut mpsc::UnboundedReceiver<FromAgent>,
+        job: Job,
+    ) -> Vec<FromAgent> {
+        jobs.send(job).unwrap();
+        let mut got = Vec::new();
+        loop {
+            let message = ui.recv().await.expect("the worker answers");
+            let done = matches!(message, FromAgent::Done { .. });
+            got.push(message);
+            if done {
+                return got;
+            }
+        }
+    }
+
+    fn texts(messages: &[FromAgent]) -> Vec<String> {
+        messages
+            .iter()
+            .filter_map(|m| match m {
+                FromAgent::Output(text) => Some(format!("output: {text}")),
+                FromAgent::Error(text) => Some(format!("error: {text}")),
+                FromAgent::Reset(reset) => Some(format!("reset: {}", reset.session)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_worker_runs_tasks_and_commands() {
+        let server = ScriptedServer::start([Reply::openai(
+            &Message::assistant_text("hello back"),
+            Usage::default(),
+        )])
+        .await
+        .unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let sessions = tempfile::tempdir().unwrap();
+        let args = args(&server, work.path(), sessions.path());
+        let other = start(&args.agent).await.unwrap().agent.session_id();
+        let mut started = start(&args.agent).await.unwrap();
+        let id = started.agent.session_id();
+        let (ui, mut from_agent) = mpsc::unbounded_channel();
+        attach(&mut started, &ui);
+        let (jobs, jobs_rx) = mpsc::unbounded_channel();
+        let interrupt = Arc::new(Mutex::new(started.agent.interrupt()));
+        let worker = tokio::spawn(work_loop(started, args, ui, interrupt, jobs_rx));
+
+        let got = job(&jobs, &mut from_agent, Job::Task("hello".into())).await;
+        assert!(got.iter().any(
+            |m| matches!(m, FromAgent::Event(Event::TextDelta { text }) if text.contains("hello"))
+        ));
+        assert!(matches!(
+            got.last(),
+            Some(FromAgent::Done {
+                cancelled: false,
+                ..
+            })
+        ));
+
+        let got = job(&jobs, &mut from_agent, Job::Budget("40k".into())).await;
+        assert_eq!(
+            texts(&got),
+            ["output: budget τ now 40k tokens (this process; `--budget` keeps it on resume)"]
+        );
+        assert!(matches!(
+            got.last(),
+            Some(FromAgent::Done { budget: 40_000, .. })
+        ));
+        let got = job(&jobs, &mut from_agent, Job::Budget("lots".into())).await;
+        assert!(
+            texts(&got)[0].starts_with("error: /budget lots:"),
+            "{:?}",
+            texts(&got)
+        );
+        let got = job(&jobs, &mut from_agent, Job::Budget("10".into())).await;
+        assert!(
+            texts(&got)[0].starts_with("error: /budget 10:"),
+            "{:?}",
+            texts(&got)
+        );
+
+        let got = job(&jobs, &mut from_agent, Job::Model(String::new())).await;
+        assert!(
+            texts(&got)[0].starts_with("output: model m · window"),
+            "{:?}",
+            texts(&got)
+        );
+        let got = job(&jobs, &mut from_agent, Job::Model("other".into())).await;
+        assert!(
+            texts(&got)[0].contains("--model other"),
+            "{:?}",
+            texts(&got)
+        );
+
+        let got = job(&jobs, &mut from_agent, Job::Sessions).await;
+        let listed = &texts(&got)[0];
+        assert!(listed.contains(&format!("{id} (this one)")), "{listed}");
+        assert!(listed.contains(&other), "{listed}");
+
+        let got = job(&jobs, &mut from_agent, Job::Recall("nope".into())).await;
+        assert!(
+            texts(&got)[0].starts_with("error: recall nope:"),
+            "{:?}",
+            texts(&got)
+        );
+
+        let got = job(&jobs, &mut from_agent, Job::Resume(id.clone())).await;
+        assert_eq!(
+            texts(&got),
+            [format!("error: /resume {id}: that is this session")]
+        );
+        let got = job(
+            &jobs,
+            &mut from_agent,
+            Job::Resume("no-such-session".into()),
+        )
+        .await;
+        assert!(
+            texts(&got)[0].starts_with("error: /resume no-such-session:"),
+            "{:?}",
+            texts(&got)
+        );
+        let got = job(&jobs, &mut from_agent, Job::Resume(other.clone())).await;
+        assert_eq!(
+            texts(&got),
+            [
+                format!("reset: {other}"),
+                format!("output: resumed session {other}; session {id} is saved")
+            ]
+        );
+
+        drop(jobs);
+        let started = worker.await.unwrap();
+        assert_eq!(
+            started.agent.session_id(),
+            other,
+            "the resumed session is the one kept"
+        );
+        assert_eq!(
+            server.requests().len(),
+            1,
+            "only the task reached the model"
+        );
     }
 }

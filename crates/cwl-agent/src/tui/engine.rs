@@ -151,3 +151,132 @@ pub fn recall_text(context: &Context, session: &Path, reference: &str) -> Result
         .recall(&arguments, &SessionTranscript::new(session))
         .map_err(|error| error.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cwl::{Block, Config, EpisodeKind, Level, Message, ToolCall};
+    use serde_json::json;
+
+    fn call(id: &str, name: &str, arguments: serde_json::Value) -> Block {
+        Block::ToolCall(ToolCall::new(id, name, arguments.to_string()))
+    }
+
+    /// A read in an expl, then an act depending on it.
+    fn context(budget: usize) -> Context {
+        let mut context = Context::new(
+            Config::with_budget(budget),
+            Arc::new(O200k),
+            vec![cwl::delimiter_spec(), cwl::recall_spec()],
+        );
+        let mut push = |message: Message| {
+            context.push(message).unwrap();
+        };
+        push(Message::user("fix the parser"));
+        push(Message::Assistant {
+            content: vec![
+                call(
+                    "d1",
+                    "delimiter",
+                    json!({"action": "start", "name": "read-parser", "type": "expl"}),
+                ),
+                call("c1", "read", json!({"path": "parse.rs"})),
+            ],
+        });
+        push(Message::tool_result("d1", "delimiter", "started", false));
+        let file: String = (0..400)
+            .map(|i| format!("let token_{i} = next();\n"))
+            .collect();
+        push(Message::tool_result("c1", "read", file, false));
+        push(Message::Assistant {
+            content: vec![
+                call(
+                    "d2",
+                    "delimiter",
+                    json!({"action": "end", "description": "parse() drops the last token"}),
+                ),
+                call(
+                    "d3",
+                    "delimiter",
+                    json!({"action": "start", "name": "fix-parser", "type": "act", "dependencies": ["read-parser"]}),
+                ),
+            ],
+        });
+        push(Message::tool_result("d2", "delimiter", "ended", false));
+        push(Message::tool_result("d3", "delimiter", "started", false));
+        push(Message::Assistant {
+            content: vec![
+                call("d4", "delimiter", json!({"action": "end"})),
+                call(
+                    "d5",
+                    "delimiter",
+                    json!({"action": "start", "name": "read-tests", "type": "expl"}),
+                ),
+            ],
+        });
+        push(Message::tool_result("d4", "delimiter", "ended", false));
+        push(Message::tool_result("d5", "delimiter", "started", false));
+        push(Message::assistant_text("Reading the tests."));
+        context
+    }
+
+    #[test]
+    fn rows_and_list_show_kinds_dependencies_and_states() {
+        let context = context(100_000);
+        let rows = episode_rows(&context);
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].name, "read-parser");
+        assert_eq!(rows[0].kind, EpisodeKind::Expl);
+        assert!(!rows[0].active);
+        assert_eq!(
+            rows[0].residue.as_deref(),
+            Some("parse() drops the last token")
+        );
+        assert_eq!(rows[1].dependencies, ["read-parser"]);
+        assert!(!rows[1].active);
+        assert!(rows[2].active);
+        let text = episodes_text(&context);
+        assert!(text.contains("#0 expl read-parser · closed"), "{text}");
+        assert!(
+            text.contains("act fix-parser ← read-parser · closed"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_preview_names_what_goes_and_changes_nothing() {
+        let context = context(100_000);
+        let before = context.tokens();
+        let text = preview_text(&context);
+        assert!(text.starts_with("within budget"), "{text}");
+        assert!(text.contains("expl read-parser:"), "{text}");
+        assert_eq!(
+            context.tokens(),
+            before,
+            "the session's context is untouched"
+        );
+        assert_eq!(context.graph().episodes()[0].level(), None);
+
+        let small = context.tokens() / 2;
+        let over = self::context(small);
+        let (report, is_over) = preview(&over);
+        assert!(is_over);
+        assert!(report.tokens_removed() > 0);
+        let text = preview_text(&over);
+        assert!(text.starts_with("over budget"), "{text}");
+        assert_eq!(over.graph().episodes()[0].level(), None);
+
+        let mut evicted = self::context(small);
+        assert_eq!(evicted.enforce(), report, "the preview is the pass itself");
+        assert!(evicted.graph().episodes()[0].level() >= Some(Level::Intermediate));
+    }
+
+    #[test]
+    fn recall_refuses_what_is_still_in_view() {
+        let context = context(100_000);
+        let error = recall_text(&context, Path::new("/nonexistent"), "read-parser").unwrap_err();
+        assert!(error.contains("read-parser"), "{error}");
+        let error = recall_text(&context, Path::new("/nonexistent"), "nope").unwrap_err();
+        assert!(error.contains("nope"), "{error}");
+    }
+}
