@@ -25,7 +25,7 @@ use serde_json::json;
 use support::*;
 
 /// Set in the child: its settings file (base URL, workspace, session dir,
-/// config file, one per line).
+/// config file, budget, one per line).
 const CHILD_ENV: &str = "CWL_TEST_CHAT_CHILD";
 
 /// Not a test on its own: `cwl chat` as tmux starts it.
@@ -43,6 +43,7 @@ fn cwl_chat_process() {
             cwd: Some(PathBuf::from(fields[1])),
             session_dir: Some(PathBuf::from(fields[2])),
             config: Some(PathBuf::from(fields[3])),
+            budget: Some(fields[4].parse().expect("a budget")),
             ..AgentArgs::default()
         },
         plain: false,
@@ -162,7 +163,7 @@ struct Chat {
 }
 
 impl Chat {
-    fn start(replies: Vec<Reply>) -> Chat {
+    fn start(replies: Vec<Reply>, budget: &str) -> Chat {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let server = runtime.block_on(ScriptedServer::start(replies)).unwrap();
         let work = tempfile::tempdir().unwrap();
@@ -175,6 +176,7 @@ impl Chat {
             work.path().display().to_string(),
             sessions.path().display().to_string(),
             config.display().to_string(),
+            budget.to_string(),
         ];
         std::fs::write(&settings, fields.join("\n") + "\n").unwrap();
         let status = sessions.path().join("status");
@@ -229,7 +231,7 @@ impl Chat {
 #[test]
 fn ctrl_c_twice_when_idle_and_sigterm_exit_130_and_give_the_terminal_back() {
     for how in ["ctrl-c", "sigterm"] {
-        let chat = Chat::start(vec![]);
+        let chat = Chat::start(vec![], "80k");
         let tmux = &chat.tmux;
         assert!(tmux.alternate_on());
         if how == "ctrl-c" {
@@ -259,6 +261,10 @@ fn ctrl_c_twice_when_idle_and_sigterm_exit_130_and_give_the_terminal_back() {
     }
 }
 
+/// The budget of the scripted session and the size of the files it reads.
+const BUDGET: &str = "4700";
+const FILE_LINES: usize = 110;
+
 #[test]
 fn full_screen_chat_in_tmux() {
     let usage = Usage {
@@ -273,28 +279,38 @@ fn full_screen_chat_in_tmux() {
         ]),
         assistant(vec![
             end("d2", Some("parse() drops the last token")),
-            start("d3", "fix-parser", "act", &["read-parser"]),
+            start("d3", "read-tests", "expl", &[]),
+            call("c2", "read", json!({ "path": "tests.rs" })),
+        ]),
+        assistant(vec![
+            end("d4", Some("no test covers the last token")),
+            start("d5", "fix-parser", "act", &["read-tests"]),
         ]),
         assistant(vec![text("Fixed: the parser keeps the last token.")]),
         assistant(vec![
             text("Running the tests."),
             call(
-                "c2",
+                "c3",
                 "bash",
                 json!({ "command": "touch started; sleep 60; touch late" }),
             ),
         ]),
     ]
     .iter()
-    .map(|m| Reply::openai(m, usage))
+    .enumerate()
+    // Usage figures calibrate the count: only the answer reports some.
+    .map(|(i, m)| Reply::openai(m, if i == 3 { usage } else { Usage::default() }))
     .collect::<Vec<_>>();
-    let chat = Chat::start(replies);
+    // A budget the two reads pass together: the first one is evicted.
+    let chat = Chat::start(replies, BUDGET);
     let (tmux, work, server) = (&chat.tmux, &chat.work, &chat.server);
-    std::fs::write(
-        work.path().join("parse.rs"),
-        "fn parse(tokens: &[Token]) {}\n",
-    )
-    .unwrap();
+    let source = |name: &str| -> String {
+        (0..FILE_LINES)
+            .map(|i| format!("let {name}_{i} = next_token(&mut input);\n"))
+            .collect()
+    };
+    std::fs::write(work.path().join("parse.rs"), source("token")).unwrap();
+    std::fs::write(work.path().join("tests.rs"), source("check")).unwrap();
     let screen = tmux.screen();
     assert!(screen.contains("gpt-test"), "{screen}");
     assert!(tmux.alternate_on(), "the UI is on the alternate screen");
@@ -306,22 +322,34 @@ fn full_screen_chat_in_tmux() {
     eprintln!("after the task:\n{screen}");
     assert!(screen.contains("› fix the parser"), "{screen}");
     assert!(screen.contains("⚙ read parse.rs"), "{screen}");
+    assert!(screen.contains("▶ act fix-parser ← read-tests"), "{screen}");
+    assert!(!screen.contains("⚙ delimiter"), "{screen}");
+    assert!(screen.contains("ℹ evicted "), "{screen}");
     assert!(
-        screen.contains("▶ act fix-parser ← read-parser"),
+        screen.contains("expl read-parser ["),
+        "evicted to some level:\n{screen}"
+    );
+    assert!(
+        screen.contains("“parse() drops the last token”"),
         "{screen}"
     );
-    assert!(!screen.contains("⚙ delimiter"), "{screen}");
-    assert!(screen.contains("expl read-parser"), "{screen}");
-    assert!(screen.contains("act  fix-parser ← read-parser"), "{screen}");
+    assert!(screen.contains("expl read-tests ✓"), "{screen}");
+    assert!(
+        screen.contains("act  fix-parser ← read-tests ▶"),
+        "{screen}"
+    );
     assert!(screen.contains("cache 75%"), "{screen}");
-    assert!(screen.contains("context "), "{screen}");
+    assert!(screen.contains("low-water "), "{screen}");
 
     tmux.type_line("/episodes");
     tmux.wait("the episode list", |s| {
-        s.contains("expl read-parser · closed") && s.contains("act fix-parser ← read-parser")
+        s.contains("expl read-parser · evicted to ")
+            && s.contains("act fix-parser ← read-tests · active")
     });
     tmux.type_line("/evict");
-    tmux.wait("the eviction preview", |s| s.contains("within budget"));
+    tmux.wait("the eviction preview", |s| {
+        s.contains("within the engine's limit (")
+    });
     tmux.type_line("/bogus thing");
     let screen = tmux.wait("the refusal", |s| {
         s.contains("unknown command /bogus: not sent")
@@ -367,7 +395,7 @@ fn full_screen_chat_in_tmux() {
     eprintln!("after /quit:\n{screen}");
     assert!(!screen.contains("┌ conversation"), "{screen}");
     let requests = server.requests();
-    assert_eq!(requests.len(), 4, "commands never reach the model");
+    assert_eq!(requests.len(), 5, "commands never reach the model");
     assert!(
         requests.iter().all(|r| !r.body.contains("bogus")),
         "the unknown command was not sent"

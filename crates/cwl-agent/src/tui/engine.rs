@@ -100,14 +100,14 @@ pub fn preview_text(context: &Context) -> String {
     let (report, over) = preview(context);
     let mut text = if over {
         format!(
-            "over budget ({} of τ {}): the next pass evicts down to {}:\n",
+            "over the engine's limit ({} of {}, τ less the status block): the next pass evicts down to {}:\n",
             human_tokens(report.tokens_before),
             human_tokens(context.budget()),
             human_tokens(report.floor)
         )
     } else {
         format!(
-            "within budget ({} of τ {}): no pass runs yet. Once over, a pass takes, in this order:\n",
+            "within the engine's limit ({} of {}, τ less the status block): no pass runs yet. Once over, a pass takes, in this order:\n",
             human_tokens(report.tokens_before),
             human_tokens(context.budget())
         )
@@ -248,7 +248,7 @@ mod tests {
         let context = context(100_000);
         let before = context.tokens();
         let text = preview_text(&context);
-        assert!(text.starts_with("within budget"), "{text}");
+        assert!(text.starts_with("within the engine's limit"), "{text}");
         assert!(text.contains("expl read-parser:"), "{text}");
         assert_eq!(
             context.tokens(),
@@ -263,7 +263,7 @@ mod tests {
         assert!(is_over);
         assert!(report.tokens_removed() > 0);
         let text = preview_text(&over);
-        assert!(text.starts_with("over budget"), "{text}");
+        assert!(text.starts_with("over the engine's limit"), "{text}");
         assert_eq!(over.graph().episodes()[0].level(), None);
 
         let mut evicted = self::context(small);

@@ -43,7 +43,7 @@ impl Entry {
         let wrapped = |text: &str, indent: usize| -> usize {
             let room = (width - indent.min(width - 1)).max(1);
             text.lines()
-                .map(|line| line.chars().count().div_ceil(room).max(1))
+                .map(|line| wrap(line, room).len())
                 .sum::<usize>()
                 .max(1)
         };
@@ -61,6 +61,43 @@ impl Entry {
             | Entry::Error(text) => wrapped(text, 2),
         }
     }
+}
+
+/// `line` cut into rows of at most `width` characters, between words
+/// where it can (a word longer than a row is cut).
+pub(super) fn wrap(line: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    if line.chars().count() <= width {
+        return vec![line.to_string()];
+    }
+    let mut rows = Vec::new();
+    let mut row = String::new();
+    let mut len = 0;
+    for word in line.split_inclusive(' ') {
+        let mut word_len = word.chars().count();
+        if len + word.trim_end().chars().count() > width && len > 0 {
+            rows.push(std::mem::take(&mut row).trim_end().to_string());
+            len = 0;
+        }
+        let mut rest = word;
+        while word_len > width {
+            let cut = rest
+                .char_indices()
+                .nth(width - len)
+                .map_or(rest.len(), |(i, _)| i);
+            row.push_str(&rest[..cut]);
+            rows.push(std::mem::take(&mut row));
+            rest = &rest[cut..];
+            word_len = rest.chars().count();
+            len = 0;
+        }
+        row.push_str(rest);
+        len += word_len;
+    }
+    if !row.trim_end().is_empty() || rows.is_empty() {
+        rows.push(row.trim_end().to_string());
+    }
+    rows
 }
 
 /// Lines of a tool result shown when tool calls are expanded.
@@ -310,6 +347,19 @@ impl Screen {
 mod tests {
     use super::*;
     use cwl::{EpisodeReport, LevelReport, Usage};
+
+    #[test]
+    fn wrap_breaks_between_words_and_cuts_long_ones() {
+        assert_eq!(wrap("short", 10), ["short"]);
+        assert_eq!(wrap("one two three four", 9), ["one two", "three", "four"]);
+        assert_eq!(wrap("abcdefghij klm", 4), ["abcd", "efgh", "ij", "klm"]);
+        assert_eq!(wrap("", 5), [""]);
+        assert!(
+            wrap("a ünïcödé wörd wrapped at five", 5)
+                .iter()
+                .all(|row| row.chars().count() <= 5)
+        );
+    }
 
     #[test]
     fn events_build_the_conversation_gauge_and_episodes() {

@@ -8,7 +8,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Gauge as Bar, Paragraph};
 
-use super::screen::{Entry, RESULT_ROWS, Screen};
+use super::screen::{Entry, RESULT_ROWS, Screen, wrap};
 use crate::agent::status::human_tokens;
 
 /// Lines of the input box shown at most; longer input shows its end.
@@ -119,18 +119,6 @@ fn draw_conversation(frame: &mut Frame<'_>, area: Rect, screen: &Screen) {
         Paragraph::new(shown).block(Block::default().borders(Borders::ALL).title(title)),
         area,
     );
-}
-
-/// `text` cut into rows of at most `width` characters.
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    if chars.len() <= width {
-        return vec![text.to_string()];
-    }
-    chars
-        .chunks(width)
-        .map(|chunk| chunk.iter().collect())
-        .collect()
 }
 
 /// The rows of `text`: its first line after `prefix`, the others indented
