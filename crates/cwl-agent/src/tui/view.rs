@@ -54,6 +54,14 @@ pub fn draw(frame: &mut Frame<'_>, screen: &Screen) {
         ),
     };
     let skip = input_lines.len().saturating_sub(INPUT_ROWS);
+    let title = if skip > 0 {
+        format!(
+            " {} lines, the last {INPUT_ROWS} shown ·{title}",
+            input_lines.len()
+        )
+    } else {
+        title
+    };
     let shown: Vec<Line<'_>> = input_lines[skip..]
         .iter()
         .map(|line| Line::raw(*line))
@@ -458,6 +466,22 @@ mod tests {
         key(&mut app, KeyCode::PageUp);
         key(&mut app, KeyCode::PageUp);
         insta::assert_snapshot!(render(&app.screen, 100, 14));
+    }
+
+    #[test]
+    fn a_large_paste_shows_its_last_lines_and_its_size() {
+        let mut app = crate::tui::App::new(scripted(), 100, 20);
+        let pasted: String = (1..=40).map(|i| format!("pasted line {i}\n")).collect();
+        app.paste(&pasted);
+        app.paste("and more");
+        let text = render(&app.screen, 100, 20);
+        assert!(
+            text.contains("┌ 41 lines, the last 5 shown · Enter sends"),
+            "{text}"
+        );
+        assert!(text.contains("│pasted line 37"), "{text}");
+        assert!(text.contains("│and more"), "{text}");
+        assert!(!text.contains("pasted line 36"), "{text}");
     }
 
     #[test]
