@@ -342,13 +342,15 @@ fn full_screen_chat_in_tmux() {
     assert!(screen.contains("low-water "), "{screen}");
 
     tmux.type_line("/episodes");
+    // Each command's answer, and the UI idle again (commands wait for a job).
     tmux.wait("the episode list", |s| {
         s.contains("expl read-parser · evicted to ")
             && s.contains("act fix-parser ← read-tests · active")
+            && !s.contains("working")
     });
     tmux.type_line("/evict");
     tmux.wait("the eviction preview", |s| {
-        s.contains("within the engine's limit (")
+        s.contains("within the engine's limit (") && !s.contains("working")
     });
     tmux.type_line("/bogus thing");
     let screen = tmux.wait("the refusal", |s| {

@@ -181,10 +181,19 @@ impl App {
     /// Takes one message of the worker.
     pub fn from_agent(&mut self, message: FromAgent) {
         match message {
+            // The question shows once it can be answered (with `Ask`), so
+            // no key typed before lands in a question not yet asked.
+            FromAgent::Event(Event::ApprovalRequest { .. }) => {}
             FromAgent::Event(event) => {
                 self.screen.apply(&event);
             }
-            FromAgent::Ask(_, answer) => self.asking = Some(answer),
+            FromAgent::Ask(request, answer) => {
+                self.screen.approval = Some(crate::render::describe::call(
+                    &request.name,
+                    &request.arguments,
+                ));
+                self.asking = Some(answer);
+            }
             FromAgent::Output(text) => self.screen.entries.push(Entry::Output(text)),
             FromAgent::Error(text) => self.screen.entries.push(Entry::Error(text)),
             FromAgent::Done {
@@ -442,8 +451,19 @@ mod tests {
             arguments: "{}".into(),
             mutating: true,
         };
+        app.from_agent(FromAgent::Event(Event::ApprovalRequest {
+            id: request.id.clone(),
+            name: request.name.clone(),
+            arguments: request.arguments.clone(),
+            mutating: true,
+        }));
+        assert_eq!(
+            app.screen.approval, None,
+            "not asked until it can be answered"
+        );
         let (tx, mut rx) = oneshot::channel();
         app.from_agent(FromAgent::Ask(request.clone(), tx));
+        assert_eq!(app.screen.approval.as_deref(), Some("bash {}"));
         press(&mut app, KeyCode::Char('q'));
         assert!(rx.try_recv().is_err(), "other keys do not answer");
         press(&mut app, KeyCode::Char('a'));
