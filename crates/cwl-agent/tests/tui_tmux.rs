@@ -4,7 +4,9 @@
 //! `capture-pane`. A task completes and the gauge and the episode panel
 //! show its episodes; commands answer and an unknown one is refused; an
 //! approval is asked inline; Ctrl-C cancels a turn and the UI stays; a
-//! resize redraws; `/quit` exits 0 and gives the terminal back.
+//! resize redraws; `/quit` exits 0 and gives the terminal back; so do
+//! Ctrl-C twice and SIGTERM (status 130) and a panic (its message then
+//! shows on the normal screen).
 //!
 //! tmux must be installed (`.ci/run` installs it): without it the test
 //! fails, it does not skip.
@@ -55,6 +57,23 @@ fn cwl_chat_process() {
             std::process::exit(i32::from(cli::exit_code(&error)))
         }
     }
+}
+
+/// Set in the panic helper: the file whose appearance makes it panic.
+const PANIC_ENV: &str = "CWL_TEST_PANIC_CHILD";
+
+/// Not a test on its own: takes the terminal as the UI does, then panics
+/// once the test creates the file named in [`PANIC_ENV`].
+#[test]
+#[ignore = "helper process for the tmux test"]
+fn panic_process() {
+    let trigger = PathBuf::from(std::env::var(PANIC_ENV).expect("run by the tests"));
+    let _guard = cwl_agent::tui::TerminalGuard::enter().unwrap();
+    println!("the terminal is taken");
+    while !trigger.exists() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("a bug in the UI");
 }
 
 /// A tmux server of its own (`-L`), killed when dropped, also when the
@@ -401,5 +420,30 @@ fn full_screen_chat_in_tmux() {
     assert!(
         requests.iter().all(|r| !r.body.contains("bogus")),
         "the unknown command was not sent"
+    );
+}
+
+#[test]
+fn a_panic_gives_the_terminal_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let trigger = dir.path().join("panic-now");
+    let status = dir.path().join("status");
+    let command = format!(
+        "RUST_BACKTRACE=0 {PANIC_ENV}='{}' '{}' --exact panic_process --ignored --nocapture --test-threads=1; echo $? > '{}'; exec sleep 600",
+        trigger.display(),
+        std::env::current_exe().unwrap().display(),
+        status.display()
+    );
+    let tmux = Tmux::start(100, 20, &command);
+    tmux.wait("the terminal taken", |s| {
+        s.contains("the terminal is taken")
+    });
+    assert!(tmux.alternate_on());
+    std::fs::write(&trigger, "").unwrap();
+    wait_file(&status);
+    let screen = tmux.wait("the panic message", |s| s.contains("a bug in the UI"));
+    assert!(
+        !tmux.alternate_on(),
+        "the alternate screen is left:\n{screen}"
     );
 }
