@@ -112,7 +112,8 @@ pub struct Gauge {
     pub budget: usize,
     /// The low-water mark of the last eviction pass, if one ran.
     pub floor: Option<usize>,
-    /// Tokens removed by eviction so far: history no longer in view.
+    /// Tokens removed by eviction so far in this process: history no
+    /// longer in view (in view plus this: the whole history).
     pub evicted: usize,
     /// Share of the last request's input served from the provider's cache.
     pub cache_share: Option<f64>,

@@ -282,9 +282,10 @@ fn draw_gauge(frame: &mut Frame<'_>, area: Rect, screen: &Screen) {
         .cache_share
         .map_or(String::new(), |c| format!(" · cache {:.0}%", c * 100.0));
     let label = format!(
-        "context {} / τ {} ({percent:.0}%){floor} · evicted {}{cache}",
+        "context {} / τ {} ({percent:.0}%){floor} · history {}, {} evicted{cache}",
         human_tokens(gauge.tokens),
         human_tokens(gauge.budget),
+        human_tokens(gauge.tokens + gauge.evicted),
         human_tokens(gauge.evicted),
     );
     let color = if percent > 100.0 {
