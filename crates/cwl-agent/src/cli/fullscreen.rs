@@ -70,8 +70,8 @@ pub(super) async fn fullscreen(args: ChatArgs) -> anyhow::Result<()> {
     lock(&interrupt).trigger("the UI closed");
     drop(jobs);
     drop(from_agent);
-    let started = tokio::time::timeout(Duration::from_secs(10), worker).await;
     drop(guard);
+    let started = tokio::time::timeout(Duration::from_secs(10), worker).await;
     let (code, why) = outcome?;
     match started {
         Ok(Ok(started)) => {
