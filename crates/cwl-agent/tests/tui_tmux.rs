@@ -376,6 +376,11 @@ fn full_screen_chat_in_tmux() {
         s.contains("unknown command /bogus: not sent")
     });
     eprintln!("after the commands:\n{screen}");
+    // The evicted read comes back from the session file, to the user only.
+    tmux.type_line("/recall read-parser");
+    tmux.wait("the recalled read", |s| {
+        s.contains(&format!("token_{} = next_token", FILE_LINES - 1)) && !s.contains("working")
+    });
 
     tmux.type_line("run the tests");
     tmux.wait("the approval question", |s| {
