@@ -53,7 +53,7 @@ fn cwl_process() {
             tasks: optional(fields[7]).into_iter().collect(),
             prompt: None,
         }),
-        _ => cli::run_chat(ChatArgs { agent }),
+        _ => cli::run_chat(ChatArgs { agent, plain: true }),
     };
     match result {
         Ok(()) => std::process::exit(0),

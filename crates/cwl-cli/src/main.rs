@@ -21,8 +21,9 @@ unknown session, no task, an unknown chat command, a missing API key or bad \
 base URL); 130 interrupted (Ctrl-C)."
 )]
 struct Cli {
+    /// With none, `cwl chat` when stdin and stdout are terminals.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -63,7 +64,21 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let result = match cli.command {
+    let command = cli.command.unwrap_or_else(|| {
+        use std::io::IsTerminal as _;
+        if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+            Command::Chat(cwl_agent::cli::ChatArgs::default())
+        } else {
+            use clap::CommandFactory as _;
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::MissingSubcommand,
+                    "a command is required (with none, cwl opens `cwl chat` on a terminal)",
+                )
+                .exit()
+        }
+    });
+    let result = match command {
         Command::Run(args) => cwl_agent::cli::run_run(args),
         Command::Chat(args) => cwl_agent::cli::run_chat(args),
         Command::Sessions(args) => cwl_agent::cli::run_sessions(args),

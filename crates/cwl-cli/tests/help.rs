@@ -52,3 +52,20 @@ fn the_top_level_help_lists_the_exit_statuses() {
         assert!(text.contains(says), "{says:?} in:\n{text}");
     }
 }
+
+#[test]
+fn no_command_off_a_terminal_is_a_usage_error_and_chat_has_plain() {
+    let output = Command::new(env!("CARGO_BIN_EXE_cwl"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run cwl");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("a command is required (with none, cwl opens `cwl chat` on a terminal)"),
+        "{stderr}"
+    );
+    let text = help("chat");
+    assert!(text.contains("--plain"), "{text}");
+    assert!(text.contains("full-screen UI"), "{text}");
+}

@@ -515,6 +515,29 @@ impl Agent {
         self.observer.as_mut()
     }
 
+    /// Replaces the observer (a front end taking over from the one the
+    /// agent was built with, such as the full-screen UI); gives back the
+    /// old one.
+    pub fn set_observer(&mut self, observer: Box<dyn Observer>) -> Box<dyn Observer> {
+        std::mem::replace(&mut self.observer, observer)
+    }
+
+    /// Changes the budget τ for the rest of this process (the session's
+    /// header keeps the one it started with; `--budget` sets it again on
+    /// resume). Records a note; refuses a budget too small for the status
+    /// block.
+    pub fn set_budget(&mut self, budget: usize) -> Result<(), AgentError> {
+        let mut options = self.options.clone();
+        options.budget = budget;
+        check_budget(&options)?;
+        let before = self.options.budget;
+        self.options.budget = budget;
+        self.context.set_budget(self.options.engine_budget());
+        self.note(format!(
+            "budget changed from {before} to {budget} tokens for the rest of this process"
+        ))
+    }
+
     /// Appends `message`, secrets redacted, to the engine and the session
     /// file.
     fn push(

@@ -1,4 +1,5 @@
-//! `cwl chat`: a line REPL over the same loop as `cwl run`.
+//! `cwl chat`: the full-screen UI on a terminal (`fullscreen`), else a
+//! line REPL over the same loop as `cwl run`.
 
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
@@ -60,6 +61,9 @@ fn parse_line(line: &str) -> Line<'_> {
 }
 
 pub(super) async fn chat(args: ChatArgs) -> anyhow::Result<()> {
+    if super::fullscreen::wanted(&args) {
+        return super::fullscreen::fullscreen(args).await;
+    }
     let interactive = std::io::stdin().is_terminal();
     let lines = StdinLines::shared();
     let next_line = move || -> BoxFuture<'static, anyhow::Result<Option<String>>> {
@@ -254,6 +258,7 @@ mod tests {
                 approval: Some(crate::agent::ApprovalMode::Never),
                 ..AgentArgs::default()
             },
+            plain: true,
         }
     }
 
@@ -363,6 +368,7 @@ mod tests {
                 approval: Some(crate::agent::ApprovalMode::Never),
                 ..AgentArgs::default()
             },
+            plain: true,
         };
         let mut lines = [
             "hello\n",

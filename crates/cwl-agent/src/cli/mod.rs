@@ -12,6 +12,7 @@
 mod advice;
 mod chat;
 mod exit;
+mod fullscreen;
 mod lines;
 mod run;
 mod sessions;
@@ -189,7 +190,11 @@ pub struct RunArgs {
 /// `cwl chat`: an interactive session, one task per line.
 #[derive(Debug, Clone, Default, Args)]
 #[command(after_help = "\
-Type a task and press Enter; the agent works until it answers. Ctrl-C cancels \
+On a terminal, chat opens a full-screen UI: the conversation, the episodes, \
+the context gauge; /help in it lists the keys and commands (/episodes, \
+/evict, /recall, /budget, /model, /sessions, /resume, /quit). With --plain, \
+--json, or when stdin or stdout is not a terminal, it is a line REPL: \
+type a task and press Enter; the agent works until it answers. Ctrl-C cancels \
 the running turn and returns to the prompt. /status shows the context, /help \
 lists the commands, /exit (or Ctrl-D) ends the session, which can be continued \
 later with `cwl chat --resume ID` or `cwl run --resume ID`. Any other line \
@@ -200,6 +205,11 @@ pub struct ChatArgs {
     /// Model, budget, workspace and session options.
     #[command(flatten)]
     pub agent: AgentArgs,
+
+    /// Line mode instead of the full-screen UI (which opens only when
+    /// stdin and stdout are terminals and --json is not given).
+    #[arg(long)]
+    pub plain: bool,
 }
 
 /// `cwl sessions`: list saved sessions.

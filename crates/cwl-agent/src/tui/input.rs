@@ -62,6 +62,10 @@ impl Editor {
                 }
                 return Action::Submit(text);
             }
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                self.text.clear();
+            }
+            KeyCode::Char(_) if key.modifiers.contains(KeyModifiers::CONTROL) => {}
             KeyCode::Char(c) => self.text.push(c),
             KeyCode::Backspace => {
                 self.text.pop();
@@ -78,6 +82,13 @@ impl Editor {
             _ => {}
         }
         Action::None
+    }
+
+    /// Inserts pasted text as it is (a bracketed paste: its newlines do
+    /// not send).
+    pub fn paste(&mut self, text: &str) {
+        self.text
+            .push_str(&text.replace("\r\n", "\n").replace('\r', "\n"));
     }
 
     fn walk(&mut self, back: bool) {

@@ -1,14 +1,26 @@
-//! The full-screen terminal UI's model and drawing (issue 13, first part):
+//! The full-screen terminal UI of `cwl chat` (ratatui and crossterm).
+//!
 //! [`Screen`] is what the UI shows, fed by the agent's [`Event`]s;
-//! [`draw`] lays it out on any ratatui backend. The interactive loop that
-//! drives it from `cwl chat` is not wired yet (see the README).
+//! [`draw`] lays it out on any ratatui backend; [`App`] turns keys and the
+//! agent's messages into screen changes and [`Effect`]s; [`Forward`] and
+//! [`UiApprover`] connect the agent to it; [`engine`] answers the slash
+//! commands from the engine; [`TerminalGuard`] takes the terminal over and
+//! always gives it back. The loop that ties them together is in the CLI
+//! (`cli::fullscreen`).
 //!
 //! [`Event`]: crate::agent::Event
 
+mod app;
+mod bridge;
+pub mod engine;
 mod input;
 mod screen;
+mod terminal;
 mod view;
 
+pub use app::{App, Effect, FromAgent, HELP, Job, Reset};
+pub use bridge::{Forward, UiApprover};
 pub use input::{Action, COMMANDS, Editor, Request, complete, parse};
 pub use screen::{Entry, EpisodeRow, Gauge, Screen};
-pub use view::draw;
+pub use terminal::{TerminalGuard, restore};
+pub use view::{conversation_width, draw};

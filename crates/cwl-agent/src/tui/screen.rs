@@ -21,10 +21,87 @@ pub enum Entry {
         arguments: String,
         /// Whether the result was an error.
         is_error: bool,
+        /// The result sent back to the model, shown when tool calls are
+        /// expanded.
+        content: String,
     },
-    /// A note, an episode boundary or an eviction, in the harness's words.
+    /// An episode opened or closed (`▶ expl read-parser`).
+    Episode(String),
+    /// A note or an eviction, in the harness's words.
     Note(String),
+    /// What a slash command answered (never sent to the model).
+    Output(String),
+    /// An error: a refused command, a failed turn.
+    Error(String),
 }
+
+impl Entry {
+    /// Rows it takes in a pane `width` characters wide (as the view wraps
+    /// it), for scrolling bounds.
+    fn rows(&self, width: usize, expanded: bool) -> usize {
+        let width = width.max(3);
+        let wrapped = |text: &str, indent: usize| -> usize {
+            let room = (width - indent.min(width - 1)).max(1);
+            text.lines()
+                .map(|line| wrap(line, room).len())
+                .sum::<usize>()
+                .max(1)
+        };
+        match self {
+            Entry::Tool { content, .. } if expanded => {
+                let lines = content.lines().count();
+                1 + lines.min(RESULT_ROWS) + usize::from(lines > RESULT_ROWS)
+            }
+            Entry::Tool { .. } => 1,
+            Entry::Assistant(text) | Entry::Episode(text) => wrapped(text, 0),
+            Entry::User(text)
+            | Entry::Reasoning(text)
+            | Entry::Note(text)
+            | Entry::Output(text)
+            | Entry::Error(text) => wrapped(text, 2),
+        }
+    }
+}
+
+/// `line` cut into rows of at most `width` characters, between words
+/// where it can (a word longer than a row is cut).
+pub(super) fn wrap(line: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    if line.chars().count() <= width {
+        return vec![line.to_string()];
+    }
+    let mut rows = Vec::new();
+    let mut row = String::new();
+    let mut len = 0;
+    for word in line.split_inclusive(' ') {
+        let mut word_len = word.chars().count();
+        if len + word.trim_end().chars().count() > width && len > 0 {
+            rows.push(std::mem::take(&mut row).trim_end().to_string());
+            len = 0;
+        }
+        let mut rest = word;
+        while word_len > width {
+            let cut = rest
+                .char_indices()
+                .nth(width - len)
+                .map_or(rest.len(), |(i, _)| i);
+            row.push_str(&rest[..cut]);
+            rows.push(std::mem::take(&mut row));
+            rest = &rest[cut..];
+            word_len = rest.chars().count();
+            len = 0;
+        }
+        row.push_str(rest);
+        len += word_len;
+    }
+    if !row.trim_end().is_empty() || rows.is_empty() {
+        rows.push(row.trim_end().to_string());
+    }
+    rows
+}
+
+/// Lines of a tool result shown when tool calls are expanded.
+pub(super) const RESULT_ROWS: usize = 12;
 
 /// The context gauge: how full the prompt is.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -35,7 +112,8 @@ pub struct Gauge {
     pub budget: usize,
     /// The low-water mark of the last eviction pass, if one ran.
     pub floor: Option<usize>,
-    /// Tokens removed by eviction so far: history no longer in view.
+    /// Tokens removed by eviction so far in this process: history no
+    /// longer in view (in view plus this: the whole history).
     pub evicted: usize,
     /// Share of the last request's input served from the provider's cache.
     pub cache_share: Option<f64>,
@@ -90,6 +168,10 @@ pub struct Screen {
     pub scroll: usize,
     /// A tool call waiting for y/n/a, shown above the input.
     pub approval: Option<String>,
+    /// Whether tool calls show their results (Ctrl-O toggles).
+    pub expanded: bool,
+    /// Whether a turn is running.
+    pub busy: bool,
 }
 
 impl Screen {
@@ -121,19 +203,25 @@ impl Screen {
             Event::ApprovalRequest {
                 name, arguments, ..
             } => {
-                self.approval = Some(format!("{name} {arguments}"));
+                self.approval = Some(crate::render::describe::call(name, arguments));
             }
             Event::ToolResult {
                 name,
                 arguments,
                 is_error,
+                content,
                 ..
             } => {
                 self.approval = None;
+                // The episode events say what a delimiter call did.
+                if name == cwl::DELIMITER && !is_error {
+                    return;
+                }
                 self.entries.push(Entry::Tool {
                     name: name.clone(),
                     arguments: arguments.clone(),
                     is_error: *is_error,
+                    content: content.clone(),
                 });
             }
             Event::EpisodeStarted {
@@ -141,6 +229,13 @@ impl Screen {
                 kind,
                 dependencies,
             } => {
+                let deps = if dependencies.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ← {}", dependencies.join(", "))
+                };
+                self.entries
+                    .push(Entry::Episode(format!("▶ {kind} {name}{deps}")));
                 self.close_active();
                 self.episodes.push(EpisodeRow {
                     name: name.clone(),
@@ -154,6 +249,12 @@ impl Screen {
             Event::EpisodeEnded {
                 name, description, ..
             } => {
+                let learned = description
+                    .as_ref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default();
+                self.entries
+                    .push(Entry::Episode(format!("■ {name} ended{learned}")));
                 if let Some(row) = self.episodes.iter_mut().rev().find(|r| &r.name == name) {
                     row.active = false;
                     row.residue = description.clone();
@@ -215,6 +316,27 @@ impl Screen {
         }
     }
 
+    /// Rows of the whole conversation in a pane `width` characters wide.
+    pub fn total_rows(&self, width: usize) -> usize {
+        self.entries
+            .iter()
+            .map(|e| e.rows(width, self.expanded))
+            .sum()
+    }
+
+    /// Scrolls by `lines` (positive: up, into the past), within the
+    /// conversation as shown `width` characters wide.
+    pub fn scroll_by(&mut self, lines: i32, width: usize) {
+        let most = self.total_rows(width).saturating_sub(1);
+        let to = self.scroll as i64 + i64::from(lines);
+        self.scroll = to.clamp(0, most as i64) as usize;
+    }
+
+    /// Replaces the episode panel with the engine's episodes.
+    pub fn set_episodes(&mut self, rows: Vec<EpisodeRow>) {
+        self.episodes = rows;
+    }
+
     fn close_active(&mut self) {
         for row in &mut self.episodes {
             row.active = false;
@@ -226,6 +348,19 @@ impl Screen {
 mod tests {
     use super::*;
     use cwl::{EpisodeReport, LevelReport, Usage};
+
+    #[test]
+    fn wrap_breaks_between_words_and_cuts_long_ones() {
+        assert_eq!(wrap("short", 10), ["short"]);
+        assert_eq!(wrap("one two three four", 9), ["one two", "three", "four"]);
+        assert_eq!(wrap("abcdefghij klm", 4), ["abcd", "efgh", "ij", "klm"]);
+        assert_eq!(wrap("", 5), [""]);
+        assert!(
+            wrap("a ünïcödé wörd wrapped at five", 5)
+                .iter()
+                .all(|row| row.chars().count() <= 5)
+        );
+    }
 
     #[test]
     fn events_build_the_conversation_gauge_and_episodes() {
@@ -295,6 +430,11 @@ mod tests {
         assert_eq!(screen.entries[0], Entry::User("fix it".into()));
         assert_eq!(screen.entries[1], Entry::Reasoning("hm".into()));
         assert_eq!(screen.entries[2], Entry::Assistant("Looking".into()));
+        assert_eq!(screen.entries[3], Entry::Episode("▶ expl read".into()));
+        assert_eq!(
+            screen.entries[4],
+            Entry::Episode("■ read ended: parser is in src/p.rs".into())
+        );
         assert_eq!(screen.gauge.tokens, 900);
         assert_eq!(screen.gauge.floor, Some(850));
         assert_eq!(screen.gauge.evicted, 400);

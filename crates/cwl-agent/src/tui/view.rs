@@ -8,12 +8,24 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Gauge as Bar, Paragraph};
 
-use super::screen::{Entry, Screen};
+use super::screen::{Entry, RESULT_ROWS, Screen, wrap};
 use crate::agent::status::human_tokens;
+
+/// Lines of the input box shown at most; longer input shows its end.
+const INPUT_ROWS: usize = 5;
+
+/// The width of the conversation's text in a frame `width` columns wide.
+pub fn conversation_width(width: u16) -> usize {
+    let [conversation, _] =
+        Layout::horizontal([Constraint::Percentage(68), Constraint::Percentage(32)])
+            .areas(Rect::new(0, 0, width, 1));
+    conversation.width.saturating_sub(2).max(1) as usize
+}
 
 /// Draws `screen` on the whole frame.
 pub fn draw(frame: &mut Frame<'_>, screen: &Screen) {
-    let input_rows = screen.input.lines().count().clamp(1, 5) as u16 + 2;
+    let input_lines: Vec<&str> = screen.input.split('\n').collect();
+    let input_rows = input_lines.len().clamp(1, INPUT_ROWS) as u16 + 2;
     let [status, body, gauge, input] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
@@ -27,15 +39,48 @@ pub fn draw(frame: &mut Frame<'_>, screen: &Screen) {
     draw_conversation(frame, conversation, screen);
     draw_episodes(frame, episodes, screen);
     draw_gauge(frame, gauge, screen);
-    let title = match &screen.approval {
-        Some(call) => format!(" allow {call}? [y]es / [n]o / [a]lways "),
-        None => " Enter sends · Alt-Enter newline · /help ".to_string(),
+    let (title, border) = match &screen.approval {
+        Some(call) => (
+            format!(" allow {call}? [y]es / [n]o / [a]lways "),
+            Style::default().fg(Color::Yellow),
+        ),
+        None if screen.busy => (
+            " working · Ctrl-C cancels the turn · PageUp/PageDown scroll ".to_string(),
+            Style::default(),
+        ),
+        None => (
+            " Enter sends · Alt-Enter newline · /help · Ctrl-O tool output ".to_string(),
+            Style::default(),
+        ),
     };
+    let skip = input_lines.len().saturating_sub(INPUT_ROWS);
+    let title = if skip > 0 {
+        format!(
+            " {} lines, the last {INPUT_ROWS} shown ·{title}",
+            input_lines.len()
+        )
+    } else {
+        title
+    };
+    let shown: Vec<Line<'_>> = input_lines[skip..]
+        .iter()
+        .map(|line| Line::raw(*line))
+        .collect();
     frame.render_widget(
-        Paragraph::new(screen.input.as_str())
-            .block(Block::default().borders(Borders::ALL).title(title)),
+        Paragraph::new(shown).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(border)
+                .title(title),
+        ),
         input,
     );
+    if screen.approval.is_none() {
+        let last = input_lines.last().map_or(0, |l| l.chars().count()) as u16;
+        let row = (input_lines.len() - skip) as u16;
+        let x = (input.x + 1 + last).min(input.right().saturating_sub(2));
+        frame.set_cursor_position((x, input.y + row));
+    }
 }
 
 fn status_line(screen: &Screen) -> Line<'static> {
@@ -43,10 +88,11 @@ fn status_line(screen: &Screen) -> Line<'static> {
         Some(cost) => format!("${cost:.4}"),
         None => "cost unknown".to_string(),
     };
+    let state = if screen.busy { " · working…" } else { "" };
     Line::from(vec![
         Span::styled(" cwl ", Style::default().add_modifier(Modifier::REVERSED)),
         Span::raw(format!(
-            " {} · session {} · {cost}",
+            " {} · session {} · {cost}{state}",
             screen.model, screen.session
         )),
     ])
@@ -56,16 +102,19 @@ fn status_line(screen: &Screen) -> Line<'static> {
 /// are turned into lines, so a long session draws as fast as a short one.
 fn draw_conversation(frame: &mut Frame<'_>, area: Rect, screen: &Screen) {
     let rows = area.height.saturating_sub(2) as usize;
+    let width = area.width.saturating_sub(2).max(1) as usize;
     let wanted = rows + screen.scroll;
-    let mut lines: Vec<Line<'static>> = Vec::new();
+    let mut blocks: Vec<Vec<Line<'static>>> = Vec::new();
+    let mut count = 0;
     for entry in screen.entries.iter().rev() {
-        let mut block = entry_lines(entry);
-        block.append(&mut lines);
-        lines = block;
-        if lines.len() >= wanted {
+        let block = entry_lines(entry, width, screen.expanded);
+        count += block.len();
+        blocks.push(block);
+        if count >= wanted {
             break;
         }
     }
+    let mut lines: Vec<Line<'static>> = blocks.into_iter().rev().flatten().collect();
     let end = lines.len().saturating_sub(screen.scroll);
     let start = end.saturating_sub(rows);
     let shown: Vec<Line<'static>> = lines.drain(start..end).collect();
@@ -80,25 +129,61 @@ fn draw_conversation(frame: &mut Frame<'_>, area: Rect, screen: &Screen) {
     );
 }
 
-fn entry_lines(entry: &Entry) -> Vec<Line<'static>> {
+/// The rows of `text`: its first line after `prefix`, the others indented
+/// as much, each wrapped to `width`.
+fn text_rows(text: &str, prefix: &str, style: Style, width: usize) -> Vec<Line<'static>> {
+    let indent = " ".repeat(prefix.chars().count());
+    let room = width.saturating_sub(indent.len()).max(1);
+    let mut rows = Vec::new();
+    for (i, line) in text
+        .lines()
+        .chain(text.is_empty().then_some(""))
+        .enumerate()
+    {
+        let lead = if i == 0 { prefix } else { indent.as_str() };
+        for (j, piece) in wrap(line, room).into_iter().enumerate() {
+            let lead = if j == 0 { lead } else { indent.as_str() };
+            rows.push(Line::styled(format!("{lead}{piece}"), style));
+        }
+    }
+    rows
+}
+
+/// The model's text, markdown-lite: code blocks (between ``` fences) in
+/// green, headings bold.
+fn markdown_rows(text: &str, width: usize) -> Vec<Line<'static>> {
+    let mut rows = Vec::new();
+    let mut code = false;
+    for line in text.lines() {
+        let fence = line.trim_start().starts_with("```");
+        let style = if code || fence {
+            Style::default().fg(Color::Green)
+        } else if line.starts_with('#') {
+            Style::default().add_modifier(Modifier::BOLD)
+        } else {
+            Style::default()
+        };
+        if fence {
+            code = !code;
+        }
+        for piece in wrap(line, width) {
+            rows.push(Line::styled(piece, style));
+        }
+    }
+    rows
+}
+
+fn entry_lines(entry: &Entry, width: usize, expanded: bool) -> Vec<Line<'static>> {
     let dim = Style::default().add_modifier(Modifier::DIM);
-    let text_lines = |text: &str, prefix: &str, style: Style| -> Vec<Line<'static>> {
-        text.lines()
-            .enumerate()
-            .map(|(i, line)| {
-                let lead = if i == 0 { prefix } else { "  " };
-                Line::styled(format!("{lead}{line}"), style)
-            })
-            .collect()
-    };
     match entry {
-        Entry::User(text) => text_lines(text, "› ", Style::default().fg(Color::Cyan)),
-        Entry::Assistant(text) => text_lines(text, "", Style::default()),
-        Entry::Reasoning(text) => text_lines(text, "· ", dim),
+        Entry::User(text) => text_rows(text, "› ", Style::default().fg(Color::Cyan), width),
+        Entry::Assistant(text) => markdown_rows(text, width),
+        Entry::Reasoning(text) => text_rows(text, "· ", dim, width),
         Entry::Tool {
             name,
             arguments,
             is_error,
+            content,
         } => {
             let mark = if *is_error { "✗" } else { "⚙" };
             let style = if *is_error {
@@ -106,48 +191,81 @@ fn entry_lines(entry: &Entry) -> Vec<Line<'static>> {
             } else {
                 Style::default().fg(Color::Yellow)
             };
-            let one_line: String = arguments.split_whitespace().collect::<Vec<_>>().join(" ");
-            vec![Line::styled(format!("{mark} {name} {one_line}"), style)]
+            let call = crate::render::describe::call(name, arguments);
+            let one_line: String = call.split_whitespace().collect::<Vec<_>>().join(" ");
+            let head: String = format!("{mark} {one_line}").chars().take(width).collect();
+            let mut rows = vec![Line::styled(head, style)];
+            if expanded {
+                let lines: Vec<&str> = content.lines().collect();
+                for line in lines.iter().take(RESULT_ROWS) {
+                    rows.extend(text_rows(line, "  │ ", dim, width));
+                }
+                if lines.len() > RESULT_ROWS {
+                    rows.push(Line::styled(
+                        format!("  │ … {} more lines", lines.len() - RESULT_ROWS),
+                        dim,
+                    ));
+                }
+            }
+            rows
         }
-        Entry::Note(text) => text_lines(text, "ℹ ", dim),
+        Entry::Episode(text) => text_rows(text, "", Style::default().fg(Color::Magenta), width),
+        Entry::Note(text) => text_rows(text, "ℹ ", dim, width),
+        Entry::Output(text) => text_rows(text, "» ", Style::default(), width),
+        Entry::Error(text) => text_rows(text, "✗ ", Style::default().fg(Color::Red), width),
     }
 }
 
+/// The episode panel: one line per episode (kind, name, dependencies,
+/// state: ▶ active, ✓ closed, or the deepest eviction level reached), and
+/// under a closed expl what it learned (its residue once removed); the
+/// newest episodes when they do not all fit.
 fn draw_episodes(frame: &mut Frame<'_>, area: Rect, screen: &Screen) {
     let rows = area.height.saturating_sub(2) as usize;
-    let skip = screen.episodes.len().saturating_sub(rows);
-    let lines: Vec<Line<'static>> = screen.episodes[skip..]
-        .iter()
-        .map(|row| {
-            let kind = match row.kind {
-                EpisodeKind::Expl => "expl",
-                EpisodeKind::Act => "act ",
-            };
-            let state = if row.active {
-                "▶".to_string()
-            } else {
-                row.level
-                    .map_or("·".to_string(), |l| format!("[{}]", l.label()))
-            };
-            let deps = if row.dependencies.is_empty() {
-                String::new()
-            } else {
-                format!(" ← {}", row.dependencies.join(","))
-            };
-            let residue = match (&row.residue, row.level) {
-                (Some(text), Some(cwl::Level::Removed)) => format!(" “{text}”"),
-                _ => String::new(),
-            };
-            let style = if row.active {
-                Style::default().add_modifier(Modifier::BOLD)
-            } else if row.level.is_some() {
-                Style::default().add_modifier(Modifier::DIM)
-            } else {
-                Style::default()
-            };
-            Line::styled(format!("{kind} {}{deps} {state}{residue}", row.name), style)
-        })
-        .collect();
+    let width = area.width.saturating_sub(2) as usize;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for row in screen.episodes.iter().rev() {
+        if lines.len() >= rows {
+            break;
+        }
+        let kind = match row.kind {
+            EpisodeKind::Expl => "expl",
+            EpisodeKind::Act => "act ",
+        };
+        let state = if row.active {
+            "▶".to_string()
+        } else {
+            row.level
+                .map_or("✓".to_string(), |l| format!("[{}]", l.label()))
+        };
+        let deps = if row.dependencies.is_empty() {
+            String::new()
+        } else {
+            format!(" ← {}", row.dependencies.join(","))
+        };
+        let style = if row.active {
+            Style::default().add_modifier(Modifier::BOLD)
+        } else if row.level.is_some() {
+            Style::default().add_modifier(Modifier::DIM)
+        } else {
+            Style::default()
+        };
+        if let (Some(text), false) = (&row.residue, row.active) {
+            let residue: String = format!("  “{text}”").chars().take(width).collect();
+            lines.push(Line::styled(
+                residue,
+                Style::default().add_modifier(Modifier::DIM),
+            ));
+        }
+        let head: String = format!("{kind} {}{deps} {state}", row.name)
+            .chars()
+            .take(width)
+            .collect();
+        lines.push(Line::styled(head, style));
+    }
+    lines.reverse();
+    let skip = lines.len().saturating_sub(rows);
+    lines.drain(..skip);
     frame.render_widget(
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" episodes ")),
         area,
@@ -164,9 +282,10 @@ fn draw_gauge(frame: &mut Frame<'_>, area: Rect, screen: &Screen) {
         .cache_share
         .map_or(String::new(), |c| format!(" · cache {:.0}%", c * 100.0));
     let label = format!(
-        "context {} / τ {} ({percent:.0}%){floor} · evicted {}{cache}",
+        "context {} / τ {} ({percent:.0}%){floor} · history {}, {} evicted{cache}",
         human_tokens(gauge.tokens),
         human_tokens(gauge.budget),
+        human_tokens(gauge.tokens + gauge.evicted),
         human_tokens(gauge.evicted),
     );
     let color = if percent > 100.0 {
@@ -299,6 +418,71 @@ mod tests {
         });
         screen.scroll = 2;
         insta::assert_snapshot!(render(&screen, 100, 12));
+    }
+
+    fn key(app: &mut crate::tui::App, code: ratatui::crossterm::event::KeyCode) {
+        use ratatui::crossterm::event::{KeyEvent, KeyModifiers};
+        app.key(KeyEvent::new(code, KeyModifiers::NONE));
+    }
+
+    fn typed(app: &mut crate::tui::App, text: &str) {
+        use ratatui::crossterm::event::KeyCode;
+        for c in text.chars() {
+            key(app, KeyCode::Char(c));
+        }
+        key(app, KeyCode::Enter);
+    }
+
+    #[test]
+    fn unknown_command_error_while_a_turn_runs() {
+        let mut app = crate::tui::App::new(scripted(), 100, 14);
+        typed(&mut app, "fix the tests");
+        app.from_agent(crate::tui::FromAgent::Event(Event::TaskStarted {
+            task: 2,
+            text: "fix the tests".into(),
+        }));
+        typed(&mut app, "/bogus now");
+        insta::assert_snapshot!(render(&app.screen, 100, 14));
+    }
+
+    #[test]
+    fn scrolled_view_with_tool_output_expanded() {
+        use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+        let mut app = crate::tui::App::new(scripted(), 100, 14);
+        app.from_agent(crate::tui::FromAgent::Event(Event::ToolResult {
+            id: "c3".into(),
+            name: "bash".into(),
+            arguments: "{\"command\":\"cargo test\"}".into(),
+            is_error: true,
+            content: (1..=20)
+                .map(|i| format!("test t{i} ... FAILED\n"))
+                .collect(),
+        }));
+        for i in 0..8 {
+            app.from_agent(crate::tui::FromAgent::Event(Event::Note {
+                text: format!("note {i}"),
+            }));
+        }
+        app.key(KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL));
+        key(&mut app, KeyCode::PageUp);
+        key(&mut app, KeyCode::PageUp);
+        insta::assert_snapshot!(render(&app.screen, 100, 14));
+    }
+
+    #[test]
+    fn a_large_paste_shows_its_last_lines_and_its_size() {
+        let mut app = crate::tui::App::new(scripted(), 100, 20);
+        let pasted: String = (1..=40).map(|i| format!("pasted line {i}\n")).collect();
+        app.paste(&pasted);
+        app.paste("and more");
+        let text = render(&app.screen, 100, 20);
+        assert!(
+            text.contains("┌ 41 lines, the last 5 shown · Enter sends"),
+            "{text}"
+        );
+        assert!(text.contains("│pasted line 37"), "{text}");
+        assert!(text.contains("│and more"), "{text}");
+        assert!(!text.contains("pasted line 36"), "{text}");
     }
 
     #[test]
