@@ -45,17 +45,12 @@ impl Evictor for PaperOrder {
     fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId> {
         let old = |id: &EpisodeId| candidates.is_old(*id);
         if candidates.reduces_acts() {
-            let least_used = |old_only: bool| {
-                candidates
-                    .all()
-                    .filter(|id| !old_only || old(id))
-                    .min_by_key(|&id| (candidates.last_use(id), id))
-            };
             return candidates
                 .oldest_fresh_act()
                 .or_else(|| candidates.oldest_superseded())
-                .or_else(|| least_used(true))
-                .or_else(|| least_used(false));
+                .or_else(|| candidates.least_recently_used().find(old))
+                .or_else(|| candidates.least_recently_used().next())
+                .or_else(|| candidates.oldest());
         }
         candidates
             .oldest_superseded()

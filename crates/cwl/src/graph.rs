@@ -252,17 +252,14 @@ pub struct Candidates<'a> {
 }
 
 impl Candidates<'_> {
-    /// Every candidate, oldest first within each kind (acts, then expls).
-    pub fn all(&self) -> impl Iterator<Item = EpisodeId> + '_ {
-        let graph = self.graph;
-        let after = graph.live_acts.last().map_or(0, |act| act + 1);
-        graph
-            .acts
-            .iter()
-            .chain(graph.expls.iter())
-            .chain(graph.gaps.range(after..))
-            .copied()
-            .filter(|&id| self.settled(id))
+    /// The candidates by last use ([`Candidates::last_use`]), least
+    /// recently used first; episodes the use index does not know (a
+    /// checkpoint from before it was kept) are not listed.
+    pub fn least_recently_used(&self) -> impl Iterator<Item = EpisodeId> + '_ {
+        self.uses
+            .into_iter()
+            .flat_map(Uses::least_recent)
+            .filter(|&id| self.contains(id))
     }
 
     /// History position, in tokens, of the last time the model's output

@@ -21,7 +21,8 @@
 //! position of its last use, or of its own latest content when the model
 //! has not named it since.
 
-use std::hash::{Hash, Hasher};
+use std::collections::BTreeSet;
+use std::hash::Hasher;
 
 use rustc_hash::{FxHashMap, FxHasher};
 use serde::{Deserialize, Serialize};
@@ -73,6 +74,8 @@ pub(crate) struct Uses {
     holders: FxHashMap<u64, Holders>,
     /// Per episode: history position (tokens) of its last use or content.
     clocks: Vec<u64>,
+    /// The episodes still in the view by clock, least recently used first.
+    order: BTreeSet<(u64, EpisodeId)>,
     /// Per episode: removed from the view.
     gone: Vec<bool>,
     /// History position: tokens pushed so far.
@@ -129,6 +132,14 @@ impl Uses {
             self.gone.resize(at + 1, false);
         }
         self.gone[at] = true;
+        if let Some(&clock) = self.clocks.get(at) {
+            self.order.remove(&(clock, id));
+        }
+    }
+
+    /// The episodes still in the view, least recently used first.
+    pub(crate) fn least_recent(&self) -> impl Iterator<Item = EpisodeId> + '_ {
+        self.order.iter().map(|&(_, id)| id)
     }
 
     /// History position of the episode's last use or content (0 when
@@ -139,10 +150,17 @@ impl Uses {
 
     fn set_clock(&mut self, id: EpisodeId) {
         let at = id as usize;
+        if self.gone.get(at).copied().unwrap_or(false) {
+            return;
+        }
         if self.clocks.len() <= at {
             self.clocks.resize(at + 1, 0);
         }
-        self.clocks[at] = self.now;
+        let old = std::mem::replace(&mut self.clocks[at], self.now);
+        if old != self.now {
+            self.order.remove(&(old, id));
+        }
+        self.order.insert((self.now, id));
     }
 
     fn sweep(&mut self) {
@@ -156,21 +174,38 @@ impl Uses {
 
 /// The terms of `text`, hashed.
 fn terms(text: &str) -> impl Iterator<Item = u64> + '_ {
-    text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '.' | '/' | '-' | ':')))
-        .map(|word| word.trim_matches(|c: char| matches!(c, '.' | '/' | '-' | ':')))
+    text.as_bytes()
+        .split(|&byte| !in_term(byte))
+        .map(trim)
         .filter(|word| (MIN_TERM..=MAX_TERM).contains(&word.len()) && names_something(word))
         .map(|word| {
             let mut hasher = FxHasher::default();
-            word.hash(&mut hasher);
+            hasher.write(word);
             hasher.finish()
         })
 }
 
-fn names_something(word: &str) -> bool {
-    let separated = word.contains(['.', '/', '_', ':']);
-    let inner_capital = word.chars().skip(1).any(char::is_uppercase);
-    let digits = word.chars().any(|c| c.is_ascii_digit());
-    let letters = word.chars().any(char::is_alphabetic);
+/// Letters and digits (any non-ASCII byte counts as one) and `_ . / - :`.
+fn in_term(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte >= 0x80 || matches!(byte, b'_' | b'.' | b'/' | b'-' | b':')
+}
+
+fn trim(mut word: &[u8]) -> &[u8] {
+    let edge = |byte: &u8| matches!(byte, b'.' | b'/' | b'-' | b':');
+    while word.first().is_some_and(edge) {
+        word = &word[1..];
+    }
+    while word.last().is_some_and(edge) {
+        word = &word[..word.len() - 1];
+    }
+    word
+}
+
+fn names_something(word: &[u8]) -> bool {
+    let separated = word.iter().any(|b| matches!(b, b'.' | b'/' | b'_' | b':'));
+    let inner_capital = word[1..].iter().any(u8::is_ascii_uppercase);
+    let digits = word.iter().any(u8::is_ascii_digit);
+    let letters = word.iter().any(|b| b.is_ascii_alphabetic() || *b >= 0x80);
     separated || inner_capital || (digits && letters)
 }
 
@@ -225,6 +260,25 @@ mod tests {
         uses.hold(2, "config.ts");
         let holders = uses.holders.values().next().unwrap();
         assert_eq!(holders.as_slice(), [3, 4, 2], "a holder again moves last");
+    }
+
+    #[test]
+    fn episodes_are_listed_least_recently_used_first_until_removed() {
+        let mut uses = Uses::default();
+        for id in 0..3 {
+            uses.grow(Some(id), 10);
+            uses.hold(id, &format!("term_{id}"));
+        }
+        uses.grow(None, 10);
+        uses.refer(None, "term_0");
+        assert_eq!(uses.least_recent().collect::<Vec<_>>(), [1, 2, 0]);
+        uses.removed(2);
+        uses.refer(None, "term_2");
+        assert_eq!(
+            uses.least_recent().collect::<Vec<_>>(),
+            [1, 0],
+            "gone for good"
+        );
     }
 
     #[test]
