@@ -11,6 +11,10 @@ use crate::config::{Config, Share};
 fn default_keep_recent() -> Option<Share> {
     Config::default().keep_recent
 }
+
+fn default_strategy() -> String {
+    "cwl".to_string()
+}
 use crate::message::{Message, ToolSpec};
 
 /// The current version of the session file format.
@@ -104,6 +108,10 @@ pub enum Record {
         /// written before it existed ran without it.
         #[serde(default)]
         stub_act_outputs: bool,
+        /// The strategy managing the context (`cwl`, `cwm`; see
+        /// `cwl::Strategy`). Files written before it existed ran CWL.
+        #[serde(default = "default_strategy")]
+        strategy: String,
     },
     /// The engine's whole state after the message records before it (see
     /// `cwl::Checkpoint`), so a resume restores it and replays only the
