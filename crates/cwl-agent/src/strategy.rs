@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use cwl::{Checkpoint, Config, Context, PaperOrder, Strategy, TokenCounter, ToolSpec};
+use cwl_cwm::Cwm;
 use serde::Deserialize;
 
 /// A strategy this build offers.
@@ -15,6 +16,9 @@ pub enum StrategyName {
     /// Context Window Lifecycle: episodes, evicted in the paper's order.
     #[default]
     Cwl,
+    /// The context-window manager: pressure zones, lowest-scored content
+    /// evicted first ([`cwl_cwm::Cwm`]).
+    Cwm,
 }
 
 /// A `--strategy` value (or recorded name) this build does not offer.
@@ -24,12 +28,13 @@ pub struct UnknownStrategy(pub String);
 
 impl StrategyName {
     /// Every strategy, the default first.
-    pub const ALL: [StrategyName; 1] = [StrategyName::Cwl];
+    pub const ALL: [StrategyName; 2] = [StrategyName::Cwl, StrategyName::Cwm];
 
     /// Its name as `--strategy` spells it.
     pub fn as_str(self) -> &'static str {
         match self {
             StrategyName::Cwl => "cwl",
+            StrategyName::Cwm => cwl_cwm::strategy::NAME,
         }
     }
 
@@ -51,6 +56,7 @@ impl StrategyName {
     ) -> Box<dyn Strategy> {
         match self {
             StrategyName::Cwl => Box::new(Context::new(config, counter, tools)),
+            StrategyName::Cwm => Box::new(Cwm::new(config, counter, tools)),
         }
     }
 
@@ -68,6 +74,7 @@ impl StrategyName {
                     .map_err(|e| e.to_string())?;
                 Ok(Box::new(context))
             }
+            StrategyName::Cwm => Ok(Box::new(Cwm::restore(state, counter)?)),
         }
     }
 }
@@ -101,7 +108,7 @@ mod tests {
             assert_eq!(name.as_str().parse::<StrategyName>(), Ok(name));
         }
         let error = "foo".parse::<StrategyName>().unwrap_err().to_string();
-        assert!(error.contains("`foo`") && error.contains("cwl"), "{error}");
+        assert_eq!(error, "unknown strategy `foo` (choices: cwl, cwm)");
     }
 
     #[test]
@@ -117,6 +124,12 @@ mod tests {
             assert_eq!(restored.name(), name.as_str());
             assert!(restored.view().eq(strategy.view()));
             assert_eq!(restored.tokens(), strategy.tokens());
+            for other in StrategyName::ALL.into_iter().filter(|&o| o != name) {
+                assert!(
+                    other.restore(&saved.state, Arc::new(Estimate)).is_err(),
+                    "{other} refuses what {name} saved"
+                );
+            }
         }
     }
 }

@@ -193,7 +193,7 @@ pub enum AgentError {
         cause: String,
     },
     /// The session runs with a strategy this build does not offer.
-    #[error("cannot resume: the session {0}")]
+    #[error("cannot resume: the session runs with an {0}")]
     Strategy(UnknownStrategy),
     /// [`Agent::continue_task`] was called but the session's last task
     /// finished.
