@@ -18,8 +18,9 @@ use std::sync::Arc;
 use cwl::strategy::{Health, Saved, Strategy};
 use cwl::tokens::{block_tokens, message_tokens};
 use cwl::{
-    Block, Checkpoint, Config, Context, DELIMITER, DelimiterOutcome, Graph, Message, PaperOrder,
-    Report, Source, TokenCounter, ToolCall, ToolSpec, TranscriptError, TranscriptStore,
+    Accepted, Annotation, Block, Checkpoint, Config, Context, DELIMITER, DelimiterError,
+    DelimiterOutcome, Graph, Message, PaperOrder, Report, Source, TokenCounter, ToolCall, ToolSpec,
+    TranscriptError, TranscriptStore,
 };
 use serde::{Deserialize, Serialize};
 
@@ -508,6 +509,10 @@ impl Strategy for Cwm {
             altered: false,
         });
         Ok(outcomes)
+    }
+
+    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
+        self.shadow.annotate(annotation)
     }
 
     fn enforce(&mut self) -> Report {

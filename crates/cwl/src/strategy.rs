@@ -16,10 +16,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
-use crate::context::{Context, DelimiterOutcome, Source, TranscriptError};
+use crate::context::{Accepted, Context, DelimiterOutcome, Source, TranscriptError};
 use crate::graph::Graph;
 use crate::message::{Message, ToolSpec};
-use crate::protocol::EpisodeKind;
+use crate::protocol::{Annotation, DelimiterError, EpisodeKind};
 use crate::recall::TranscriptStore;
 use crate::report::Report;
 
@@ -81,6 +81,11 @@ pub trait Strategy: Send + fmt::Debug {
     /// Appends a message. Delimiter calls in an assistant message are
     /// answered in order (one outcome each); on error nothing changes.
     fn push(&mut self, message: Message) -> Result<Vec<DelimiterOutcome>, TranscriptError>;
+
+    /// Applies an annotation out of band, between messages, for harnesses
+    /// that infer episodes instead of letting the model call `delimiter`
+    /// (the proxy); the graph is unchanged on error.
+    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError>;
 
     /// Brings the prompt under the budget, before a model call.
     fn enforce(&mut self) -> Report;
@@ -166,6 +171,10 @@ impl Strategy for Context {
 
     fn push(&mut self, message: Message) -> Result<Vec<DelimiterOutcome>, TranscriptError> {
         Context::push(self, message)
+    }
+
+    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
+        Context::annotate(self, annotation)
     }
 
     fn enforce(&mut self) -> Report {
