@@ -135,6 +135,17 @@ pub enum Record {
         /// The tool.
         name: String,
     },
+    /// A model call a strategy asked for beside the main loop (see
+    /// `cwl::SideRequest`) and what came of it; a resume gives the same
+    /// answer back at the same point, so the strategy reaches the same state.
+    SideCall {
+        /// The strategy's id for the request.
+        id: u64,
+        /// What it was for.
+        purpose: String,
+        /// The model's text, or why there is none (error, timeout).
+        result: Result<String, String>,
+    },
     /// A free-form event worth keeping (task boundaries, warnings).
     Note {
         /// When it happened (RFC 3339).

@@ -14,6 +14,7 @@ mod calls;
 mod event;
 mod interrupt;
 pub mod limits;
+pub mod side;
 pub mod status;
 mod turn;
 

@@ -165,6 +165,7 @@ impl Agent {
 
     /// Enforces the budget, builds the request and sends it.
     async fn call_model(&mut self) -> Result<Response, AgentError> {
+        self.side_calls().await?;
         self.enforce()?;
         let prepared = self.prepare().await;
         let limit = self.options.hard_limit();
@@ -218,6 +219,31 @@ impl Agent {
         };
         self.account(&prepared, &response)?;
         Ok(response)
+    }
+
+    /// Runs the side calls the strategy asks for and records each answer
+    /// (a failed one is also noted); CWL never asks.
+    async fn side_calls(&mut self) -> Result<(), AgentError> {
+        let done = super::side::run_side_calls(
+            self.provider.as_ref(),
+            &self.options.model.name,
+            self.context.as_mut(),
+        )
+        .await;
+        for (request, result) in done {
+            if let Err(reason) = &result {
+                self.note(format!(
+                    "{reason}; the {} strategy goes on without it",
+                    self.context.name()
+                ))?;
+            }
+            self.writer.append(&Record::SideCall {
+                id: request.id,
+                purpose: request.purpose,
+                result,
+            })?;
+        }
+        Ok(())
     }
 
     /// Runs the eviction pass; records and reports it when it did anything.

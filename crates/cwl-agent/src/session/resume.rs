@@ -293,6 +293,21 @@ fn replay_from(
                 usize::try_from(*reported).unwrap_or(usize::MAX),
             ),
             Record::Settings { .. } => recorded = Settings::last([record]),
+            Record::SideCall { id, result, .. } => {
+                // The strategy asks again at the same point and gets the
+                // recorded answer.
+                match context.side_request() {
+                    Some(request) if request.id == *id => {}
+                    Some(request) => warnings.push(format!(
+                        "line {line}: the strategy asked for side call {} on replay where the file records {id}",
+                        request.id
+                    )),
+                    None => warnings.push(format!(
+                        "line {line}: the strategy did not ask for side call {id} on replay"
+                    )),
+                }
+                context.side_result(*id, result.clone());
+            }
             // Headers, notes, checkpoints and lines of later formats change no state.
             _ => {}
         }
@@ -622,6 +637,52 @@ mod tests {
         };
         assert_eq!(unfinished(note).as_deref(), Some("two"));
         assert_eq!(unfinished(message(Message::assistant_text("ok"))), None);
+    }
+
+    #[test]
+    fn recorded_side_calls_go_back_to_the_strategy_at_the_same_point() {
+        use crate::agent::side::asking::Asking;
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = SessionWriter::create(dir.path(), &info()).unwrap();
+        writer.append(&message(Message::user("task"))).unwrap();
+        for (id, result) in [
+            (1, Ok("fold u1".to_string())),
+            (2, Err("timed out".to_string())),
+        ] {
+            writer
+                .append(&Record::SideCall {
+                    id,
+                    purpose: "planner".into(),
+                    result,
+                })
+                .unwrap();
+        }
+        writer
+            .append(&Record::SideCall {
+                id: 7,
+                purpose: "planner".into(),
+                result: Ok("late".into()),
+            })
+            .unwrap();
+        let loaded = read(writer.path()).unwrap();
+        let strategy = Asking::new(2, std::time::Duration::from_secs(1));
+        let answers = std::sync::Arc::clone(&strategy.answers);
+        let replayed = replay_from(&loaded, writer.path(), Box::new(strategy), 0, 100).unwrap();
+        assert_eq!(
+            *answers.lock().unwrap(),
+            [
+                (1, Ok("fold u1".to_string())),
+                (2, Err("timed out".to_string())),
+                (7, Ok("late".to_string()))
+            ]
+        );
+        assert_eq!(replayed.warnings.len(), 1, "{:?}", replayed.warnings);
+        assert!(
+            replayed.warnings[0].contains("did not ask for side call 7"),
+            "{:?}",
+            replayed.warnings
+        );
+        assert_eq!(replayed.context.view().count(), 1);
     }
 
     #[test]
