@@ -94,6 +94,25 @@ async fn cwm_keeps_a_long_task_within_budget_and_a_resume_shows_the_same_view() 
         "the final answer is in view"
     );
     let tokens = t.agent.context().tokens();
+    let notes: Vec<String> = events(&t.shared)
+        .into_iter()
+        .filter_map(|e| match e {
+            cwl_agent::agent::Event::Note { text } if text.starts_with("context pressure") => {
+                Some(text)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("context pressure: zone yellow")),
+        "{notes:?}"
+    );
+    assert!(
+        notes.len() < 19,
+        "told when the zone changes, not every call: {notes:?}"
+    );
 
     let closed = t.close();
     let loaded = session::read(&closed.path).unwrap();

@@ -256,6 +256,9 @@ pub struct Agent {
     observer: Box<dyn Observer>,
     stats: Stats,
     budget_unmet: bool,
+    /// The strategy's last health report worth telling (zone and kinds of
+    /// alert).
+    pressure: Option<(String, Vec<String>)>,
     /// Whether the last pass left the conversation over budget (deferred or not).
     over_budget: bool,
     /// Where the last checkpoint ended and its size, in bytes written by
@@ -461,6 +464,7 @@ impl Agent {
                 ..Stats::default()
             },
             budget_unmet: false,
+            pressure: None,
             over_budget: false,
             checkpoint_end: 0,
             checkpoint_len: 0,

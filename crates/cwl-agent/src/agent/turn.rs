@@ -246,9 +246,50 @@ impl Agent {
         Ok(())
     }
 
+    /// Notes the strategy's health when its zone or alerts change (CWL
+    /// reports none).
+    fn pressure(&mut self) -> Result<(), AgentError> {
+        let Some(health) = self.context.health() else {
+            return Ok(());
+        };
+        // Alerts carry figures that move every call; their kind is what changes.
+        let kinds = health
+            .alerts
+            .iter()
+            .map(|alert| alert.split(':').next().unwrap_or_default().to_string())
+            .collect();
+        let now = (health.zone.clone(), kinds);
+        if self.pressure.as_ref() == Some(&now) {
+            return Ok(());
+        }
+        let mut text = format!(
+            "context pressure: zone {} ({:.0}% of the budget, {} counted), {:.0} tokens per call{}, {} eviction passes",
+            health.zone,
+            health.utilisation * 100.0,
+            if health.provider_counted {
+                "provider"
+            } else {
+                "locally"
+            },
+            health.velocity,
+            health
+                .turns_until_red
+                .map(|turns| format!(", about {turns:.0} calls to red"))
+                .unwrap_or_default(),
+            health.evictions
+        );
+        for alert in &health.alerts {
+            text.push_str("; ");
+            text.push_str(alert);
+        }
+        self.pressure = Some(now);
+        self.note(text)
+    }
+
     /// Runs the eviction pass; records and reports it when it did anything.
     fn enforce(&mut self) -> Result<(), AgentError> {
         let report = self.context.enforce();
+        self.pressure()?;
         self.over_budget = !report.budget_met;
         // A pass that evicted nothing changed no state; only a real miss is
         // worth a record (a deferred one clears at the next call).
