@@ -329,3 +329,47 @@ async fn a_session_naming_an_unknown_strategy_is_not_resumed_and_stays_intact() 
     );
     assert_eq!(std::fs::read_to_string(&closed.path).unwrap(), edited);
 }
+
+#[tokio::test]
+async fn cwm_keeps_a_large_result_before_any_episode_since_it_can_evict_it_later() {
+    let budget = 12_000;
+    let replies = vec![
+        Reply::openai(
+            &assistant(vec![call("r1", "read", json!({"path": "data.txt"}))]),
+            Usage::default(),
+        ),
+        Reply::openai(&assistant(vec![text("done")]), Usage::default()),
+    ];
+    let mut options = options(budget);
+    options.strategy = Some(StrategyName::Cwm);
+    let server = ScriptedServer::start(replies).await.unwrap();
+    let dir = workspace();
+    let data: String = (0..400)
+        .map(|i| format!("line {i}: the quick brown fox jumps over the lazy dog\n"))
+        .collect();
+    std::fs::write(dir.path().join("data.txt"), data).unwrap();
+    let sessions = tempfile::tempdir().unwrap();
+    let (mut agent, shared) = openai_agent(&server, dir.path(), sessions.path(), options);
+    agent.run_task("read data.txt").await.unwrap();
+    let read = events(&shared)
+        .into_iter()
+        .find_map(|e| match e {
+            cwl_agent::agent::Event::ToolResult {
+                id,
+                is_error,
+                content,
+                ..
+            } if id == "r1" => Some((is_error, content)),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        !read.0,
+        "kept, not refused: {}",
+        &read.1[..200.min(read.1.len())]
+    );
+    assert!(read.1.contains("line 399: the quick brown fox"));
+    let second = openai_request_tokens(&server.requests()[1].json());
+    assert!(second > budget / 2, "the whole read was sent: {second}");
+    assert!(second <= budget, "{second}");
+}

@@ -140,6 +140,13 @@ pub trait Strategy: Send + fmt::Debug {
     /// Ids of tool calls still waiting for their result, oldest first.
     fn pending_calls(&self) -> Vec<&str>;
 
+    /// Whether everything before the first episode stays for good (CWL's
+    /// prologue): the harness then limits what may join it. Strategies
+    /// that can evict any assistant content say no.
+    fn keeps_prologue(&self) -> bool {
+        false
+    }
+
     /// Answers a `recall` call (pushed already) from `store`: the tool
     /// result text, or an error to send as the result.
     fn recall(&self, arguments: &str, store: &dyn TranscriptStore) -> Result<String, String>;
@@ -231,6 +238,10 @@ impl Strategy for Context {
 
     fn pending_calls(&self) -> Vec<&str> {
         Context::pending_calls(self)
+    }
+
+    fn keeps_prologue(&self) -> bool {
+        true
     }
 
     fn recall(&self, arguments: &str, store: &dyn TranscriptStore) -> Result<String, String> {
