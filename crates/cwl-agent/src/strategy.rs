@@ -79,6 +79,21 @@ impl StrategyName {
     }
 }
 
+/// An independent copy of `strategy` (saved and restored), for previews
+/// such as "what would an eviction pass do now" that must not change the
+/// session; `counter` must be the one it counts with.
+pub fn copy(
+    strategy: &dyn Strategy,
+    counter: Arc<dyn TokenCounter>,
+) -> Result<Box<dyn Strategy>, String> {
+    let name: StrategyName = strategy
+        .name()
+        .parse()
+        .map_err(|e: UnknownStrategy| e.to_string())?;
+    let saved = strategy.save().map_err(|e| e.to_string())?;
+    name.restore(&saved.state, counter)
+}
+
 impl FromStr for StrategyName {
     type Err = UnknownStrategy;
 
@@ -120,10 +135,13 @@ mod tests {
             strategy.push(Message::system("system")).unwrap();
             strategy.push(Message::user("task")).unwrap();
             let saved = strategy.save().unwrap();
-            let restored = name.restore(&saved.state, counter).unwrap();
+            let restored = name.restore(&saved.state, Arc::clone(&counter)).unwrap();
             assert_eq!(restored.name(), name.as_str());
             assert!(restored.view().eq(strategy.view()));
             assert_eq!(restored.tokens(), strategy.tokens());
+            let mut copied = copy(strategy.as_ref(), Arc::clone(&counter)).unwrap();
+            copied.push(Message::user("only in the copy")).unwrap();
+            assert_eq!(copied.view().count(), strategy.view().count() + 1);
             for other in StrategyName::ALL.into_iter().filter(|&o| o != name) {
                 assert!(
                     other.restore(&saved.state, Arc::new(Estimate)).is_err(),
