@@ -916,4 +916,141 @@ mod tests {
             health.alerts
         );
     }
+
+    /// A tiny deterministic generator (xorshift), so the random sessions
+    /// below are the same on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self, below: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % below
+        }
+    }
+
+    /// One random step: sometimes a user turn, then a response with any
+    /// mix of reasoning, text and calls (delimiter ones included), then
+    /// its results.
+    fn random_step(strategy: &mut dyn Strategy, rng: &mut Rng, step: u64) -> usize {
+        let user = rng.next(6) == 0;
+        if user {
+            strategy
+                .push(Message::user(format!(
+                    "task {step}: check module {}",
+                    rng.next(9)
+                )))
+                .unwrap();
+        }
+        let mut content = Vec::new();
+        if rng.next(2) == 0 {
+            content.push(Block::Reasoning {
+                text: "think ".repeat(1 + rng.next(80) as usize),
+                signature: (rng.next(3) == 0).then(|| "sig".to_string()),
+            });
+        }
+        if rng.next(2) == 0 {
+            content.push(Block::Text {
+                text: format!("module {} ", rng.next(9)).repeat(1 + rng.next(20) as usize),
+            });
+        }
+        let calls = rng.next(3);
+        for n in 0..calls {
+            let name = if rng.next(5) == 0 { DELIMITER } else { "read" };
+            content.push(Block::ToolCall(ToolCall::new(
+                format!("s{step}c{n}"),
+                name,
+                format!("{{\"path\":\"m{}.rs\"}}", rng.next(9)),
+            )));
+        }
+        if content.iter().all(|b| matches!(b, Block::Reasoning { .. })) {
+            content.push(Block::Text { text: "ok".into() });
+        }
+        let outcomes = strategy.push(Message::Assistant { content }).unwrap();
+        for n in 0..calls {
+            let id = format!("s{step}c{n}");
+            let (name, text) = match outcomes.iter().find(|o| o.call_id == id) {
+                Some(outcome) => (DELIMITER, outcome.text()),
+                None => (
+                    "read",
+                    format!("fn f{step}() {{}} // module {}\n", rng.next(9))
+                        .repeat(1 + rng.next(60) as usize),
+                ),
+            };
+            strategy
+                .push(Message::tool_result(id, name, text, false))
+                .unwrap();
+        }
+        usize::from(user)
+    }
+
+    #[test]
+    fn random_sessions_keep_every_guarantee_and_restore_anywhere() {
+        for seed in 1..=12u64 {
+            let budget = 1_500 + 500 * (seed as usize % 7);
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut strategy = cwm(budget);
+            strategy.push(Message::system("system")).unwrap();
+            strategy.push(Message::user("first task")).unwrap();
+            let mut users = 1;
+            let mut restored: Option<Cwm> = None;
+            for step in 0..80 {
+                let before = strategy
+                    .view()
+                    .filter(|m| matches!(m, Message::User { .. }))
+                    .count();
+                let latest: Vec<Message> = {
+                    let view: Vec<Message> = strategy.view().cloned().collect();
+                    let at = view
+                        .iter()
+                        .rposition(|m| matches!(m, Message::Assistant { .. }));
+                    at.map(|at| view[at..].to_vec()).unwrap_or_default()
+                };
+                let report = strategy.enforce();
+                let view: Vec<Message> = strategy.view().cloned().collect();
+                assert!(
+                    view.ends_with(&latest),
+                    "seed {seed} step {step}: the latest response is untouched"
+                );
+                if report.evicted() {
+                    assert!(
+                        report.tokens_after < report.tokens_before,
+                        "seed {seed} step {step}"
+                    );
+                }
+                assert_eq!(report.budget_met, report.tokens_after <= budget);
+                assert_eq!(report.tokens_after, strategy.tokens());
+                assert_eq!(
+                    strategy.total,
+                    strategy.shadow.tools_tokens()
+                        + view
+                            .iter()
+                            .map(|m| message_tokens(&Estimate, m))
+                            .sum::<usize>(),
+                    "seed {seed} step {step}: the count follows the view"
+                );
+                check_view(&view, before);
+                if let Some(other) = restored.as_mut() {
+                    other.enforce();
+                    assert!(
+                        other.view().eq(strategy.view()),
+                        "seed {seed} step {step}: restored copy agrees"
+                    );
+                }
+                if step == 40 {
+                    let saved = strategy.save().unwrap();
+                    restored = Some(Cwm::restore(&saved.state, Arc::new(Estimate)).unwrap());
+                }
+                let mut copy_rng = Rng(rng.0);
+                users += random_step(&mut strategy, &mut rng, step);
+                if let Some(other) = restored.as_mut() {
+                    random_step(other, &mut copy_rng, step);
+                }
+            }
+            let view: Vec<Message> = strategy.view().cloned().collect();
+            check_view(&view, users);
+            assert!(strategy.evictions > 0, "seed {seed}: eviction happened");
+        }
+    }
 }
