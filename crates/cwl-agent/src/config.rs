@@ -17,6 +17,7 @@
 //! keep_recent = "10%"             # recent work evicted last, or "off"
 //! superseded = "50%"              # repeated old content evicted first, or "off"
 //! act_outputs = "stub"            # old acts reduced to their calls first, or "keep"
+//! strategy = "cwl"                # what manages the context: "cwl" or "cwm"
 //! env_deny = ["*_API_KEY", "*_TOKEN", "*SECRET*"]  # variables `bash` does not get
 //! stream_idle_timeout = "90s"     # a model stream silent this long is retried
 //! approval = "on-mutate"          # or "never", "always": which tool calls ask first
@@ -75,6 +76,8 @@ pub struct FileConfig {
     pub superseded: Option<String>,
     /// Old acts' outputs first (`stub` or `keep`).
     pub act_outputs: Option<String>,
+    /// What manages the context (`cwl` or `cwm`).
+    pub strategy: Option<String>,
     /// Name patterns of environment variables withheld from child
     /// processes and redacted (`None`: [`crate::secrets::DEFAULT_ENV_DENY`]).
     pub env_deny: Option<EnvDeny>,

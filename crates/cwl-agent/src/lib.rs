@@ -14,5 +14,6 @@ pub mod provider;
 pub mod render;
 pub mod secrets;
 pub mod session;
+pub mod strategy;
 pub mod tools;
 pub mod tui;

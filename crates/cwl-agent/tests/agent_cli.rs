@@ -175,6 +175,7 @@ fn the_config_file_sets_models_and_budgets() {
         keep_recent: Some(cwl::Share::new(0.25).unwrap()),
         superseded: None,
         stub_act_outputs: false,
+        strategy: cwl_agent::strategy::StrategyName::Cwl,
     };
     let settings: Vec<_> = session::list(sessions.path())
         .unwrap()

@@ -158,7 +158,7 @@ async fn recall_brings_evicted_episodes_back_before_and_after_a_resume() {
     )
     .unwrap();
     assert_eq!(
-        replayed.context.checkpoint().pushes(),
+        replayed.context.save().unwrap().pushes,
         messages(&loaded) as u64
     );
     assert!(replayed.context.view().eq(agent.context().view()));
@@ -331,6 +331,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
         keep_recent: cwl::Config::default().keep_recent,
         superseded: Some(Share::new(0.3).unwrap()),
         stub_act_outputs: true,
+        strategy: cwl_agent::strategy::StrategyName::Cwl,
     };
     assert_eq!(Settings::of(t.agent.context().config()), wanted);
     let t = t.close();

@@ -27,7 +27,7 @@ use serde_json::json;
 use support::*;
 
 /// Set in the child: its settings file (base URL, workspace, session dir,
-/// config file, budget, one per line).
+/// config file, budget, strategy, one per line).
 const CHILD_ENV: &str = "CWL_TEST_CHAT_CHILD";
 
 /// Not a test on its own: `cwl chat` as tmux starts it.
@@ -46,6 +46,7 @@ fn cwl_chat_process() {
             session_dir: Some(PathBuf::from(fields[2])),
             config: Some(PathBuf::from(fields[3])),
             budget: Some(fields[4].parse().expect("a budget")),
+            strategy: Some(fields[5].parse().expect("a strategy")),
             ..AgentArgs::default()
         },
         plain: false,
@@ -183,6 +184,11 @@ struct Chat {
 
 impl Chat {
     fn start(replies: Vec<Reply>, budget: &str) -> Chat {
+        Chat::start_with(replies, budget, "cwl")
+    }
+
+    /// As [`Chat::start`], the context managed by `strategy`.
+    fn start_with(replies: Vec<Reply>, budget: &str, strategy: &str) -> Chat {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let server = runtime.block_on(ScriptedServer::start(replies)).unwrap();
         let work = tempfile::tempdir().unwrap();
@@ -196,6 +202,7 @@ impl Chat {
             sessions.path().display().to_string(),
             config.display().to_string(),
             budget.to_string(),
+            strategy.to_string(),
         ];
         std::fs::write(&settings, fields.join("\n") + "\n").unwrap();
         let status = sessions.path().join("status");
@@ -425,6 +432,69 @@ fn full_screen_chat_in_tmux() {
     assert!(
         requests.iter().all(|r| !r.body.contains("bogus")),
         "the unknown command was not sent"
+    );
+}
+
+/// The same reads under the cwm strategy: the UI shows its evictions, and
+/// `/evict` previews the cwm's own pass while `/recall` gives its refusal.
+#[test]
+fn full_screen_chat_with_the_cwm_strategy() {
+    let replies = [
+        assistant(vec![
+            start("d1", "read-parser", "expl", &[]),
+            call("c1", "read", json!({ "path": "parse.rs" })),
+        ]),
+        assistant(vec![
+            end("d2", Some("parse() drops the last token")),
+            start("d3", "read-tests", "expl", &[]),
+            call("c2", "read", json!({ "path": "tests.rs" })),
+        ]),
+        assistant(vec![
+            end("d4", Some("the tests skip the last token")),
+            call("c3", "read", json!({ "path": "more.rs" })),
+        ]),
+        assistant(vec![text("Read the three files.")]),
+    ]
+    .iter()
+    .map(|m| Reply::openai(m, Usage::default()))
+    .collect::<Vec<_>>();
+    let chat = Chat::start_with(replies, BUDGET, "cwm");
+    let (tmux, work) = (&chat.tmux, &chat.work);
+    for name in ["parse", "tests", "more"] {
+        let source: String = (0..FILE_LINES)
+            .map(|i| format!("let {name}_{i} = next_token(&mut input);\n"))
+            .collect();
+        std::fs::write(work.path().join(format!("{name}.rs")), source).unwrap();
+    }
+    tmux.type_line("read the parser");
+    let screen = tmux.wait("the answer", |s| {
+        s.contains("Read the three files.") && !s.contains("working")
+    });
+    eprintln!("after the task:\n{screen}");
+    assert!(screen.contains("ℹ evicted "), "{screen}");
+    assert!(!screen.contains("0 episode(s)"), "{screen}");
+    assert!(screen.contains("expl read-tests ✓"), "{screen}");
+
+    tmux.type_line("/evict");
+    let screen = tmux.wait("the eviction preview", |s| {
+        s.contains("the engine's limit (") && !s.contains("working")
+    });
+    assert!(
+        screen.contains("chosen block by block by the cwm strategy"),
+        "{screen}"
+    );
+    tmux.type_line("/recall read-parser");
+    let screen = tmux.wait("the refusal", |s| {
+        s.contains("recall is not available with the cwm strategy")
+    });
+    eprintln!("after the commands:\n{screen}");
+
+    tmux.type_line("/quit");
+    assert_eq!(chat.exit_status(), "0", "/quit exits 0");
+    assert_eq!(
+        chat.server.requests().len(),
+        4,
+        "commands never reach the model"
     );
 }
 

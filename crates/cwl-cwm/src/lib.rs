@@ -15,13 +15,17 @@
 //! - [`relevance`]: lexical relevance to the current task (BM25), the
 //!   priority scorer's `semantic` term without a model.
 //!
-//! The compression cascade (which calls a model), cross-window
-//! checkpoints and health reporting come next (issue 12).
+//! - [`strategy`]: the manager as a [`cwl::Strategy`] the agent runs
+//!   (`--strategy cwm`): zones, scored eviction, health.
+//!
+//! The compression cascade (which calls a model) and cross-window
+//! checkpoints come next (issue 12).
 
 pub mod budgets;
 pub mod pressure;
 pub mod relevance;
 pub mod scorers;
+pub mod strategy;
 
 pub use budgets::{
     Allocation, AllocationError, BudgetManager, BudgetReport, Check, Component, ComponentBudget,
@@ -29,3 +33,4 @@ pub use budgets::{
 pub use pressure::{Monitor, PressureEvent, Reading, Source, Thresholds, Zone};
 pub use relevance::{RelevanceIndex, relevance};
 pub use scorers::{BlockInfo, ContentType, Scorer};
+pub use strategy::Cwm;

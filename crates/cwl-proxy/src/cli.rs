@@ -11,6 +11,7 @@ use clap::Args;
 use cwl::{Budget, Config, O200k, ResidueCap, Share};
 use cwl_agent::cli::UsageError;
 use cwl_agent::session::{Settings, default_dir};
+use cwl_agent::strategy::StrategyName;
 
 use crate::server::{DEFAULT_IDLE, DEFAULT_MAX_BODY, Options, Proxy, serve};
 use crate::store::Store;
@@ -57,6 +58,10 @@ pub struct ProxyArgs {
     /// bring folded items back, so user turns are never folded away).
     #[arg(long, value_name = "SHARE", default_value = "off")]
     pub residue_share: ResidueCap,
+    /// What manages each conversation's context: `cwl` (inferred episodes, the paper's order)
+    /// or `cwm` (the context-window manager: lowest-scored blocks first past 75% of the budget).
+    #[arg(long, value_name = "NAME", default_value = "cwl")]
+    pub strategy: StrategyName,
     /// Where conversations are stored as sessions [default: the `cwl sessions` directory].
     #[arg(long, value_name = "DIR")]
     pub session_dir: Option<PathBuf>,
@@ -110,7 +115,11 @@ impl ProxyArgs {
                 Some(dir) => dir.clone(),
                 None => default_dir()?,
             };
-            Some(Store::new(dir, Settings::of(&config), budget))
+            let settings = Settings {
+                strategy: self.strategy,
+                ..Settings::of(&config)
+            };
+            Some(Store::new(dir, settings, budget))
         };
         let events: Option<crate::event::Sink> = if self.json {
             Some(Box::new(|event| {
@@ -125,6 +134,7 @@ impl ProxyArgs {
             anthropic: Upstream::new(&self.anthropic_upstream),
             openai: Upstream::new(&self.openai_upstream),
             config,
+            strategy: self.strategy,
             store,
             max_body: self.max_body,
             idle: Duration::from_secs(self.idle),
@@ -146,7 +156,8 @@ pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let address = listener.local_addr()?;
         eprintln!(
-            "cwl proxy: listening on http://{address} (budget {}; Anthropic → {}, OpenAI → {}; {})",
+            "cwl proxy: listening on http://{address} (strategy {}, budget {}; Anthropic → {}, OpenAI → {}; {})",
+            options.strategy,
             options.config.budget,
             options.anthropic.base(),
             options.openai.base(),

@@ -4,15 +4,16 @@
 use std::sync::Arc;
 
 use cwl::{
-    Config, Context, Message, Record, Report, Source, TokenCounter, ToolSpec, TranscriptError,
+    Config, Message, Record, Report, Source, Strategy, TokenCounter, ToolSpec, TranscriptError,
 };
+use cwl_agent::strategy::StrategyName;
 use cwl_infer::Inferrer;
 
 use crate::wire::{CallNames, Item, Layout, Mark, Wire, render};
 
 /// The engine of one conversation.
 pub struct Engine {
-    context: Context,
+    context: Box<dyn Strategy>,
     inferrer: Inferrer,
     layout: Layout,
     names: CallNames,
@@ -30,15 +31,16 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// A new conversation offering `tools`, whose system prompt (sent in
-    /// its own field) counts toward the budget.
+    /// A new conversation under `strategy` offering `tools`, whose system
+    /// prompt (sent in its own field) counts toward the budget.
     pub fn new(
+        strategy: StrategyName,
         config: Config,
         counter: Arc<dyn TokenCounter>,
         tools: Vec<ToolSpec>,
         system: Option<String>,
     ) -> Self {
-        let mut context = Context::new(config, counter, tools);
+        let mut context = strategy.create(config, counter, tools);
         let mut prologue = 0;
         if let Some(system) = system {
             // A system message is always accepted.
@@ -62,6 +64,7 @@ impl Engine {
     /// be exactly those of `items` (after the system prompt, if the
     /// conversation had one); otherwise nothing is rebuilt.
     pub fn rebuild(
+        strategy: StrategyName,
         config: Config,
         counter: Arc<dyn TokenCounter>,
         tools: Vec<ToolSpec>,
@@ -94,7 +97,7 @@ impl Engine {
             return Err("the stored messages differ from the request's history".into());
         }
         let mut engine = Engine {
-            context: Context::new(config, counter, tools),
+            context: strategy.create(config, counter, tools),
             inferrer: Inferrer::new(),
             layout: Layout::new(prologue as u64),
             names,
@@ -208,8 +211,8 @@ impl Engine {
         render(wire, items, &self.layout, self.context.view_sources(), mark)
     }
 
-    /// The engine's context, for inspection.
-    pub fn context(&self) -> &Context {
-        &self.context
+    /// The engine's context strategy, for inspection.
+    pub fn context(&self) -> &dyn Strategy {
+        self.context.as_ref()
     }
 }

@@ -30,6 +30,7 @@ use rustc_hash::FxHashMap;
 use serde_json::value::RawValue;
 
 use cwl::{Config, TokenCounter};
+use cwl_agent::strategy::StrategyName;
 
 use crate::api::Api;
 use crate::body::Body;
@@ -60,6 +61,8 @@ pub struct Options {
     pub openai: Upstream,
     /// The engine settings of every conversation.
     pub config: Config,
+    /// The strategy managing every conversation's context.
+    pub strategy: StrategyName,
     /// Where conversations are stored; `None`: not stored.
     pub store: Option<Store>,
     /// Largest request body accepted, in bytes.
@@ -76,6 +79,7 @@ impl std::fmt::Debug for Options {
             .field("anthropic", &self.anthropic)
             .field("openai", &self.openai)
             .field("budget", &self.config.budget)
+            .field("strategy", &self.strategy)
             .field("store", &self.store)
             .field("max_body", &self.max_body)
             .finish_non_exhaustive()
@@ -371,6 +375,7 @@ impl Proxy {
         let (mut log, loaded) = Log::reopen(path).map_err(|e| e.to_string())?;
         let records: Vec<cwl::Record> = loaded.records.into_iter().map(|(_, r)| r).collect();
         let engine = Engine::rebuild(
+            self.options.strategy,
             self.options.config.clone(),
             Arc::clone(&self.counter),
             loaded.info.tools,
@@ -409,6 +414,7 @@ impl Proxy {
             log.messages(&[cwl::Message::system(system.clone())]);
         }
         let engine = Engine::new(
+            self.options.strategy,
             self.options.config.clone(),
             Arc::clone(&self.counter),
             tools,

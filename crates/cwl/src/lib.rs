@@ -52,6 +52,7 @@ pub mod recall;
 pub mod record;
 mod repeats;
 pub mod report;
+pub mod strategy;
 pub mod tokens;
 mod uses;
 
@@ -71,4 +72,5 @@ pub use protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind, delimiter
 pub use recall::{RECALL, RecallError, TranscriptStore, recall_spec};
 pub use record::{Record, Usage};
 pub use report::{EpisodeReport, LevelReport, Report};
+pub use strategy::{Health, Saved, SideRequest, Strategy};
 pub use tokens::{Estimate, O200k, TokenCounter};

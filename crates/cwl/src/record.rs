@@ -11,6 +11,10 @@ use crate::config::{Config, Share};
 fn default_keep_recent() -> Option<Share> {
     Config::default().keep_recent
 }
+
+fn default_strategy() -> String {
+    "cwl".to_string()
+}
 use crate::message::{Message, ToolSpec};
 
 /// The current version of the session file format.
@@ -104,6 +108,10 @@ pub enum Record {
         /// written before it existed ran without it.
         #[serde(default)]
         stub_act_outputs: bool,
+        /// The strategy managing the context (`cwl`, `cwm`; see
+        /// `cwl::Strategy`). Files written before it existed ran CWL.
+        #[serde(default = "default_strategy")]
+        strategy: String,
     },
     /// The engine's whole state after the message records before it (see
     /// `cwl::Checkpoint`), so a resume restores it and replays only the
@@ -126,6 +134,17 @@ pub enum Record {
         call_id: String,
         /// The tool.
         name: String,
+    },
+    /// A model call a strategy asked for beside the main loop (see
+    /// `cwl::SideRequest`) and what came of it; a resume gives the same
+    /// answer back at the same point, so the strategy reaches the same state.
+    SideCall {
+        /// The strategy's id for the request.
+        id: u64,
+        /// What it was for.
+        purpose: String,
+        /// The model's text, or why there is none (error, timeout).
+        result: Result<String, String>,
     },
     /// A free-form event worth keeping (task boundaries, warnings).
     Note {

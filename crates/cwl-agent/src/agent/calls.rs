@@ -84,7 +84,7 @@ impl Agent {
                         content: text,
                         is_error: false,
                     },
-                    Err(error) => ToolOutput::error(error.to_string()),
+                    Err(error) => ToolOutput::error(error),
                 }
             } else if let Some(output) = match self.approve(call).await? {
                 Gate::Run => None,

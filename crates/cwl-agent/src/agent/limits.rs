@@ -263,7 +263,11 @@ impl Agent {
             ));
             refuse(call, Refusal::Reply);
         }
-        let split = prologue_blocks(self.context.graph(), &content);
+        let split = if self.context.keeps_prologue() {
+            prologue_blocks(self.context.graph(), &content)
+        } else {
+            0
+        };
         let room = self.prologue_room().saturating_sub(MESSAGE_OVERHEAD);
         loop {
             let tokens: usize = content[..split]
@@ -323,7 +327,7 @@ impl Agent {
         } else {
             output
         };
-        if !in_prologue(self.context.graph(), message, call) {
+        if !self.context.keeps_prologue() || !in_prologue(self.context.graph(), message, call) {
             return output;
         }
         let tokens = MESSAGE_OVERHEAD + self.counter.count(&output.content);

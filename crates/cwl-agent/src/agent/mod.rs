@@ -14,18 +14,20 @@ mod calls;
 mod event;
 mod interrupt;
 pub mod limits;
+pub mod side;
 pub mod status;
 mod turn;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cwl::{Context, Message, O200k, Record, ResidueCap, Share, TokenCounter, TranscriptError};
+use cwl::{Message, O200k, Record, ResidueCap, Share, Strategy, TokenCounter, TranscriptError};
 use serde::Serialize;
 
 use crate::provider::{ModelInfo, Provider, ProviderError, ReasoningEffort};
 use crate::secrets::Redactor;
 use crate::session::{self, SessionError, SessionInfo, SessionWriter, Settings};
+use crate::strategy::{StrategyName, UnknownStrategy};
 use crate::tools::Toolbox;
 
 pub use approval::{
@@ -75,6 +77,9 @@ pub struct AgentOptions {
     /// Whether old acts' outputs are stubbed before any removal (`None`:
     /// the resumed session's, else stubbed).
     pub act_outputs: Option<cwl::ActOutputs>,
+    /// The strategy managing the context (`None`: the resumed session's,
+    /// else CWL).
+    pub strategy: Option<StrategyName>,
 }
 
 impl AgentOptions {
@@ -93,6 +98,7 @@ impl AgentOptions {
             keep_recent: None,
             superseded: None,
             act_outputs: None,
+            strategy: None,
         }
     }
 
@@ -108,6 +114,7 @@ impl AgentOptions {
             stub_act_outputs: self
                 .act_outputs
                 .map_or(base.stub_act_outputs, cwl::ActOutputs::stubbed),
+            strategy: self.strategy.unwrap_or(base.strategy),
         }
     }
 
@@ -186,6 +193,9 @@ pub enum AgentError {
         /// What stopped it (e.g. `SIGINT`).
         cause: String,
     },
+    /// The session runs with a strategy this build does not offer.
+    #[error("cannot resume: the session runs with an {0}")]
+    Strategy(UnknownStrategy),
     /// [`Agent::continue_task`] was called but the session's last task
     /// finished.
     #[error("the session's last task finished; there is nothing to continue (give a new task)")]
@@ -239,13 +249,16 @@ pub struct TaskOutcome {
 pub struct Agent {
     provider: Box<dyn Provider>,
     toolbox: Toolbox,
-    context: Context,
+    context: Box<dyn Strategy>,
     counter: Arc<dyn TokenCounter>,
     writer: SessionWriter,
     options: AgentOptions,
     observer: Box<dyn Observer>,
     stats: Stats,
     budget_unmet: bool,
+    /// The strategy's last health report worth telling (zone and kinds of
+    /// alert).
+    pressure: Option<(String, Vec<String>)>,
     /// Whether the last pass left the conversation over budget (deferred or not).
     over_budget: bool,
     /// Where the last checkpoint ended and its size, in bytes written by
@@ -296,7 +309,7 @@ impl Agent {
         let mut writer = SessionWriter::create(session_dir, &info)?;
         writer.append(&settings.record())?;
         let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
-        let context = Context::new(
+        let context = settings.strategy.create(
             settings
                 .config(options.engine_budget())
                 .classes(toolbox.classes()),
@@ -351,15 +364,17 @@ impl Agent {
             crate::mcp::resume::reconcile(&loaded.info.tools, &toolbox.specs());
         loaded.info.tools = tools;
         let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
-        let recorded = Settings::last(loaded.records.iter().map(|(_, record)| record));
+        let recorded = Settings::try_last(loaded.records.iter().map(|(_, record)| record))
+            .map_err(AgentError::Strategy)?;
         let settings = options.settings(recorded);
-        let replayed = session::replay(
+        let replayed = session::replay_with(
             &loaded,
             path,
             Arc::clone(&counter),
             settings
                 .config(options.engine_budget())
                 .classes(toolbox.classes()),
+            settings.strategy,
         )?;
         if recorded != Some(settings) {
             writer.append(&settings.record())?;
@@ -431,7 +446,7 @@ impl Agent {
         toolbox: Toolbox,
         options: AgentOptions,
         observer: Box<dyn Observer>,
-        context: Context,
+        context: Box<dyn Strategy>,
         counter: Arc<dyn TokenCounter>,
         writer: SessionWriter,
     ) -> Agent {
@@ -449,6 +464,7 @@ impl Agent {
                 ..Stats::default()
             },
             budget_unmet: false,
+            pressure: None,
             over_budget: false,
             checkpoint_end: 0,
             checkpoint_len: 0,
@@ -484,9 +500,9 @@ impl Agent {
         self.unfinished.as_deref()
     }
 
-    /// The engine state: view, tokens, episodes.
-    pub fn context(&self) -> &Context {
-        &self.context
+    /// The context strategy's state: view, tokens, episodes.
+    pub fn context(&self) -> &dyn Strategy {
+        self.context.as_ref()
     }
 
     /// Figures of this run.
@@ -567,12 +583,11 @@ impl Agent {
         if self.checkpoint_len > 0 && since < self.checkpoint_len {
             return Ok(());
         }
-        let checkpoint = self.context.checkpoint();
-        let pushes = checkpoint.pushes();
-        let checkpoint = serde_json::to_value(&checkpoint).map_err(|e| SessionError::Io {
+        let saved = self.context.save().map_err(|e| SessionError::Io {
             path: self.writer.path().to_owned(),
             source: std::io::Error::other(e),
         })?;
+        let (pushes, checkpoint) = (saved.pushes, saved.state);
         let before = self.writer.written();
         self.writer
             .append(&Record::Checkpoint { pushes, checkpoint })?;

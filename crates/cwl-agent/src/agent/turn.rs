@@ -165,6 +165,7 @@ impl Agent {
 
     /// Enforces the budget, builds the request and sends it.
     async fn call_model(&mut self) -> Result<Response, AgentError> {
+        self.side_calls().await?;
         self.enforce()?;
         let prepared = self.prepare().await;
         let limit = self.options.hard_limit();
@@ -220,9 +221,75 @@ impl Agent {
         Ok(response)
     }
 
+    /// Runs the side calls the strategy asks for and records each answer
+    /// (a failed one is also noted); CWL never asks.
+    async fn side_calls(&mut self) -> Result<(), AgentError> {
+        let done = super::side::run_side_calls(
+            self.provider.as_ref(),
+            &self.options.model.name,
+            self.context.as_mut(),
+        )
+        .await;
+        for (request, result) in done {
+            if let Err(reason) = &result {
+                self.note(format!(
+                    "{reason}; the {} strategy goes on without it",
+                    self.context.name()
+                ))?;
+            }
+            self.writer.append(&Record::SideCall {
+                id: request.id,
+                purpose: request.purpose,
+                result,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Notes the strategy's health when its zone or alerts change (CWL
+    /// reports none).
+    fn pressure(&mut self) -> Result<(), AgentError> {
+        let Some(health) = self.context.health() else {
+            return Ok(());
+        };
+        // Alerts carry figures that move every call; their kind is what changes.
+        let kinds = health
+            .alerts
+            .iter()
+            .map(|alert| alert.split(':').next().unwrap_or_default().to_string())
+            .collect();
+        let now = (health.zone.clone(), kinds);
+        if self.pressure.as_ref() == Some(&now) {
+            return Ok(());
+        }
+        let mut text = format!(
+            "context pressure: zone {} ({:.0}% of the budget, {} counted), {:.0} tokens per call{}, {} eviction passes",
+            health.zone,
+            health.utilisation * 100.0,
+            if health.provider_counted {
+                "provider"
+            } else {
+                "locally"
+            },
+            health.velocity,
+            health
+                .turns_until_red
+                .map(|turns| format!(", about {turns:.0} calls to red"))
+                .unwrap_or_default(),
+            health.evictions
+        );
+        for alert in &health.alerts {
+            text.push_str("; ");
+            text.push_str(alert);
+        }
+        self.pressure = Some(now);
+        self.note(text)
+    }
+
     /// Runs the eviction pass; records and reports it when it did anything.
     fn enforce(&mut self) -> Result<(), AgentError> {
         let report = self.context.enforce();
+        self.pressure()?;
         self.over_budget = !report.budget_met;
         // A pass that evicted nothing changed no state; only a real miss is
         // worth a record (a deferred one clears at the next call).

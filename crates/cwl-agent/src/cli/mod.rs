@@ -94,6 +94,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "stub|keep")]
     pub act_outputs: Option<cwl::ActOutputs>,
 
+    /// What manages the context: `cwl` (episodes the model marks, evicted
+    /// in the paper's order) or `cwm` (the context-window manager: pressure
+    /// zones, lowest-scored content evicted first). Default: the config
+    /// file's, else cwl (a resumed session keeps its own).
+    #[arg(long, value_name = "NAME")]
+    pub strategy: Option<crate::strategy::StrategyName>,
+
     /// Directory the agent works in; write and edit are refused outside it.
     /// Default: the current directory (a resumed session's own directory).
     #[arg(long, value_name = "DIR")]

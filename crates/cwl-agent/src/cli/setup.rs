@@ -181,6 +181,7 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         from_file,
         "act_outputs",
     )?;
+    options.strategy = setting(args.strategy, &file.strategy, from_file, "strategy")?;
     if kind == ProviderKind::Anthropic {
         let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
         options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;

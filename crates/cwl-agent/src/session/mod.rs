@@ -34,7 +34,8 @@ use cwl::{Record, ToolSpec};
 pub use list::{SessionSummary, list};
 pub use read::{Loaded, read};
 pub use resume::{
-    MAY_HAVE_RUN, NOT_RUN_ANSWER, PendingCall, Replayed, find, replay, replay_all, unfinished_task,
+    MAY_HAVE_RUN, NOT_RUN_ANSWER, PendingCall, Replayed, find, replay, replay_all, replay_all_with,
+    replay_with, unfinished_task,
 };
 pub use settings::Settings;
 pub use store::{SessionWriter, new_id, pid_path};

@@ -4,10 +4,10 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cwl::{Checkpoint, Config, Context, Message, PaperOrder, Record, TokenCounter};
-use serde::Deserialize;
+use cwl::{Config, Message, Record, Strategy, TokenCounter};
 
 use super::{Loaded, SessionError, Settings};
+use crate::strategy::StrategyName;
 
 /// How the answer to a call that was running when its task stopped begins.
 pub const MAY_HAVE_RUN: &str =
@@ -54,7 +54,7 @@ impl PendingCall {
 /// The engine state rebuilt from a session file.
 pub struct Replayed {
     /// The context, exactly as it was after the last record.
-    pub context: Context,
+    pub context: Box<dyn Strategy>,
     /// Tool calls that never got a result (the session stopped while they
     /// were due), oldest first.
     pub pending: Vec<PendingCall>,
@@ -78,8 +78,17 @@ impl std::fmt::Debug for Replayed {
     }
 }
 
+/// The strategy the session's last settings record names (CWL when it has
+/// none or names one this build does not offer).
+fn recorded_strategy(loaded: &Loaded) -> StrategyName {
+    Settings::last(loaded.records.iter().map(|(_, record)| record))
+        .map(|settings| settings.strategy)
+        .unwrap_or_default()
+}
+
 /// Rebuilds the engine state of `loaded` with `config` (its budget is the
-/// one set at the end; [`Record::Enforce`] lines carry their own).
+/// one set at the end; [`Record::Enforce`] lines carry their own), under
+/// the strategy the session records.
 ///
 /// Starts from the last checkpoint and replays only the records after it;
 /// falls back to [`replay_all`], with a warning, when that checkpoint
@@ -91,24 +100,38 @@ pub fn replay(
     counter: Arc<dyn TokenCounter>,
     config: Config,
 ) -> Result<Replayed, SessionError> {
+    replay_with(loaded, path, counter, config, recorded_strategy(loaded))
+}
+
+/// [`replay`] under `strategy`: a checkpoint another strategy wrote is not
+/// used.
+pub fn replay_with(
+    loaded: &Loaded,
+    path: &Path,
+    counter: Arc<dyn TokenCounter>,
+    config: Config,
+    strategy: StrategyName,
+) -> Result<Replayed, SessionError> {
     let Some(index) = loaded
         .records
         .iter()
         .rposition(|(_, record)| matches!(record, Record::Checkpoint { .. }))
     else {
-        return replay_all(loaded, path, counter, config);
+        return replay_all_with(loaded, path, counter, config, strategy);
     };
     let (line, Record::Checkpoint { pushes, checkpoint }) = &loaded.records[index] else {
         unreachable!("rposition found a checkpoint");
     };
-    match restore(loaded, index, *pushes, checkpoint, &counter, &config) {
+    match restore(
+        loaded, index, *pushes, checkpoint, &counter, &config, strategy,
+    ) {
         Ok(context) => {
             let mut replayed = replay_from(loaded, path, context, index + 1, config.budget)?;
             replayed.checkpoint = Some(*line);
             Ok(replayed)
         }
         Err(reason) => {
-            let mut replayed = replay_all(loaded, path, counter, config)?;
+            let mut replayed = replay_all_with(loaded, path, counter, config, strategy)?;
             replayed.warnings.insert(
                 0,
                 format!("line {line}: checkpoint not used ({reason}); replayed the whole session instead"),
@@ -119,15 +142,26 @@ pub fn replay(
 }
 
 /// Rebuilds the engine state by replaying every record of `loaded` into a
-/// fresh context with `config`.
+/// fresh context with `config`, under the strategy the session records.
 pub fn replay_all(
     loaded: &Loaded,
     path: &Path,
     counter: Arc<dyn TokenCounter>,
     config: Config,
 ) -> Result<Replayed, SessionError> {
+    replay_all_with(loaded, path, counter, config, recorded_strategy(loaded))
+}
+
+/// [`replay_all`] under `strategy`.
+pub fn replay_all_with(
+    loaded: &Loaded,
+    path: &Path,
+    counter: Arc<dyn TokenCounter>,
+    config: Config,
+    strategy: StrategyName,
+) -> Result<Replayed, SessionError> {
     let budget = config.budget;
-    let context = Context::new(config, counter, loaded.info.tools.clone());
+    let context = strategy.create(config, counter, loaded.info.tools.clone());
     replay_from(loaded, path, context, 0, budget)
 }
 
@@ -139,25 +173,28 @@ fn restore(
     checkpoint: &serde_json::Value,
     counter: &Arc<dyn TokenCounter>,
     config: &Config,
-) -> Result<Context, String> {
+    strategy: StrategyName,
+) -> Result<Box<dyn Strategy>, String> {
     let messages = loaded.records[..index]
         .iter()
         .filter(|(_, record)| matches!(record, Record::Message { .. }))
         .count() as u64;
-    let checkpoint = Checkpoint::deserialize(checkpoint).map_err(|e| e.to_string())?;
-    if checkpoint.pushes() != pushes || pushes != messages {
+    let context = strategy.restore(checkpoint, Arc::clone(counter))?;
+    let saved = context.save().map_err(|e| e.to_string())?.pushes;
+    if saved != pushes || pushes != messages {
         return Err(format!(
-            "it follows {} pushes but {messages} messages precede it",
-            checkpoint.pushes()
+            "it follows {saved} pushes but {messages} messages precede it"
         ));
     }
-    let context = Context::restore(checkpoint, Arc::clone(counter), Arc::new(PaperOrder))
-        .map_err(|e| e.to_string())?;
-    if Settings::of(context.config()) != Settings::of(config) {
+    let now = Settings {
+        strategy,
+        ..Settings::of(config)
+    };
+    let taken = Settings::of_strategy(context.as_ref());
+    if taken != Some(now) {
         return Err(format!(
-            "it was taken with {}, the session now runs with {}",
-            Settings::of(context.config()),
-            Settings::of(config)
+            "it was taken with {}, the session now runs with {now}",
+            taken.map_or_else(|| format!("strategy {}", context.name()), |t| t.to_string()),
         ));
     }
     if context.tools() != loaded.info.tools.as_slice() {
@@ -187,14 +224,14 @@ fn restore(
 fn replay_from(
     loaded: &Loaded,
     path: &Path,
-    mut context: Context,
+    mut context: Box<dyn Strategy>,
     from: usize,
     budget: usize,
 ) -> Result<Replayed, SessionError> {
     let mut names: HashMap<String, String> = HashMap::new();
     let mut answers: HashMap<String, (String, bool)> = HashMap::new();
     let mut warnings = Vec::new();
-    let settings = Settings::of(context.config());
+    let settings = Settings::of_strategy(context.as_ref());
     let mut recorded: Option<Settings> = None;
     let tasks = loaded
         .records
@@ -242,7 +279,7 @@ fn replay_from(
                     .get("tokens_after")
                     .and_then(serde_json::Value::as_u64);
                 // Passes recorded under other settings need not agree.
-                let comparable = recorded == Some(settings);
+                let comparable = recorded.is_some() && recorded == settings;
                 if comparable && recorded_after.is_some_and(|t| t != replayed.tokens_after as u64) {
                     warnings.push(format!(
                         "line {line}: the eviction pass left {} tokens on replay but {} when recorded (was the session written with another tokenizer?)",
@@ -256,6 +293,21 @@ fn replay_from(
                 usize::try_from(*reported).unwrap_or(usize::MAX),
             ),
             Record::Settings { .. } => recorded = Settings::last([record]),
+            Record::SideCall { id, result, .. } => {
+                // The strategy asks again at the same point and gets the
+                // recorded answer.
+                match context.side_request() {
+                    Some(request) if request.id == *id => {}
+                    Some(request) => warnings.push(format!(
+                        "line {line}: the strategy asked for side call {} on replay where the file records {id}",
+                        request.id
+                    )),
+                    None => warnings.push(format!(
+                        "line {line}: the strategy did not ask for side call {id} on replay"
+                    )),
+                }
+                context.side_result(*id, result.clone());
+            }
             // Headers, notes, checkpoints and lines of later formats change no state.
             _ => {}
         }
@@ -362,7 +414,7 @@ pub fn find(dir: &Path, name: &str) -> Result<PathBuf, SessionError> {
 mod tests {
     use super::*;
     use crate::session::{SessionInfo, SessionWriter, read};
-    use cwl::{Block, Estimate, ToolCall};
+    use cwl::{Block, Context, Estimate, ToolCall};
 
     fn info() -> SessionInfo {
         SessionInfo {
@@ -585,6 +637,52 @@ mod tests {
         };
         assert_eq!(unfinished(note).as_deref(), Some("two"));
         assert_eq!(unfinished(message(Message::assistant_text("ok"))), None);
+    }
+
+    #[test]
+    fn recorded_side_calls_go_back_to_the_strategy_at_the_same_point() {
+        use crate::agent::side::asking::Asking;
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = SessionWriter::create(dir.path(), &info()).unwrap();
+        writer.append(&message(Message::user("task"))).unwrap();
+        for (id, result) in [
+            (1, Ok("fold u1".to_string())),
+            (2, Err("timed out".to_string())),
+        ] {
+            writer
+                .append(&Record::SideCall {
+                    id,
+                    purpose: "planner".into(),
+                    result,
+                })
+                .unwrap();
+        }
+        writer
+            .append(&Record::SideCall {
+                id: 7,
+                purpose: "planner".into(),
+                result: Ok("late".into()),
+            })
+            .unwrap();
+        let loaded = read(writer.path()).unwrap();
+        let strategy = Asking::new(2, std::time::Duration::from_secs(1));
+        let answers = std::sync::Arc::clone(&strategy.answers);
+        let replayed = replay_from(&loaded, writer.path(), Box::new(strategy), 0, 100).unwrap();
+        assert_eq!(
+            *answers.lock().unwrap(),
+            [
+                (1, Ok("fold u1".to_string())),
+                (2, Err("timed out".to_string())),
+                (7, Ok("late".to_string()))
+            ]
+        );
+        assert_eq!(replayed.warnings.len(), 1, "{:?}", replayed.warnings);
+        assert!(
+            replayed.warnings[0].contains("did not ask for side call 7"),
+            "{:?}",
+            replayed.warnings
+        );
+        assert_eq!(replayed.context.view().count(), 1);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The eviction settings a session runs with: fixed in its file, so a
 //! resume replays the history with the same ones.
 
-use cwl::{Config, Record, Share};
+use cwl::{Config, Record, Share, Strategy};
+
+use crate::strategy::{StrategyName, UnknownStrategy};
 
 /// The low-water mark, residue cap, recent working set and superseded
 /// share of a session.
@@ -18,6 +20,8 @@ pub struct Settings {
     pub superseded: Option<Share>,
     /// Whether old acts' outputs are stubbed before any removal.
     pub stub_act_outputs: bool,
+    /// The strategy managing the context.
+    pub strategy: StrategyName,
 }
 
 impl Default for Settings {
@@ -29,6 +33,7 @@ impl Default for Settings {
             keep_recent: config.keep_recent,
             superseded: config.superseded,
             stub_act_outputs: config.stub_act_outputs,
+            strategy: StrategyName::default(),
         }
     }
 }
@@ -44,7 +49,7 @@ impl Settings {
             .stub_act_outputs(self.stub_act_outputs)
     }
 
-    /// The settings of `config`.
+    /// The settings of a CWL engine's `config`.
     pub fn of(config: &Config) -> Settings {
         Settings {
             low_water: config.low_water,
@@ -52,7 +57,17 @@ impl Settings {
             keep_recent: config.keep_recent,
             superseded: config.superseded,
             stub_act_outputs: config.stub_act_outputs,
+            strategy: StrategyName::Cwl,
         }
+    }
+
+    /// The settings `strategy` runs with; `None` for a strategy this build
+    /// does not name.
+    pub fn of_strategy(strategy: &dyn Strategy) -> Option<Settings> {
+        Some(Settings {
+            strategy: strategy.name().parse().ok()?,
+            ..Settings::of(strategy.config())
+        })
     }
 
     /// The record that fixes them in the session file.
@@ -63,30 +78,44 @@ impl Settings {
             keep_recent: self.keep_recent,
             superseded: self.superseded,
             stub_act_outputs: self.stub_act_outputs,
+            strategy: self.strategy.as_str().to_string(),
         }
     }
 
-    /// The settings in force after `records`: the last settings record's.
+    /// The settings in force after `records`: the last settings record's
+    /// (`None` also when it names a strategy this build does not offer;
+    /// [`Settings::try_last`] says so).
     pub fn last<'a>(records: impl IntoIterator<Item = &'a Record>) -> Option<Settings> {
-        records
+        Settings::try_last(records).ok().flatten()
+    }
+
+    /// The settings in force after `records`, or the strategy name of the
+    /// last settings record when this build does not offer it.
+    pub fn try_last<'a>(
+        records: impl IntoIterator<Item = &'a Record>,
+    ) -> Result<Option<Settings>, UnknownStrategy> {
+        let Some(Record::Settings {
+            low_water,
+            residue_share,
+            keep_recent,
+            superseded,
+            stub_act_outputs,
+            strategy,
+        }) = records
             .into_iter()
-            .filter_map(|record| match record {
-                Record::Settings {
-                    low_water,
-                    residue_share,
-                    keep_recent,
-                    superseded,
-                    stub_act_outputs,
-                } => Some(Settings {
-                    low_water: *low_water,
-                    residue_share: *residue_share,
-                    keep_recent: *keep_recent,
-                    superseded: *superseded,
-                    stub_act_outputs: *stub_act_outputs,
-                }),
-                _ => None,
-            })
+            .filter(|record| matches!(record, Record::Settings { .. }))
             .last()
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Settings {
+            low_water: *low_water,
+            residue_share: *residue_share,
+            keep_recent: *keep_recent,
+            superseded: *superseded,
+            stub_act_outputs: *stub_act_outputs,
+            strategy: strategy.parse()?,
+        }))
     }
 }
 
@@ -100,6 +129,10 @@ impl std::fmt::Display for Settings {
             cwl::ResidueCap(self.keep_recent),
             cwl::ResidueCap(self.superseded),
             cwl::ActOutputs::of(self.stub_act_outputs)
-        )
+        )?;
+        if self.strategy != StrategyName::Cwl {
+            write!(f, ", strategy {}", self.strategy)?;
+        }
+        Ok(())
     }
 }

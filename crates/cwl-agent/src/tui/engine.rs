@@ -1,11 +1,12 @@
 //! What the slash commands read from the engine: the episode list, a
-//! preview of the next eviction pass, recalled content. Pure over a
-//! [`Context`]: nothing here changes the session.
+//! preview of the next eviction pass, recalled content. Pure over the
+//! session's [`Strategy`] (CWL's [`cwl::Context`] or another): nothing
+//! here changes the session.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use cwl::{Context, EpisodeState, O200k, Origin, PaperOrder, Report};
+use cwl::{EpisodeState, O200k, Origin, Report, Strategy};
 
 use super::screen::EpisodeRow;
 use crate::agent::status::human_tokens;
@@ -14,7 +15,7 @@ use crate::session::SessionTranscript;
 /// The engine's episodes as panel rows, oldest first: those the model
 /// annotated and those `recall` brought back (unannotated segments are
 /// the harness's, not the model's work).
-pub fn episode_rows(context: &Context) -> Vec<EpisodeRow> {
+pub fn episode_rows(context: &dyn Strategy) -> Vec<EpisodeRow> {
     let graph = context.graph();
     graph
         .episodes()
@@ -37,7 +38,7 @@ pub fn episode_rows(context: &Context) -> Vec<EpisodeRow> {
 
 /// `/episodes`: every episode with its kind, dependencies, tokens in view,
 /// eviction level and residue.
-pub fn episodes_text(context: &Context) -> String {
+pub fn episodes_text(context: &dyn Strategy) -> String {
     let graph = context.graph();
     let mut text = String::new();
     for (id, e) in graph.episodes().iter().enumerate() {
@@ -83,21 +84,29 @@ pub fn episodes_text(context: &Context) -> String {
 
 /// The pass a copy of `context` makes, and whether the real context is
 /// over its budget (else the copy's budget was lowered to just under the
-/// context's size, to show the order the next pass will follow).
-pub fn preview(context: &Context) -> (Report, bool) {
-    let mut copy = Context::restore(context.checkpoint(), Arc::new(O200k), Arc::new(PaperOrder))
-        .expect("a checkpoint of this very process restores");
+/// context's size, to show the order the next pass will follow). The copy
+/// is of the session's own strategy, counted as the agent counts (o200k).
+pub fn preview(context: &dyn Strategy) -> Result<(Report, bool), String> {
+    let mut copy = crate::strategy::copy(context, Arc::new(O200k))?;
     let over = context.tokens() > context.budget();
     if !over {
         copy.set_budget(context.tokens().saturating_sub(1));
     }
-    (copy.enforce(), over)
+    Ok((copy.enforce(), over))
 }
 
 /// `/evict`: what the next eviction pass would remove, episode by
 /// episode; the session is not changed.
-pub fn preview_text(context: &Context) -> String {
-    let (report, over) = preview(context);
+pub fn preview_text(context: &dyn Strategy) -> String {
+    let (report, over) = match preview(context) {
+        Ok(preview) => preview,
+        Err(error) => {
+            return format!(
+                "no preview: the {} strategy could not be copied: {error}",
+                context.name()
+            );
+        }
+    };
     let mut text = if over {
         format!(
             "over the engine's limit ({} of {}, τ less the status block): the next pass evicts down to {}:\n",
@@ -113,7 +122,15 @@ pub fn preview_text(context: &Context) -> String {
         )
     };
     if report.episodes.is_empty() {
-        text.push_str("  nothing: no closed episode can be evicted yet");
+        if report.tokens_removed() == 0 {
+            text.push_str("  nothing: no closed episode can be evicted yet");
+        } else {
+            text.push_str(&format!(
+                "  {} tokens, chosen block by block by the {} strategy (it reports no episodes)",
+                human_tokens(report.tokens_removed()),
+                context.name()
+            ));
+        }
         return text;
     }
     for episode in &report.episodes {
@@ -145,17 +162,20 @@ pub fn preview_text(context: &Context) -> String {
 /// `/recall ID`: the evicted content of an episode (name or `#id`) or user
 /// turn (`uN`), read back from the session file `session`, shown to the
 /// user only (the model recalls with its own tool).
-pub fn recall_text(context: &Context, session: &Path, reference: &str) -> Result<String, String> {
+pub fn recall_text(
+    context: &dyn Strategy,
+    session: &Path,
+    reference: &str,
+) -> Result<String, String> {
     let arguments = serde_json::json!({ "episode": reference }).to_string();
-    context
-        .recall(&arguments, &SessionTranscript::new(session))
-        .map_err(|error| error.to_string())
+    context.recall(&arguments, &SessionTranscript::new(session))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cwl::{Block, Config, EpisodeKind, Level, Message, ToolCall};
+    use crate::strategy::StrategyName;
+    use cwl::{Block, Config, Context, EpisodeKind, Level, Message, ToolCall};
     use serde_json::json;
 
     fn call(id: &str, name: &str, arguments: serde_json::Value) -> Block {
@@ -169,8 +189,14 @@ mod tests {
             Arc::new(O200k),
             vec![cwl::delimiter_spec(), cwl::recall_spec()],
         );
+        session(&mut context);
+        context
+    }
+
+    /// The same session under `strategy`.
+    fn session(strategy: &mut dyn Strategy) {
         let mut push = |message: Message| {
-            context.push(message).unwrap();
+            strategy.push(message).unwrap();
         };
         push(Message::user("fix the parser"));
         push(Message::Assistant {
@@ -217,7 +243,6 @@ mod tests {
         push(Message::tool_result("d4", "delimiter", "ended", false));
         push(Message::tool_result("d5", "delimiter", "started", false));
         push(Message::assistant_text("Reading the tests."));
-        context
     }
 
     #[test]
@@ -259,7 +284,7 @@ mod tests {
 
         let small = context.tokens() / 2;
         let over = self::context(small);
-        let (report, is_over) = preview(&over);
+        let (report, is_over) = preview(&over).unwrap();
         assert!(is_over);
         assert!(report.tokens_removed() > 0);
         let text = preview_text(&over);
@@ -278,5 +303,41 @@ mod tests {
         assert!(error.contains("read-parser"), "{error}");
         let error = recall_text(&context, Path::new("/nonexistent"), "nope").unwrap_err();
         assert!(error.contains("nope"), "{error}");
+    }
+
+    #[test]
+    fn a_cwm_session_previews_its_own_strategy_and_refuses_recall() {
+        let tokens = context(100_000).tokens();
+        let mut cwm = StrategyName::Cwm.create(
+            Config::with_budget(tokens / 2),
+            Arc::new(O200k),
+            vec![cwl::delimiter_spec(), cwl::recall_spec()],
+        );
+        session(cwm.as_mut());
+        let before: Vec<Message> = cwm.view().cloned().collect();
+        let (report, over) = preview(cwm.as_ref()).unwrap();
+        assert!(over);
+        assert!(report.tokens_removed() > 0, "{report:?}");
+        let text = preview_text(cwm.as_ref());
+        assert!(text.starts_with("over the engine's limit"), "{text}");
+        assert!(
+            text.contains("block by block by the cwm strategy"),
+            "{text}"
+        );
+        assert!(
+            cwm.view().cloned().eq(before.iter().cloned()),
+            "the session's view is untouched"
+        );
+        let mut real = crate::strategy::copy(cwm.as_ref(), Arc::new(O200k)).unwrap();
+        assert_eq!(real.enforce(), report, "the preview is the cwm pass itself");
+
+        let error =
+            recall_text(cwm.as_ref(), Path::new("/nonexistent"), "read-parser").unwrap_err();
+        assert!(error.contains("cwm"), "{error}");
+        assert_eq!(
+            episode_rows(cwm.as_ref()).len(),
+            3,
+            "the cwm keeps the episodes marked"
+        );
     }
 }

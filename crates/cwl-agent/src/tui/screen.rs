@@ -278,11 +278,16 @@ impl Screen {
                         row.level = row.level.max(deepest);
                     }
                 }
-                self.entries.push(Entry::Note(format!(
-                    "evicted {} tokens from {} episode(s)",
-                    tokens_before.saturating_sub(*tokens_after),
-                    episodes.len()
-                )));
+                let removed = tokens_before.saturating_sub(*tokens_after);
+                // Strategies that evict block by block (cwm) name no episodes.
+                self.entries.push(Entry::Note(if episodes.is_empty() {
+                    format!("evicted {removed} tokens")
+                } else {
+                    format!(
+                        "evicted {removed} tokens from {} episode(s)",
+                        episodes.len()
+                    )
+                }));
             }
             Event::Response {
                 request_tokens,
@@ -444,5 +449,25 @@ mod tests {
         assert!(!row.active);
         assert_eq!(row.level, Some(Level::Removed));
         assert_eq!(row.residue.as_deref(), Some("parser is in src/p.rs"));
+        assert_eq!(
+            screen.entries[5],
+            Entry::Note("evicted 400 tokens from 1 episode(s)".into())
+        );
+    }
+
+    #[test]
+    fn a_pass_that_names_no_episode_says_only_what_it_removed() {
+        let mut screen = Screen::new("m", "s", 1000);
+        screen.apply(&Event::Evicted {
+            tokens_before: 1200,
+            tokens_after: 900,
+            budget: 1000,
+            floor: 900,
+            first_changed: Some(2),
+            folded: 0,
+            episodes: vec![],
+        });
+        assert_eq!(screen.entries, [Entry::Note("evicted 300 tokens".into())]);
+        assert_eq!(screen.gauge.evicted, 300);
     }
 }

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use cwl_agent::strategy::StrategyName;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -232,6 +233,28 @@ pub async fn proxy_idle(
     max_body: Option<usize>,
     idle: Duration,
 ) -> Running {
+    proxy_strategy(
+        StrategyName::Cwl,
+        budget,
+        anthropic,
+        openai,
+        store,
+        max_body,
+        idle,
+    )
+    .await
+}
+
+/// Starts a proxy managing conversations with `strategy`.
+pub async fn proxy_strategy(
+    strategy: StrategyName,
+    budget: usize,
+    anthropic: &str,
+    openai: &str,
+    store: Option<&std::path::Path>,
+    max_body: Option<usize>,
+    idle: Duration,
+) -> Running {
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let sink = Arc::clone(&events);
     let config = cwl::Config::with_budget(budget).residue_share(None);
@@ -241,11 +264,15 @@ pub async fn proxy_idle(
         store: store.map(|dir| {
             Store::new(
                 dir.to_owned(),
-                cwl_agent::session::Settings::of(&config),
+                cwl_agent::session::Settings {
+                    strategy,
+                    ..cwl_agent::session::Settings::of(&config)
+                },
                 budget,
             )
         }),
         config,
+        strategy,
         max_body: max_body.unwrap_or(DEFAULT_MAX_BODY),
         idle,
         events: Some(Box::new(move |event: &Event| {

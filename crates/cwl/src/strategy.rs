@@ -1,0 +1,342 @@
+//! The seam a harness drives whatever manages its context through: CWL
+//! (the [`Context`]), the context-window manager, Self-GC. A harness holds
+//! a `Box<dyn Strategy>`, pushes what happens, enforces the budget before
+//! each model call and sends the view; everything a strategy needs from
+//! outside (a model call for a plan or a summary) it asks for as a
+//! [`SideRequest`] the harness runs and answers, so strategies stay pure.
+//!
+//! Every strategy keeps the engine's guarantees: user turns are kept, a
+//! tool call and its result leave together, the latest response and its
+//! results go back unmodified, the same calls give the same view, and its
+//! state saves to JSON so a resumed session shows the same view.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::context::{Accepted, Context, DelimiterOutcome, Source, TranscriptError};
+use crate::graph::Graph;
+use crate::message::{Message, ToolSpec};
+use crate::protocol::{Annotation, DelimiterError, EpisodeKind};
+use crate::recall::TranscriptStore;
+use crate::report::Report;
+
+/// A strategy's state at one point of the session, for the session file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Saved {
+    /// Messages pushed before it: a resume replays the messages after.
+    pub pushes: u64,
+    /// The state as JSON, read back by the strategy's own restore.
+    pub state: serde_json::Value,
+}
+
+/// A model call a strategy asks the harness to make beside the main loop
+/// (a planner, a summary, a judge). The harness runs it through its
+/// provider and never waits longer than `timeout`; a call that fails or
+/// times out is answered with an error and must change nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideRequest {
+    /// The strategy's id for it, given back with the result.
+    pub id: u64,
+    /// What it is for, for logs (`planner`, `summary`...).
+    pub purpose: String,
+    /// The conversation to send (tools are never offered).
+    pub messages: Vec<Message>,
+    /// The longest the harness may wait for the answer.
+    pub timeout: Duration,
+    /// Output limit for the answer (`None`: the provider's default).
+    pub max_output_tokens: Option<u32>,
+}
+
+/// How full the window is, for health events; strategies that do not
+/// measure pressure give none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Health {
+    /// Prompt tokens over the budget, in [0, ∞).
+    pub utilisation: f64,
+    /// The pressure zone (`green`, `yellow`, `orange`, `red`).
+    pub zone: String,
+    /// Mean tokens added per model call over the recent calls.
+    pub velocity: f64,
+    /// Calls left before the red zone at that velocity (`None`: not growing).
+    pub turns_until_red: Option<f64>,
+    /// Whether the count is the provider's (calibrated) or the local one.
+    pub provider_counted: bool,
+    /// Eviction passes that changed the view so far.
+    pub evictions: u64,
+    /// Warnings worth showing (`utilisation over 90%`...).
+    pub alerts: Vec<String>,
+}
+
+/// What manages a session's context: receives every message, keeps the
+/// prompt under the budget, and says what to send.
+///
+/// Object safe: harnesses hold a `Box<dyn Strategy>` chosen at run time.
+pub trait Strategy: Send + fmt::Debug {
+    /// The strategy's name as `--strategy` spells it.
+    fn name(&self) -> &'static str;
+
+    /// Appends a message. Delimiter calls in an assistant message are
+    /// answered in order (one outcome each); on error nothing changes.
+    fn push(&mut self, message: Message) -> Result<Vec<DelimiterOutcome>, TranscriptError>;
+
+    /// Applies an annotation out of band, between messages, for harnesses
+    /// that infer episodes instead of letting the model call `delimiter`
+    /// (the proxy); the graph is unchanged on error.
+    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError>;
+
+    /// Brings the prompt under the budget, before a model call.
+    fn enforce(&mut self) -> Report;
+
+    /// The messages to send, with where each comes from.
+    fn view_sources(&self) -> Box<dyn Iterator<Item = (Source, &Message)> + '_>;
+
+    /// The messages to send, in order.
+    fn view(&self) -> Box<dyn Iterator<Item = &Message> + '_> {
+        Box::new(self.view_sources().map(|(_, message)| message))
+    }
+
+    /// The tool definitions offered with every request.
+    fn tools(&self) -> &[ToolSpec];
+
+    /// The prompt's token count (view and tools), calibrated by the
+    /// provider's reports.
+    fn tokens(&self) -> usize;
+
+    /// The local count, before calibration.
+    fn counted_tokens(&self) -> usize;
+
+    /// The budget τ.
+    fn budget(&self) -> usize;
+
+    /// Changes the budget for later passes.
+    fn set_budget(&mut self, budget: usize);
+
+    /// The engine configuration in force (budget, eviction settings, tool
+    /// classes).
+    fn config(&self) -> &Config;
+
+    /// The calibration offset in force: provider count minus local count.
+    fn calibration_offset(&self) -> i64;
+
+    /// Calibrates the count with the provider's figure for a request
+    /// counted as `local` tokens.
+    fn calibrate(&mut self, local: usize, reported: usize);
+
+    /// The episodes the model marked with `delimiter`.
+    fn graph(&self) -> &Graph;
+
+    /// The annotated episode being worked in, if any.
+    fn active_episode(&self) -> Option<(&str, EpisodeKind)> {
+        let graph = self.graph();
+        graph.active().map(|id| {
+            let episode = graph.episode(id);
+            (episode.name(), episode.kind())
+        })
+    }
+
+    /// Ids of tool calls still waiting for their result, oldest first.
+    fn pending_calls(&self) -> Vec<&str>;
+
+    /// Whether everything before the first episode stays for good (CWL's
+    /// prologue): the harness then limits what may join it. Strategies
+    /// that can evict any assistant content say no.
+    fn keeps_prologue(&self) -> bool {
+        false
+    }
+
+    /// Answers a `recall` call (pushed already) from `store`: the tool
+    /// result text, or an error to send as the result.
+    fn recall(&self, arguments: &str, store: &dyn TranscriptStore) -> Result<String, String>;
+
+    /// The state now, to save in the session file.
+    fn save(&self) -> Result<Saved, serde_json::Error>;
+
+    /// How full the window is, when the strategy measures it.
+    fn health(&self) -> Option<Health> {
+        None
+    }
+
+    /// A model call the strategy wants made, if any; each is asked once.
+    fn side_request(&mut self) -> Option<SideRequest> {
+        None
+    }
+
+    /// The answer to side request `id`: the model's text, or why there is
+    /// none (error, timeout). Strategies that never ask ignore it.
+    fn side_result(&mut self, id: u64, result: Result<String, String>) {
+        let _ = (id, result);
+    }
+}
+
+impl Strategy for Context {
+    fn name(&self) -> &'static str {
+        "cwl"
+    }
+
+    fn push(&mut self, message: Message) -> Result<Vec<DelimiterOutcome>, TranscriptError> {
+        Context::push(self, message)
+    }
+
+    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
+        Context::annotate(self, annotation)
+    }
+
+    fn enforce(&mut self) -> Report {
+        Context::enforce(self)
+    }
+
+    fn view_sources(&self) -> Box<dyn Iterator<Item = (Source, &Message)> + '_> {
+        Box::new(Context::view_sources(self))
+    }
+
+    fn view(&self) -> Box<dyn Iterator<Item = &Message> + '_> {
+        Box::new(Context::view(self))
+    }
+
+    fn tools(&self) -> &[ToolSpec] {
+        Context::tools(self)
+    }
+
+    fn tokens(&self) -> usize {
+        Context::tokens(self)
+    }
+
+    fn counted_tokens(&self) -> usize {
+        Context::counted_tokens(self)
+    }
+
+    fn budget(&self) -> usize {
+        Context::budget(self)
+    }
+
+    fn set_budget(&mut self, budget: usize) {
+        Context::set_budget(self, budget);
+    }
+
+    fn config(&self) -> &Config {
+        Context::config(self)
+    }
+
+    fn calibration_offset(&self) -> i64 {
+        Context::calibration_offset(self)
+    }
+
+    fn calibrate(&mut self, local: usize, reported: usize) {
+        Context::calibrate(self, local, reported);
+    }
+
+    fn graph(&self) -> &Graph {
+        Context::graph(self)
+    }
+
+    fn active_episode(&self) -> Option<(&str, EpisodeKind)> {
+        Context::active_episode(self)
+    }
+
+    fn pending_calls(&self) -> Vec<&str> {
+        Context::pending_calls(self)
+    }
+
+    fn keeps_prologue(&self) -> bool {
+        true
+    }
+
+    fn recall(&self, arguments: &str, store: &dyn TranscriptStore) -> Result<String, String> {
+        Context::recall(self, arguments, store).map_err(|error| error.to_string())
+    }
+
+    fn save(&self) -> Result<Saved, serde_json::Error> {
+        let checkpoint = self.checkpoint();
+        Ok(Saved {
+            pushes: checkpoint.pushes(),
+            state: serde_json::to_value(&checkpoint)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::checkpoint::Checkpoint;
+    use crate::evictor::PaperOrder;
+    use crate::message::{Block, ToolCall};
+    use crate::protocol::delimiter_spec;
+    use crate::tokens::Estimate;
+
+    fn drive(strategy: &mut dyn Strategy) -> Vec<Message> {
+        strategy.push(Message::system("system")).unwrap();
+        strategy.push(Message::user("find it")).unwrap();
+        let start = r#"{"action":"start","name":"look","type":"expl"}"#;
+        let outcomes = strategy
+            .push(Message::Assistant {
+                content: vec![
+                    Block::ToolCall(ToolCall::new("d1", "delimiter", start)),
+                    Block::ToolCall(ToolCall::new("g1", "grep", "{}")),
+                ],
+            })
+            .unwrap();
+        assert_eq!(outcomes.len(), 1);
+        strategy
+            .push(Message::tool_result(
+                "d1",
+                "delimiter",
+                outcomes[0].text(),
+                false,
+            ))
+            .unwrap();
+        assert_eq!(strategy.pending_calls(), ["g1"]);
+        strategy
+            .push(Message::tool_result("g1", "grep", "x".repeat(400), false))
+            .unwrap();
+        assert_eq!(strategy.active_episode().map(|(n, _)| n), Some("look"));
+        strategy.enforce();
+        strategy.view().cloned().collect()
+    }
+
+    #[test]
+    fn a_context_behind_the_seam_answers_as_itself() {
+        let context = || {
+            Context::new(
+                Config::with_budget(1_000),
+                Arc::new(Estimate),
+                vec![delimiter_spec()],
+            )
+        };
+        let mut direct = context();
+        let mut boxed: Box<dyn Strategy> = Box::new(context());
+        let view = drive(boxed.as_mut());
+        drive(&mut direct);
+        assert_eq!(boxed.name(), "cwl");
+        assert!(direct.view().cloned().eq(view.iter().cloned()));
+        assert_eq!(boxed.tokens(), direct.tokens());
+        assert!(boxed.side_request().is_none());
+        assert!(boxed.health().is_none());
+        let saved = boxed.save().unwrap();
+        assert_eq!(saved.pushes, 5);
+        let checkpoint = Checkpoint::deserialize(&saved.state).unwrap();
+        let restored =
+            Context::restore(checkpoint, Arc::new(Estimate), Arc::new(PaperOrder)).unwrap();
+        assert!(restored.view().cloned().eq(view.iter().cloned()));
+    }
+
+    #[test]
+    fn recall_errors_come_back_as_text() {
+        struct Empty;
+        impl TranscriptStore for Empty {
+            fn messages(&self, _: u64, _: u64) -> Result<Vec<Message>, String> {
+                Ok(Vec::new())
+            }
+        }
+        let context = Context::new(Config::with_budget(1_000), Arc::new(Estimate), Vec::new());
+        let strategy: &dyn Strategy = &context;
+        let error = strategy
+            .recall(r#"{"episode":"nope"}"#, &Empty)
+            .unwrap_err();
+        assert!(error.contains("nope"), "{error}");
+    }
+}
