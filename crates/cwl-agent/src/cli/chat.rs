@@ -243,23 +243,10 @@ mod tests {
         work: &std::path::Path,
         sessions: &std::path::Path,
     ) -> ChatArgs {
-        let config = sessions.join("config.toml");
-        std::fs::write(&config, "").unwrap();
-        ChatArgs {
-            agent: AgentArgs {
-                provider: Some(ProviderKind::OpenAi),
-                model: Some("m".into()),
-                base_url: Some(server.url().to_string()),
-                cwd: Some(work.to_owned()),
-                session_dir: Some(sessions.to_owned()),
-                config: Some(config),
-                json: true,
-                // Never asks, even when the test runs with a terminal on stdin.
-                approval: Some(crate::agent::ApprovalMode::Never),
-                ..AgentArgs::default()
-            },
-            plain: true,
-        }
+        let mut args = super::super::test_chat_args(server, work, sessions);
+        args.agent.json = true;
+        args.plain = true;
+        args
     }
 
     #[cfg(target_os = "linux")]

@@ -483,8 +483,6 @@ fn sessions(dir: &std::path::Path, current: &str) -> FromAgent {
 mod tests {
     use super::*;
     use crate::agent::Event;
-    use crate::cli::AgentArgs;
-    use crate::provider::ProviderKind;
     use crate::provider::testing::{Reply, ScriptedServer};
     use cwl::{Message, Usage};
 
@@ -493,21 +491,7 @@ mod tests {
         work: &std::path::Path,
         sessions: &std::path::Path,
     ) -> ChatArgs {
-        let config = sessions.join("config.toml");
-        std::fs::write(&config, "").unwrap();
-        ChatArgs {
-            agent: AgentArgs {
-                provider: Some(ProviderKind::OpenAi),
-                model: Some("m".into()),
-                base_url: Some(server.url().to_string()),
-                cwd: Some(work.to_owned()),
-                session_dir: Some(sessions.to_owned()),
-                config: Some(config),
-                approval: Some(ApprovalMode::Never),
-                ..AgentArgs::default()
-            },
-            plain: false,
-        }
+        crate::cli::test_chat_args(server, work, sessions)
     }
 
     /// The worker's messages for one job, up to its `Done`.

@@ -326,6 +326,31 @@ fn parse_effort(text: &str) -> Result<ReasoningEffort, String> {
     }
 }
 
+/// `cwl chat` arguments for the unit tests: the scripted server, scratch
+/// directories, an empty config file, approvals off (even on a terminal).
+#[cfg(test)]
+pub(crate) fn test_chat_args(
+    server: &crate::provider::testing::ScriptedServer,
+    work: &std::path::Path,
+    sessions: &std::path::Path,
+) -> ChatArgs {
+    let config = sessions.join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    ChatArgs {
+        agent: AgentArgs {
+            provider: Some(crate::provider::ProviderKind::OpenAi),
+            model: Some("m".into()),
+            base_url: Some(server.url().to_string()),
+            cwd: Some(work.to_owned()),
+            session_dir: Some(sessions.to_owned()),
+            config: Some(config),
+            approval: Some(crate::agent::ApprovalMode::Never),
+            ..AgentArgs::default()
+        },
+        plain: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
