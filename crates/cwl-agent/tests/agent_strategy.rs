@@ -113,6 +113,18 @@ async fn cwm_keeps_a_long_task_within_budget_and_a_resume_shows_the_same_view() 
         notes.len() < 19,
         "told when the zone changes, not every call: {notes:?}"
     );
+    let health: Vec<serde_json::Value> = events(&t.shared)
+        .into_iter()
+        .filter(|e| matches!(e, cwl_agent::agent::Event::Health(_)))
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    assert_eq!(health.len(), notes.len(), "one health event per note");
+    assert!(
+        health.iter().any(|h| h["event"] == "health"
+            && h["zone"] == "yellow"
+            && h["utilisation"].is_number()),
+        "{health:?}"
+    );
 
     let closed = t.close();
     let loaded = session::read(&closed.path).unwrap();

@@ -128,6 +128,11 @@ pub enum Event {
         /// Cost of the call in US dollars, when the model's prices are known.
         cost_usd: Option<f64>,
     },
+    /// The strategy's context health (zone, utilisation, velocity, calls
+    /// to red, evictions, alerts), sent when its zone or alerts change; a
+    /// note with the same figures follows for people and the session file.
+    /// CWL reports none.
+    Health(cwl::Health),
     /// Something worth telling the user (also kept in the session file).
     Note {
         /// What happened.

@@ -283,6 +283,7 @@ impl Agent {
             text.push_str(alert);
         }
         self.pressure = Some(now);
+        self.observer.event(&Event::Health(health));
         self.note(text)
     }
 

@@ -354,6 +354,7 @@ impl Renderer {
                 );
             }
             Event::Note { text } => self.line(Some(Style::Warn), &format!("· {text}")),
+            Event::Health(_) => {}
             Event::TaskFinished { task, turns } => {
                 let gauge = self
                     .last_request
