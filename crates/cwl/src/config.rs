@@ -124,7 +124,8 @@ impl std::fmt::Display for ResidueCap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActOutputs {
     /// Reduce them to their calls first (outputs stubbed, prose dropped),
-    /// oldest first; then old episodes go least recently used first.
+    /// oldest first; then old episodes go least recently used first, and
+    /// expls keep their calls until removed.
     Stub,
     /// The paper's order and levels.
     Keep,
@@ -201,7 +202,9 @@ pub struct Config {
     /// reasoning beside the calls go), oldest first; a reduced act no
     /// longer protects its expls, and old episodes of both kinds then go
     /// least recently used first: the longest since the model's output
-    /// last named something they hold (a path, an identifier).
+    /// last named something they hold (a path, an identifier). Expls, too,
+    /// keep their calls at the bulk and intermediate levels, their outputs
+    /// stubbed; only removal takes the calls.
     /// `false`: the paper's order and levels.
     #[serde(default)]
     pub stub_act_outputs: bool,

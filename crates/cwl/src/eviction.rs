@@ -157,6 +157,7 @@ impl Context {
         let episode = self.graph.episode(target);
         let (first, last) = (episode.first_seq, episode.last_seq);
         let start_call = episode.start_call.clone();
+        let episode_kind = episode.kind();
         let residue = match (episode.kind(), episode.description()) {
             (EpisodeKind::Expl, Some(description)) if level == Level::Removed => Some(format!(
                 "[evicted expl episode `{}` (#{target}): {description}]",
@@ -170,6 +171,11 @@ impl Context {
             tool_calls: 0,
             blocks: 0,
         };
+        // With act outputs stubbed, an expl's reads and searches keep their
+        // calls (the paths and patterns the model repeats) until removal.
+        let keep_expl_calls = stub_tokens > 0
+            && episode_kind == EpisodeKind::Expl
+            && matches!(level, Level::Bulk | Level::Intermediate);
         let before = self.total;
         let begin = self.entries.partition_point(|entry| entry.seq < first);
         let mut residue_placed = false;
@@ -194,6 +200,9 @@ impl Context {
                         let meta = entry.meta[slot];
                         let prose = reduce && matches!(meta.role, Role::Text | Role::Reasoning);
                         if meta.owner != Some(target) || !(prose || covers(level, meta.role)) {
+                            continue;
+                        }
+                        if keep_expl_calls && matches!(meta.role, Role::Call(_)) {
                             continue;
                         }
                         self.total -= meta.tokens as usize;
@@ -240,9 +249,13 @@ impl Context {
                         }
                     }
                 }
-                Message::ToolResult(result) if level == Level::Output => {
+                Message::ToolResult(result) if level == Level::Output || keep_expl_calls => {
                     let meta = entry.meta[0];
-                    if meta.owner == Some(target) && meta.tokens as usize > 2 * stub_tokens {
+                    let applies = level == Level::Output || covers(level, meta.role);
+                    if applies
+                        && meta.owner == Some(target)
+                        && meta.tokens as usize > 2 * stub_tokens
+                    {
                         self.total -= meta.tokens as usize;
                         self.total += stub_tokens;
                         result.content = OUTPUT_STUB.to_string();

@@ -762,3 +762,53 @@ fn old_episodes_go_least_recently_used_first() {
         "the paper's order takes the oldest: {gone:?}"
     );
 }
+
+#[test]
+fn an_expl_keeps_its_calls_while_its_outputs_are_stubbed_until_removal() {
+    let mut script = Script::new();
+    script
+        .user(&format!("task {}", bulk(3000)))
+        .start_expl("look")
+        .tool("read", &bulk(2000))
+        .end_expl("read it")
+        .start_act("fix", &["look"])
+        .tool("edit", "edited")
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let reads = |shown: &[Message]| {
+        shown
+            .iter()
+            .filter(|m| {
+                matches!(m, Message::Assistant { content }
+                if content.iter().any(|b| matches!(b, cwl::Block::ToolCall(c) if c.name == "read")))
+            })
+            .count()
+    };
+
+    let mut context = with(
+        Config::paper(total - 1500).stub_act_outputs(true),
+        &messages,
+    );
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    let shown = view(&context);
+    validate(&shown).unwrap();
+    assert!(!has_output(&shown, &bulk(2000)), "the read's output went");
+    assert_eq!(reads(&shown), 1, "its call stays: {report:?}");
+    assert!(
+        shown.iter().any(|m| matches!(m, Message::ToolResult(r)
+            if r.tool_name == "read" && r.content.contains("output evicted"))),
+        "a stub answers it"
+    );
+    assert_eq!(context.tokens(), recount(&context));
+
+    let mut paper = with(Config::paper(total - 1500), &messages);
+    paper.enforce();
+    assert_eq!(
+        reads(&view(&paper)),
+        0,
+        "the paper's levels take the call too"
+    );
+}
