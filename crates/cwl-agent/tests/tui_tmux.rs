@@ -472,6 +472,7 @@ fn full_screen_chat_with_the_cwm_strategy() {
     });
     eprintln!("after the task:\n{screen}");
     assert!(screen.contains("ℹ evicted "), "{screen}");
+    assert!(screen.contains("· strategy cwm ·"), "{screen}");
     assert!(!screen.contains("0 episode(s)"), "{screen}");
     assert!(screen.contains("expl read-tests ✓"), "{screen}");
 

@@ -271,6 +271,7 @@ fn reset(agent: &Agent) -> Reset {
         model: agent.options().model.name.clone(),
         session: agent.session_id(),
         budget: agent.options().budget,
+        strategy: agent.context().name().to_string(),
         tokens: agent.context().tokens(),
         episodes: engine::episode_rows(agent.context()),
     }

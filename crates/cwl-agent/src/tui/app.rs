@@ -42,6 +42,8 @@ pub struct Reset {
     pub session: String,
     /// The budget τ.
     pub budget: usize,
+    /// The context strategy's name (`cwl`, `cwm`).
+    pub strategy: String,
     /// Tokens in view.
     pub tokens: usize,
     /// The engine's episodes.
@@ -220,6 +222,7 @@ impl App {
             FromAgent::Reset(reset) => {
                 let entries = std::mem::take(&mut self.screen.entries);
                 let mut screen = Screen::new(&reset.model, &reset.session, reset.budget);
+                screen.strategy = (reset.strategy != "cwl").then(|| reset.strategy.clone());
                 screen.entries = entries;
                 screen.gauge.tokens = reset.tokens;
                 screen.set_episodes(reset.episodes);

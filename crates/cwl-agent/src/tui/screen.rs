@@ -154,6 +154,8 @@ pub struct Screen {
     pub model: String,
     /// The session id.
     pub session: String,
+    /// The context strategy, when it is not CWL (`--strategy`).
+    pub strategy: Option<String>,
     /// Cost so far in US dollars, when the model's prices are known.
     pub cost_usd: Option<f64>,
     /// The conversation, oldest first.

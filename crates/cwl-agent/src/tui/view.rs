@@ -89,10 +89,14 @@ fn status_line(screen: &Screen) -> Line<'static> {
         None => "cost unknown".to_string(),
     };
     let state = if screen.busy { " · working…" } else { "" };
+    let strategy = screen
+        .strategy
+        .as_ref()
+        .map_or(String::new(), |name| format!(" · strategy {name}"));
     Line::from(vec![
         Span::styled(" cwl ", Style::default().add_modifier(Modifier::REVERSED)),
         Span::raw(format!(
-            " {} · session {} · {cost}{state}",
+            " {} · session {}{strategy} · {cost}{state}",
             screen.model, screen.session
         )),
     ])
