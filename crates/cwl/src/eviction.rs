@@ -76,10 +76,10 @@ impl Context {
             seq.into_iter().for_each(&mut note);
             self.graph.mark(target, level, removed.tokens);
             residues_grew = level == Level::Removed;
-            if let (Level::Removed, Some(share)) = (level, self.config.superseded) {
-                self.repeats.removed(target, share);
-            }
             if level == Level::Removed {
+                if let Some(share) = self.config.superseded {
+                    self.repeats.removed(target, share);
+                }
                 self.uses.removed(target);
             }
             if level == Level::Output && removed.tokens == 0 {
@@ -158,7 +158,7 @@ impl Context {
         let (first, last) = (episode.first_seq, episode.last_seq);
         let start_call = episode.start_call.clone();
         let episode_kind = episode.kind();
-        let residue = match (episode.kind(), episode.description()) {
+        let residue = match (episode_kind, episode.description()) {
             (EpisodeKind::Expl, Some(description)) if level == Level::Removed => Some(format!(
                 "[evicted expl episode `{}` (#{target}): {description}]",
                 episode.name()

@@ -115,6 +115,15 @@ pub fn gauge(used: usize, budget: usize) -> String {
     )
 }
 
+/// An episode's dependencies as a suffix, ` ← a, b` (empty when none).
+pub fn dependencies<S: AsRef<str>>(names: &[S]) -> String {
+    if names.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+    format!(" ← {}", names.join(", "))
+}
+
 /// Text on one line: newlines and runs of spaces become one space.
 pub fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -280,11 +280,7 @@ impl Renderer {
                 kind,
                 dependencies,
             } => {
-                let deps = if dependencies.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ← {}", dependencies.join(", "))
-                };
+                let deps = describe::dependencies(dependencies);
                 self.line(Some(Style::Episode), &format!("⟨{kind}⟩ {name}{deps}"));
             }
             Event::EpisodeEnded {

@@ -50,11 +50,7 @@ pub fn episodes_text(context: &dyn Strategy) -> String {
             .iter()
             .map(|&d| graph.episode(d).name())
             .collect();
-        let deps = if deps.is_empty() {
-            String::new()
-        } else {
-            format!(" ← {}", deps.join(", "))
-        };
+        let deps = crate::render::describe::dependencies(&deps);
         let state = match (e.state(), e.level()) {
             (EpisodeState::Active, _) => "active".to_string(),
             (_, Some(level)) => format!("evicted to {}", level.label()),

@@ -231,11 +231,7 @@ impl Screen {
                 kind,
                 dependencies,
             } => {
-                let deps = if dependencies.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ← {}", dependencies.join(", "))
-                };
+                let deps = crate::render::describe::dependencies(dependencies);
                 self.entries
                     .push(Entry::Episode(format!("▶ {kind} {name}{deps}")));
                 self.close_active();
