@@ -18,6 +18,7 @@ pub mod policy;
 pub mod replay;
 pub mod report;
 pub mod session;
+pub mod side;
 pub mod sweep;
 pub mod synth;
 pub mod transcript;

@@ -25,6 +25,7 @@ use crate::metrics::cost::{ModelSource, Pricing};
 use crate::metrics::{Call, Recorder, Stats};
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
 use crate::session::{Session, SessionEvent};
+use crate::side::SideModel;
 use crate::transcript::{Lab, Pairing, Step, Unit};
 use cwl_infer::Inferrer;
 
@@ -39,6 +40,9 @@ pub struct ReplayConfig {
     pub pricing: Arc<Pricing>,
     /// The token counter.
     pub counter: Arc<dyn TokenCounter>,
+    /// Answers the side requests strategies make (planner, summaries);
+    /// [`NoModel`](crate::side::NoModel) skips them.
+    pub side: Arc<dyn SideModel>,
     /// Check every request (valid, keeps system and latest user turn, the
     /// engine within budget when it says so) and list violations. For tests.
     pub check: bool,
@@ -149,7 +153,7 @@ pub fn replay_with(
         .iter()
         .map(|&kind| Run {
             kind,
-            policy: kind.build(&policy_config, &lab),
+            policy: kind.build_with(&policy_config, &lab, Arc::clone(&config.side)),
             recorder: Recorder::calibrated(
                 config.policy.budget,
                 Arc::clone(&config.pricing),
@@ -228,6 +232,7 @@ pub fn replay_with(
                 let content = Need::of(&message, &at_risk, lab.seen());
                 let call = Call {
                     time: last_time.or(timestamp),
+                    history_tokens: history - lab.tools_tokens(),
                     output_tokens,
                     at_risk: &at_risk,
                     content: &content,

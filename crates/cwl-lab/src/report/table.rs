@@ -12,7 +12,7 @@ use crate::metrics::cost::ModelSource;
 use crate::policy::PolicyKind;
 use crate::replay::FileReport;
 
-const HEADER: [&str; 14] = [
+const HEADER: [&str; 15] = [
     "policy",
     "mean",
     "p95",
@@ -27,6 +27,7 @@ const HEADER: [&str; 14] = [
     "loss-free",
     "content loss-free",
     "view chg",
+    "prune",
 ];
 
 /// The whole report as text: every file's table, then the aggregate.
@@ -196,6 +197,7 @@ fn table(rows: &[(PolicyKind, &Stats)]) -> String {
             percent(s.loss_free_share),
             percent(s.content_loss_free_share),
             percent(s.view_changes),
+            percent(s.prune),
         ]);
     }
     for column in table.column_iter_mut().skip(1) {
@@ -207,7 +209,35 @@ fn table(rows: &[(PolicyKind, &Stats)]) -> String {
             "\n* cost of the priced requests only: up to {partial} requests are of models with no price"
         ));
     }
+    for (kind, stats) in rows {
+        text.push_str(&side_note(*kind, stats));
+    }
     text
+}
+
+/// What a policy's side requests lacked: skipped (no model) and failed
+/// ones, or nothing when every one was answered.
+fn side_note(kind: PolicyKind, stats: &Stats) -> String {
+    let mut parts = Vec::new();
+    if stats.side_requests_skipped > 0 {
+        parts.push(format!(
+            "{} side requests skipped (no --model-url)",
+            stats.side_requests_skipped
+        ));
+    }
+    if stats.side_requests_failed > 0 {
+        parts.push(format!(
+            "{} side requests failed",
+            stats.side_requests_failed
+        ));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n{kind}: {}; its figures are without what they would have changed",
+        parts.join(", ")
+    )
 }
 
 /// Cache tokens, or `–` when no request had a known model (its caching
@@ -242,7 +272,7 @@ pub fn thousands(value: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::thousands;
+    use super::*;
 
     #[test]
     fn groups_digits() {
@@ -250,5 +280,31 @@ mod tests {
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn skipped_and_failed_side_requests_are_named_per_policy() {
+        let stats = Stats {
+            tokens: vec![100, 100],
+            evictions: vec![0, 0],
+            prune_sum: 0.5,
+            side_requests_skipped: 3,
+            ..Stats::default()
+        };
+        let text = table(&[
+            (PolicyKind::CWM, &stats),
+            (PolicyKind::None, &Stats::default()),
+        ]);
+        assert!(
+            text.contains("cwm: 3 side requests skipped (no --model-url)"),
+            "{text}"
+        );
+        assert!(!text.contains("none:"), "{text}");
+        assert!(text.contains("prune") && text.contains("25.0%"), "{text}");
+        let failed = Stats {
+            side_requests_failed: 2,
+            ..Stats::default()
+        };
+        assert!(side_note(PolicyKind::CWM, &failed).contains("2 side requests failed"));
     }
 }
