@@ -9,9 +9,9 @@ use anyhow::Context as _;
 use cwl::SideRequest;
 use cwl_agent::agent::side::side_call;
 use cwl_agent::provider::{
-    AnthropicConfig, AnthropicProvider, OpenAiConfig, OpenAiProvider, Provider, ProviderKind,
+    AnthropicConfig, AnthropicProvider, OpenAiConfig, OpenAiProvider, Provider,
 };
-use cwl_lab::cli::{ReplayArgs, SideEndpoint};
+use cwl_lab::cli::{ModelApi, ReplayArgs, SideEndpoint};
 use cwl_lab::side::{NoModel, SideError, SideModel};
 
 /// A model server answering side requests, synchronously.
@@ -34,20 +34,16 @@ impl ProviderSideModel {
     /// A client of `endpoint`; the key comes from `OPENAI_API_KEY` or
     /// `ANTHROPIC_API_KEY` when set.
     pub fn new(endpoint: &SideEndpoint) -> anyhow::Result<Self> {
-        let kind: ProviderKind = endpoint
-            .api
-            .parse()
-            .with_context(|| format!("--model-api {:?}", endpoint.api))?;
         let key = |var: &str| std::env::var(var).ok().filter(|k| !k.trim().is_empty());
-        let provider: Box<dyn Provider> = match kind {
-            ProviderKind::OpenAi => {
+        let provider: Box<dyn Provider> = match endpoint.api {
+            ModelApi::Openai => {
                 let mut config = OpenAiConfig::new(&endpoint.url);
                 if let Some(key) = key(cwl_agent::provider::openai::KEY_VAR) {
                     config = config.with_api_key(key);
                 }
                 Box::new(OpenAiProvider::new(config).context("--model-url")?)
             }
-            ProviderKind::Anthropic => {
+            ModelApi::Anthropic => {
                 let mut config = AnthropicConfig::new(&endpoint.url);
                 if let Some(key) = key(cwl_agent::provider::anthropic::KEY_VAR) {
                     config = config.with_api_key(key);
@@ -187,6 +183,31 @@ mod tests {
     }
 
     #[test]
+    fn an_anthropic_server_answers_too() {
+        let reply = Reply::anthropic(&Message::assistant_text("<gc_plan/>"), Usage::default());
+        let (_runtime, server) = server(vec![reply.clone(), reply.clone(), reply]);
+        let side = side_model(&args(&[
+            "--model-url",
+            server.url(),
+            "--side-model",
+            "claude-x",
+            "--model-api",
+            "anthropic",
+        ]))
+        .unwrap();
+        let (_, answers) = ask_three_times(side);
+        assert!(server.requests()[0].path.ends_with("/messages"));
+        assert_eq!(server.requests()[0].json()["model"], "claude-x");
+        let answers = answers.lock().unwrap();
+        assert!(
+            answers
+                .iter()
+                .all(|(_, r)| r.as_deref() == Ok("<gc_plan/>")),
+            "{answers:?}"
+        );
+    }
+
+    #[test]
     fn without_a_model_url_side_requests_are_skipped_and_nothing_is_sent() {
         let (mut policy, answers) = ask_three_times(side_model(&args(&[])).unwrap());
         let answers = answers.lock().unwrap();
@@ -209,17 +230,20 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(endpoint.model, "gpt-4o", "--model names it by default");
-        assert_eq!(endpoint.api, "openai");
-        let error = side_model(&args(&[
+        assert_eq!(endpoint.api, ModelApi::Openai);
+        let error = Replay::try_parse_from([
+            "replay",
+            "a",
             "--model-url",
             "http://127.0.0.1:9",
             "--side-model",
             "m",
             "--model-api",
             "gemini",
-        ]))
-        .unwrap_err();
-        assert!(format!("{error:#}").contains("gemini"), "{error:#}");
+        ])
+        .err()
+        .unwrap();
+        assert!(error.to_string().contains("gemini"), "{error}");
         let error =
             side_model(&args(&["--model-url", "not a url", "--side-model", "m"])).unwrap_err();
         assert!(format!("{error:#}").contains("--model-url"), "{error:#}");

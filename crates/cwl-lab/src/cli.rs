@@ -118,11 +118,12 @@ pub struct ReplayArgs {
     /// The protocol --model-url speaks: openai (Chat Completions) or anthropic (Messages).
     #[arg(
         long,
+        value_enum,
         value_name = "API",
         default_value = "openai",
         requires = "model_url"
     )]
-    pub model_api: String,
+    pub model_api: ModelApi,
     /// Price override in US dollars per million tokens: in=,out=,read=,write=,cache=anthropic|openai|none,window= (unset read/write follow the cache rules: Anthropic 0.1×/1.25× input).
     #[arg(long, value_name = "PRICES")]
     pub price: Option<String>,
@@ -286,6 +287,15 @@ impl ReplayArgs {
     }
 }
 
+/// The protocol a side-request server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModelApi {
+    /// OpenAI Chat Completions and compatible servers (vLLM, llama.cpp, Ollama...).
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
 /// Where the strategies' side requests go: `--model-url`, the model named
 /// there and the protocol it speaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -294,8 +304,8 @@ pub struct SideEndpoint {
     pub url: String,
     /// The model asked.
     pub model: String,
-    /// `openai` or `anthropic`, as typed.
-    pub api: String,
+    /// The protocol it speaks.
+    pub api: ModelApi,
 }
 
 /// `--model-url` given with no model to ask.
@@ -317,7 +327,7 @@ impl ReplayArgs {
         Ok(Some(SideEndpoint {
             url: url.clone(),
             model,
-            api: self.model_api.clone(),
+            api: self.model_api,
         }))
     }
 }
