@@ -151,3 +151,63 @@ fn a_model_url_without_a_model_is_a_usage_error() {
         "the error lists every policy: {stderr}"
     );
 }
+
+#[test]
+fn judge_measures_no_impact_through_the_model_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = session(dir.path());
+    let verdict = |valid: bool| {
+        Reply::openai(
+            &Message::assistant_text(format!(
+                r#"{{"valid": {valid}, "uncertain": false, "overall_score": 3, "summary": "s", "dimension_scores": {{}}, "failure_culprit": null}}"#
+            )),
+            Usage::default(),
+        )
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime
+        .block_on(ScriptedServer::start([verdict(true), verdict(true)]))
+        .unwrap();
+    // One judgment per policy (the first pruned request), then the script
+    // is out and the server answers 400: the rest would fail, so sample
+    // sparsely enough that there is none.
+    let report = replay_json(
+        &[
+            "--model-url",
+            server.url(),
+            "--side-model",
+            "judge-m",
+            "--judge",
+            "--judge-every",
+            "1000",
+        ],
+        &path,
+    );
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "cwl and cwm each judged once; none never prunes"
+    );
+    for request in &requests {
+        let body = request.json();
+        assert_eq!(body["model"], "judge-m");
+        let text = body["messages"].to_string();
+        assert!(text.contains("<retained_prefix>") && text.contains("<future_turn>"));
+    }
+    let aggregate = &report["aggregate"];
+    for name in ["cwl", "cwm"] {
+        assert_eq!(aggregate[name]["judged"], 1, "{name}");
+        assert_eq!(aggregate[name]["no_impact_rate"], 1.0, "{name}");
+        assert_eq!(aggregate[name]["judge_failed"], 0, "{name}");
+    }
+    assert_eq!(aggregate["none"]["judged"], 0);
+    assert!(aggregate["none"]["no_impact_rate"].is_null());
+
+    let out = cwl(&["replay", &path, "--judge"]);
+    assert_eq!(out.status.code(), Some(2), "--judge needs --model-url");
+}

@@ -13,6 +13,7 @@ use cwl::{Budget, Estimate, O200k, TokenCounter};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::calibrate::Calibration;
+use crate::judge::Judge;
 use crate::metrics::cost::{self, DEFAULT_MODEL, ModelSource};
 use crate::policy::compact::CompactParams;
 use crate::policy::{PolicyConfig, PolicyKind};
@@ -89,7 +90,9 @@ with --strategy, driven exactly as the agent drives them (messages pushed, the b
 view sent): cwm (the context-window manager: the weighted scorer with BM25 relevance to the latest user turn, evicting \
 from the orange zone, 75% of the budget, down to it; system and user messages are never evicted).\n\n\
 Prune is Self-GC's pruning rate: per request 1 − |C′|/|C|, the request against the full history at that call, averaged \
-over requests.\n\n\
+over requests. With --judge, the --model-url model judges every --judge-every'th request of a policy that left something \
+out (the request, what it left out, the reply the log's model gave; the paper's judge contract and Listing 3 JSON): the \
+no-impact rate is the share judged \"valid\", with its Wilson 95% interval.\n\n\
 Side requests: a strategy that needs a model (a planner, a summary) asks the replay, which sends the request to \
 --model-url (OpenAI Chat Completions, or Anthropic Messages with --model-api anthropic; the key from OPENAI_API_KEY or \
 ANTHROPIC_API_KEY when set) for --side-model, else --model, and costs it as a side call. Without --model-url every \
@@ -124,6 +127,12 @@ pub struct ReplayArgs {
         requires = "model_url"
     )]
     pub model_api: ModelApi,
+    /// Also measure Self-GC's no-impact rate: the --model-url model judges whether pruned requests still support the reply the log's model gave (Listing 3's JSON). Costs one judge call per judged request.
+    #[arg(long, requires = "model_url")]
+    pub judge: bool,
+    /// With --judge: judge every Nth request of each policy that left something out (1: all).
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "judge", value_parser = clap::value_parser!(u64).range(1..))]
+    pub judge_every: u64,
     /// Price override in US dollars per million tokens: in=,out=,read=,write=,cache=anthropic|openai|none,window= (unset read/write follow the cache rules: Anthropic 0.1×/1.25× input).
     #[arg(long, value_name = "PRICES")]
     pub price: Option<String>,
@@ -281,6 +290,7 @@ impl ReplayArgs {
             pricing: Arc::new(pricing),
             counter,
             side: Arc::new(NoModel),
+            judge: None,
             check: false,
         };
         Ok((config, source))
@@ -466,6 +476,12 @@ pub fn replay_files_with(
         let (mut file_config, source) =
             args.config_for(session.info.model.as_deref(), Arc::clone(&counter))?;
         file_config.side = Arc::clone(&side);
+        if args.judge {
+            file_config.judge = Some(Judge {
+                model: Arc::clone(&side),
+                every: args.judge_every,
+            });
+        }
         bytes += session.info.bytes.unwrap_or(0);
         let mut events = 0u64;
         let mut tick = || {

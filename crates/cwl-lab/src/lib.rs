@@ -10,6 +10,7 @@
 //! low-water trade-off against the baselines ([`sweep`]). [`cli`] holds the command-line arguments and
 //! entry points the `cwl` binary wires.
 pub mod import;
+pub mod judge;
 
 pub mod calibrate;
 pub mod cli;

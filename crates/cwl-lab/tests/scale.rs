@@ -47,6 +47,7 @@ fn run(
         pricing: Arc::new(cost::lookup("claude-sonnet-4-5").unwrap()),
         counter,
         side: Arc::new(cwl_lab::side::NoModel),
+        judge: None,
         check: false,
     };
     let started = Instant::now();

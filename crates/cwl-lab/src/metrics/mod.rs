@@ -92,6 +92,15 @@ pub struct Stats {
     pub side_requests_failed: u64,
     /// Sum over requests of `1 − |C′|/|C|` (see the module docs).
     pub prune_sum: f64,
+    /// Requests a judge gave a verdict on ([`crate::judge`]).
+    pub judged: u64,
+    /// Of those, judged to still support the logged reply.
+    pub no_impact: u64,
+    /// Of those judged, the judge said it was uncertain.
+    pub judge_uncertain: u64,
+    /// Judgments asked for that gave no verdict (an error, not Listing 3's
+    /// JSON).
+    pub judge_failed: u64,
     /// Dollars, over the requests whose model has a price.
     pub cost_usd: f64,
     /// Requests (side calls included) whose model has no known price.
@@ -135,6 +144,10 @@ impl Stats {
         self.side_requests_skipped += other.side_requests_skipped;
         self.side_requests_failed += other.side_requests_failed;
         self.prune_sum += other.prune_sum;
+        self.judged += other.judged;
+        self.no_impact += other.no_impact;
+        self.judge_uncertain += other.judge_uncertain;
+        self.judge_failed += other.judge_failed;
         self.cost_usd += other.cost_usd;
         self.unpriced_requests += other.unpriced_requests;
         self.anchors_at_risk += other.anchors_at_risk;
@@ -185,6 +198,12 @@ impl Stats {
             } else {
                 round(self.prune_sum / requests as f64, 6)
             },
+            judged: self.judged,
+            no_impact_rate: (self.judged > 0).then(|| share(self.no_impact, self.judged)),
+            no_impact_ci: crate::judge::wilson(self.no_impact, self.judged)
+                .map(|(low, high)| [round(low, 6), round(high, 6)]),
+            judge_uncertain: self.judge_uncertain,
+            judge_failed: self.judge_failed,
             cost_usd: (self.unpriced_requests < (requests as u64 + self.side_calls)
                 || requests == 0)
                 .then(|| round(self.cost_usd, 6)),
@@ -265,6 +284,18 @@ pub struct Summary {
     /// Self-GC's pruning rate: the mean over requests of `1 − |C′|/|C|`,
     /// the share of the full history the request left out.
     pub prune: f64,
+    /// Requests a judge gave a verdict on (0 without `--judge`).
+    pub judged: u64,
+    /// Self-GC's no-impact rate: the share of the judged requests whose
+    /// retained context still supports the reply the log's model gave
+    /// (`null` when none was judged).
+    pub no_impact_rate: Option<f64>,
+    /// Its Wilson 95% interval.
+    pub no_impact_ci: Option<[f64; 2]>,
+    /// Judged requests the judge marked uncertain.
+    pub judge_uncertain: u64,
+    /// Judgments that gave no verdict (an error, a malformed answer).
+    pub judge_failed: u64,
     /// Cost in US dollars, each file priced by its model; over the priced
     /// requests only, `null` when none was priced.
     pub cost_usd: Option<f64>,
@@ -366,6 +397,18 @@ impl Recorder {
                 .cost(used.uncached, used.read, used.write, output);
         } else {
             s.unpriced_requests += 1;
+        }
+    }
+
+    /// Records a judge's verdict on the last request, or its failure.
+    pub fn judged(&mut self, judgment: &crate::judge::Judgment) {
+        match judgment {
+            Ok(verdict) => {
+                self.stats.judged += 1;
+                self.stats.no_impact += u64::from(verdict.valid);
+                self.stats.judge_uncertain += u64::from(verdict.uncertain);
+            }
+            Err(_) => self.stats.judge_failed += 1,
         }
     }
 

@@ -165,8 +165,13 @@ fn calibration_line(file: &FileReport) -> String {
 }
 
 fn table(rows: &[(PolicyKind, &Stats)]) -> String {
+    let judged = rows.iter().any(|(_, s)| s.judged + s.judge_failed > 0);
+    let mut header = HEADER.to_vec();
+    if judged {
+        header.push("no-impact");
+    }
     let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED).set_header(HEADER);
+    table.load_style(UTF8_FULL_CONDENSED).set_header(header);
     let mut partial = 0u64;
     for (kind, stats) in rows {
         let s = stats.summary();
@@ -182,7 +187,7 @@ fn table(rows: &[(PolicyKind, &Stats)]) -> String {
             }
             Some(c) => format!("{c:.2}"),
         };
-        table.add_row(vec![
+        let mut row = vec![
             kind.name().to_string(),
             thousands(s.tokens_mean.round() as u64),
             thousands(u64::from(s.tokens_p95)),
@@ -198,7 +203,14 @@ fn table(rows: &[(PolicyKind, &Stats)]) -> String {
             percent(s.content_loss_free_share),
             percent(s.view_changes),
             percent(s.prune),
-        ]);
+        ];
+        if judged {
+            row.push(match s.no_impact_rate {
+                Some(rate) => format!("{} of {}", percent(rate), s.judged),
+                None => "–".to_string(),
+            });
+        }
+        table.add_row(row);
     }
     for column in table.column_iter_mut().skip(1) {
         column.set_cell_alignment(CellAlignment::Right);
@@ -224,6 +236,9 @@ fn side_note(kind: PolicyKind, stats: &Stats) -> String {
             "{} side requests skipped (no --model-url)",
             stats.side_requests_skipped
         ));
+    }
+    if stats.judge_failed > 0 {
+        parts.push(format!("{} judgments failed", stats.judge_failed));
     }
     if stats.side_requests_failed > 0 {
         parts.push(format!(
@@ -306,5 +321,26 @@ mod tests {
             ..Stats::default()
         };
         assert!(side_note(PolicyKind::CWM, &failed).contains("2 side requests failed"));
+        assert!(
+            !text.contains("no-impact"),
+            "no column without a judge: {text}"
+        );
+        let judged = Stats {
+            tokens: vec![100],
+            evictions: vec![0],
+            judged: 4,
+            no_impact: 3,
+            judge_failed: 1,
+            ..Stats::default()
+        };
+        let text = table(&[
+            (PolicyKind::Cwl, &judged),
+            (PolicyKind::None, &Stats::default()),
+        ]);
+        assert!(
+            text.contains("no-impact") && text.contains("75.0% of 4"),
+            "{text}"
+        );
+        assert!(text.contains("cwl: 1 judgments failed"), "{text}");
     }
 }

@@ -152,6 +152,7 @@ pub fn config(budget: usize) -> ReplayConfig {
         pricing: Arc::new(cost::lookup("claude-sonnet-4-5").unwrap()),
         counter: Arc::new(Estimate),
         side: Arc::new(cwl_lab::side::NoModel),
+        judge: None,
         check: true,
     }
 }
