@@ -348,6 +348,23 @@ fn answered_side_requests_reach_the_strategy_and_are_costed() {
         stats.input_tokens
     );
 
+    // The planner's fork shares the cached prefix: beside plain CWL the
+    // side calls write little more than their own prompt line.
+    let mut lab = Lab::new(Arc::new(Estimate), &common::tools());
+    let config = PolicyConfig {
+        budget: 3_000,
+        ..PolicyConfig::default()
+    };
+    let mut plain = cwl_lab::policy::cwl::policy(&config, &lab, Arc::new(NoModel));
+    let plain = drive(&mut plain, tasks(), &mut lab).into_stats();
+    let extra = stats.cache_write_tokens - plain.cache_write_tokens;
+    assert!(
+        extra <= stats.side_calls * 40,
+        "{extra} more tokens written for {} side calls",
+        stats.side_calls
+    );
+    assert!(stats.cache_read_tokens > plain.cache_read_tokens);
+
     // A model that fails: counted as failed, the error given back, warned.
     let mut lab = Lab::new(Arc::new(Estimate), &common::tools());
     let (strategy, answers) = asking(&lab, 4);

@@ -12,8 +12,9 @@
 //! the same.
 //!
 //! Side requests go to the replay's [`SideModel`]; an answered one is
-//! costed as a side call (its messages in, its text out), a skipped or
-//! failed one is counted and its error given to the strategy.
+//! costed as a side call (its messages in, its text out; the part that
+//! repeats the view shares its cached prefix), a skipped or failed one is
+//! counted and its error given to the strategy.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -88,6 +89,33 @@ impl StrategyPolicy {
         Ok(())
     }
 
+    /// The entries of a side request's `messages`: while they repeat the
+    /// strategy's current view from its start (a planner's fork of the
+    /// prefix), the view's own entries, so the call shares the cached
+    /// prefix as it would; after that, written text.
+    fn side_input(&self, messages: &[Message], lab: &mut Lab) -> Vec<Arc<Entry>> {
+        let mut view = self.strategy.view_sources();
+        let mut shared = true;
+        let mut input = Vec::with_capacity(messages.len());
+        for message in messages {
+            let known = shared
+                .then(|| view.next())
+                .flatten()
+                .filter(|(_, current)| *current == message)
+                .and_then(|(source, _)| match source {
+                    Source::Pushed(index) => self.pushed.get(&index).cloned(),
+                    other => self
+                        .written
+                        .get(&other)
+                        .filter(|entry| entry.message() == message)
+                        .cloned(),
+                });
+            shared = known.is_some();
+            input.push(known.unwrap_or_else(|| lab.written(message.clone())));
+        }
+        input
+    }
+
     /// Answers what the strategy asks for before a request.
     fn side_requests(&mut self, lab: &mut Lab) -> (Vec<SideCall>, SideTally) {
         let mut calls = Vec::new();
@@ -100,11 +128,7 @@ impl StrategyPolicy {
             match &answer {
                 Ok(text) => {
                     tally.answered += 1;
-                    let input = request
-                        .messages
-                        .iter()
-                        .map(|m| lab.written(m.clone()))
-                        .collect();
+                    let input = self.side_input(&request.messages, lab);
                     let output_tokens =
                         message_tokens(lab.counter(), &Message::assistant_text(text.clone()))
                             .saturating_sub(MESSAGE_OVERHEAD);
