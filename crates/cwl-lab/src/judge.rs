@@ -5,6 +5,10 @@
 //! prefix still supports that reply. A request is *no-impact* when the
 //! judge answers `"valid": true`.
 //!
+//! What a request left out is every logged message whose entry it does
+//! not hold; a message a policy rewrote (blocks dropped, a residue) counts
+//! as left out in its original form, its rewrite being in the prefix.
+//!
 //! The judge is a [`SideModel`] (the `--model-url` model). Only requests
 //! that left something out are judged, every `every`-th of them per policy
 //! (`--judge-every`); an answer that is not Listing 3's JSON counts as a

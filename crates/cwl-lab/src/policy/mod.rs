@@ -7,7 +7,7 @@
 //! requests (what they folded, pruned, summarized, evicted).
 //!
 //! Families, one module each:
-//! - [`cwl`](crate::policy::cwl): the engine, annotated or with inferred episodes;
+//! - [`cwl`]: the engine, annotated or with inferred episodes;
 //! - [`strategy`]: any engine strategy ([`::cwl::Strategy`]) driven through
 //!   the replay, the `cwl` policy and those of [`strategies`] (`cwm`);
 //! - [`full`]: `none`, the whole history;
