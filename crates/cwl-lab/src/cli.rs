@@ -421,6 +421,7 @@ pub fn run_replay_with(args: ReplayArgs, side: Arc<dyn SideModel>) -> anyhow::Re
 pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
     error.is::<crate::policy::UnknownPolicy>()
         || error.is::<NoSideModel>()
+        || error.is::<NoModelClient>()
         || matches!(
             error.downcast_ref::<crate::synth::SynthError>(),
             Some(crate::synth::SynthError::Invalid(_))
@@ -432,8 +433,17 @@ pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
 /// or parsed is skipped and listed in the report; only bad options are
 /// errors.
 pub fn replay_files(args: &ReplayArgs) -> anyhow::Result<(ReplayReport, u64)> {
+    if args.side_endpoint()?.is_some() {
+        return Err(NoModelClient.into());
+    }
     replay_files_with(args, Arc::new(NoModel))
 }
+
+/// `--model-url` (or `--judge`) given where no model client is wired:
+/// `cwl sweep`, or the lab without the `cwl` binary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--model-url and --judge are for `cwl replay`; this command replays without a model")]
+pub struct NoModelClient;
 
 /// [`replay_files`] with the side requests answered by `side`.
 pub fn replay_files_with(
