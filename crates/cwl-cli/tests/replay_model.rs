@@ -211,3 +211,22 @@ fn judge_measures_no_impact_through_the_model_url() {
     let out = cwl(&["replay", &path, "--judge"]);
     assert_eq!(out.status.code(), Some(2), "--judge needs --model-url");
 }
+
+#[test]
+fn the_help_describes_every_strategy_of_the_table() {
+    let out = cwl(&["replay", "--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for entry in cwl_lab::policy::strategies::STRATEGIES {
+        assert!(
+            text.contains(&format!("{} ({})", entry.name, entry.about)),
+            "{}: {text}",
+            entry.name
+        );
+    }
+    assert!(text.contains("--model-url <URL>") && text.contains("--judge-every <N>"));
+}

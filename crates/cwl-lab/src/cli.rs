@@ -63,11 +63,17 @@ impl std::str::FromStr for TypedBudget {
     }
 }
 
-/// `cwl replay`: measure CWL against every baseline on real session logs.
-#[derive(Debug, Clone, Args)]
-#[command(
-    about = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses",
-    long_about = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses.\n\n\
+/// `cwl replay --help`'s long text, listing the strategies of
+/// [`STRATEGIES`](crate::policy::strategies::STRATEGIES) with what each is.
+fn replay_about() -> String {
+    let strategies: Vec<String> = crate::policy::strategies::STRATEGIES
+        .iter()
+        .map(|entry| format!("{} ({})", entry.name, entry.about))
+        .collect();
+    REPLAY_ABOUT.replace("{STRATEGIES}", &strategies.join(", "))
+}
+
+const REPLAY_ABOUT: &str = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses.\n\n\
 At every model call in a log, each policy builds the request that would have been sent from the transcript so far. \
 Reported per policy: request tokens (mean, p95, max, share over the budget), evictions per request (messages of the \
 previous request dropped or rewritten), prefix-cache reads and writes under the provider's rules, cost in dollars (each log priced by its own model unless --model), \
@@ -87,8 +93,7 @@ Policies: cwl (the engine; inferred episodes when the log has no delimiter calls
 mask, compact (modeled summarization), oldest-turn, tool-prune, tool-mask-prune, hybrid (Self-GC paper baselines), \
 fifo, lru, priority, type, weighted (context-window-manager scorers, one at a time), and the strategies the agent runs \
 with --strategy, driven exactly as the agent drives them (messages pushed, the budget enforced before each call, the \
-view sent): cwm (the context-window manager: the weighted scorer with BM25 relevance to the latest user turn, evicting \
-from the orange zone, 75% of the budget, down to it; system and user messages are never evicted).\n\n\
+view sent): {STRATEGIES}.\n\n\
 Prune is Self-GC's pruning rate: per request 1 − |C′|/|C|, the request against the full history at that call, averaged \
 over requests. With --judge, the --model-url model judges every --judge-every'th request of a policy that left something \
 out (the request, what it left out, the reply the log's model gave; the paper's judge contract and Listing 3 JSON): the \
@@ -97,7 +102,13 @@ Side requests: a strategy that needs a model (a planner, a summary) asks the rep
 --model-url (OpenAI Chat Completions, or Anthropic Messages with --model-api anthropic; the key from OPENAI_API_KEY or \
 ANTHROPIC_API_KEY when set) for --side-model, else --model, and costs it as a side call. Without --model-url every \
 side request is skipped: the strategy is told so and changes nothing, and the report counts the skipped requests per \
-policy; nothing is faked."
+policy; nothing is faked.";
+
+/// `cwl replay`: measure CWL against every baseline on real session logs.
+#[derive(Debug, Clone, Args)]
+#[command(
+    about = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses",
+    long_about = replay_about()
 )]
 pub struct ReplayArgs {
     /// Session logs: cwl, pi, Claude Code, Codex, OpenAI chat JSON or mini-swe-agent (detected from content).

@@ -12,23 +12,28 @@ use crate::transcript::Lab;
 /// budget in local tokens) and the file's lab (counter, tools).
 pub type Build = fn(&PolicyConfig, &Lab) -> Box<dyn Strategy>;
 
-/// A strategy the lab knows: its policy name and constructor.
+/// A strategy the lab knows: its policy name, what it is, and its
+/// constructor.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {
     /// The policy name (the strategy's `--strategy` name).
     pub name: &'static str,
+    /// What it is, for `cwl replay --help`.
+    pub about: &'static str,
     /// Its constructor.
     pub build: Build,
 }
 
 /// Every strategy replayed through the seam, in report order (after the
 /// lab's own policies).
-pub const STRATEGIES: &[Entry] = &[Entry::new(cwl_cwm::strategy::NAME, cwm)];
+pub const STRATEGIES: &[Entry] = &[Entry::new(cwl_cwm::strategy::NAME, CWM, cwm)];
+
+const CWM: &str = "the context-window manager: the weighted scorer with BM25 relevance to the latest user turn, evicting from the orange zone, 75% of the budget, down to it; system and user messages are never evicted";
 
 impl Entry {
-    /// The strategy `name`, built by `build`.
-    pub const fn new(name: &'static str, build: Build) -> Self {
-        Entry { name, build }
+    /// The strategy `name`, described by `about`, built by `build`.
+    pub const fn new(name: &'static str, about: &'static str, build: Build) -> Self {
+        Entry { name, about, build }
     }
 }
 
