@@ -1,7 +1,8 @@
 //! The engine strategies the lab replays beside CWL, keyed by the name
 //! `--strategy` gives them: each entry builds a fresh strategy for one
 //! file, driven by the generic [`StrategyPolicy`](super::strategy::StrategyPolicy).
-//! A new strategy is one more line in [`STRATEGIES`].
+//! A new strategy is one more entry in [`STRATEGIES`] (name, description,
+//! constructor); `--policy`, `all`, `--help` and the reports follow.
 
 use cwl::Strategy;
 
