@@ -1,6 +1,7 @@
 //! The `cwl` command: context eviction, the agent and the replay lab.
 
 mod evict;
+mod replay;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -84,7 +85,7 @@ fn main() -> ExitCode {
         Command::Sessions(args) => cwl_agent::cli::run_sessions(args),
         Command::Demo(args) => cwl_agent::cli::run_demo(args),
         Command::Evict(args) => evict::run(args),
-        Command::Replay(args) => cwl_lab::cli::run_replay(args),
+        Command::Replay(args) => replay::run(args),
         Command::Proxy(args) => cwl_proxy::cli::run_proxy(args),
         Command::Sweep(args) => cwl_lab::sweep::run_sweep(args),
         Command::Gen(args) => cwl_lab::cli::run_gen(args),

@@ -13,12 +13,14 @@ use cwl::{Budget, Estimate, O200k, TokenCounter};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::calibrate::Calibration;
+use crate::judge::Judge;
 use crate::metrics::cost::{self, DEFAULT_MODEL, ModelSource};
 use crate::policy::compact::CompactParams;
 use crate::policy::{PolicyConfig, PolicyKind};
 use crate::replay::{ReplayConfig, replay_with};
 use crate::report::{ReplayReport, Skipped, json, plot, table, warnings};
 use crate::session::Session;
+use crate::side::{NoModel, SideModel};
 use crate::synth::{SynthConfig, generate};
 
 /// Which tokenizer counts tokens.
@@ -61,11 +63,17 @@ impl std::str::FromStr for TypedBudget {
     }
 }
 
-/// `cwl replay`: measure CWL against every baseline on real session logs.
-#[derive(Debug, Clone, Args)]
-#[command(
-    about = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses",
-    long_about = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses.\n\n\
+/// `cwl replay --help`'s long text, listing the strategies of
+/// [`STRATEGIES`](crate::policy::strategies::STRATEGIES) with what each is.
+fn replay_about() -> String {
+    let strategies: Vec<String> = crate::policy::strategies::STRATEGIES
+        .iter()
+        .map(|entry| format!("{} ({})", entry.name, entry.about))
+        .collect();
+    REPLAY_ABOUT.replace("{STRATEGIES}", &strategies.join(", "))
+}
+
+const REPLAY_ABOUT: &str = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses.\n\n\
 At every model call in a log, each policy builds the request that would have been sent from the transcript so far. \
 Reported per policy: request tokens (mean, p95, max, share over the budget), evictions per request (messages of the \
 previous request dropped or rewritten), prefix-cache reads and writes under the provider's rules, cost in dollars (each log priced by its own model unless --model), \
@@ -83,15 +91,30 @@ changes the figures first, and counted by kind; a file that cannot be read or pa
 exit status is non-zero; a file with no model call is reported as such.\n\n\
 Policies: cwl (the engine; inferred episodes when the log has no delimiter calls), none (full history), truncate, \
 mask, compact (modeled summarization), oldest-turn, tool-prune, tool-mask-prune, hybrid (Self-GC paper baselines), \
-fifo, lru, priority, type, weighted (context-window-manager scorers), cwm (the context-window manager as one \
-strategy: the weighted scorer with BM25 relevance to the latest user turn, evicting from the orange zone, 75% of the \
-budget, down to it)."
+fifo, lru, priority, type, weighted (context-window-manager scorers, one at a time), and the strategies the agent runs \
+with --strategy, driven exactly as the agent drives them (messages pushed, the budget enforced before each call, the \
+view sent): {STRATEGIES}.\n\n\
+Prune is Self-GC's pruning rate: per request 1 − |C′|/|C|, the request against the full history at that call, averaged \
+over requests. With --judge, the --model-url model judges every --judge-every'th request of a policy that left something \
+out (the request, what it left out, the reply the log's model gave; the paper's judge contract and Listing 3 JSON): the \
+no-impact rate is the share judged \"valid\", with its Wilson 95% interval.\n\n\
+Side requests: a strategy that needs a model (a planner, a summary) asks the replay, which sends the request to \
+--model-url (OpenAI Chat Completions, or Anthropic Messages with --model-api anthropic; the key from OPENAI_API_KEY or \
+ANTHROPIC_API_KEY when set) for --side-model, else --model, and costs it as a side call. Without --model-url every \
+side request is skipped: the strategy is told so and changes nothing, and the report counts the skipped requests per \
+policy; nothing is faked.";
+
+/// `cwl replay`: measure CWL against every baseline on real session logs.
+#[derive(Debug, Clone, Args)]
+#[command(
+    about = "Replay session logs through CWL and the baseline context policies and measure what each keeps, costs and loses",
+    long_about = replay_about()
 )]
 pub struct ReplayArgs {
     /// Session logs: cwl, pi, Claude Code, Codex, OpenAI chat JSON or mini-swe-agent (detected from content).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Policies to replay: `all` or a comma-separated list (cwl,none,truncate,mask,compact,oldest-turn,tool-prune,tool-mask-prune,hybrid,fifo,lru,priority,type,weighted,cwm).
+    /// Policies to replay: `all` or a comma-separated list of the names below (an unknown name lists them).
     #[arg(long, value_name = "LIST", default_value = "all")]
     pub policy: String,
     /// Token budget τ for every budgeted policy: tokens (80000, 80k, 1.5M) or a share of the model's context window (50%).
@@ -100,6 +123,27 @@ pub struct ReplayArgs {
     /// Model whose prices, caching rules and context window apply to every log [default: each log's own model; claude-sonnet-4-5 when the log names none]. A log's model missing from the price table leaves its cost unknown.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
+    /// Base URL of a model server that answers the strategies' side requests (planner, summaries); without it they are skipped and counted.
+    #[arg(long, value_name = "URL")]
+    pub model_url: Option<String>,
+    /// The model asked at --model-url [default: --model].
+    #[arg(long, value_name = "NAME", requires = "model_url")]
+    pub side_model: Option<String>,
+    /// The protocol --model-url speaks: openai (Chat Completions) or anthropic (Messages).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "API",
+        default_value = "openai",
+        requires = "model_url"
+    )]
+    pub model_api: ModelApi,
+    /// Also measure Self-GC's no-impact rate: the --model-url model judges whether pruned requests still support the reply the log's model gave (Listing 3's JSON). Costs one judge call per judged request.
+    #[arg(long, requires = "model_url")]
+    pub judge: bool,
+    /// With --judge: judge every Nth request of each policy that left something out (1: all).
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "judge", value_parser = clap::value_parser!(u64).range(1..))]
+    pub judge_every: u64,
     /// Price override in US dollars per million tokens: in=,out=,read=,write=,cache=anthropic|openai|none,window= (unset read/write follow the cache rules: Anthropic 0.1×/1.25× input).
     #[arg(long, value_name = "PRICES")]
     pub price: Option<String>,
@@ -256,15 +300,75 @@ impl ReplayArgs {
             },
             pricing: Arc::new(pricing),
             counter,
+            side: Arc::new(NoModel),
+            judge: None,
             check: false,
         };
         Ok((config, source))
     }
 }
 
-/// Replays the files and prints the report (tables, or JSON with
-/// `--json`) to stdout; progress, warnings and throughput go to stderr.
+/// The protocol a side-request server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModelApi {
+    /// OpenAI Chat Completions and compatible servers (vLLM, llama.cpp, Ollama...).
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+/// Where the strategies' side requests go: `--model-url`, the model named
+/// there and the protocol it speaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SideEndpoint {
+    /// The server's base URL.
+    pub url: String,
+    /// The model asked.
+    pub model: String,
+    /// The protocol it speaks.
+    pub api: ModelApi,
+}
+
+/// `--model-url` given with no model to ask.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--model-url needs the model to ask there: give --side-model NAME (or --model NAME)")]
+pub struct NoSideModel;
+
+impl ReplayArgs {
+    /// The side-request endpoint, if `--model-url` was given.
+    pub fn side_endpoint(&self) -> Result<Option<SideEndpoint>, NoSideModel> {
+        let Some(url) = &self.model_url else {
+            return Ok(None);
+        };
+        let model = self
+            .side_model
+            .clone()
+            .or_else(|| self.model.clone())
+            .ok_or(NoSideModel)?;
+        Ok(Some(SideEndpoint {
+            url: url.clone(),
+            model,
+            api: self.model_api,
+        }))
+    }
+}
+
+/// Replays the files with every side request skipped (see
+/// [`run_replay_with`]); an error if `--model-url` asks for a model, which
+/// the lab alone cannot reach.
 pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
+    if args.side_endpoint()?.is_some() {
+        bail!(
+            "--model-url: this entry point has no model client; the `cwl` binary's replay has one"
+        );
+    }
+    run_replay_with(args, Arc::new(NoModel))
+}
+
+/// Replays the files, the strategies' side requests answered by `side`,
+/// and prints the report (tables, or JSON with `--json`) to stdout;
+/// progress, warnings and throughput go to stderr.
+pub fn run_replay_with(args: ReplayArgs, side: Arc<dyn SideModel>) -> anyhow::Result<()> {
     if let Some(path) = &args.plot
         && !path
             .extension()
@@ -273,7 +377,7 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
         bail!(plot::PlotError::Format(path.display().to_string()));
     }
     let started = Instant::now();
-    let (report, bytes) = replay_files(&args)?;
+    let (report, bytes) = replay_files_with(&args, side)?;
     let elapsed = started.elapsed().as_secs_f64();
     let stderr = std::io::stderr();
     let mut err = stderr.lock();
@@ -327,6 +431,8 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
 /// binary exits 2 for these, 1 otherwise.
 pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
     error.is::<crate::policy::UnknownPolicy>()
+        || error.is::<NoSideModel>()
+        || error.is::<NoModelClient>()
         || matches!(
             error.downcast_ref::<crate::synth::SynthError>(),
             Some(crate::synth::SynthError::Invalid(_))
@@ -334,9 +440,27 @@ pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// Replays every file of `args` (progress on stderr) into a report, and
-/// the bytes read. A file that cannot be read or parsed is skipped and
-/// listed in the report; only bad options are errors.
+/// the bytes read, skipping every side request. A file that cannot be read
+/// or parsed is skipped and listed in the report; only bad options are
+/// errors.
 pub fn replay_files(args: &ReplayArgs) -> anyhow::Result<(ReplayReport, u64)> {
+    if args.side_endpoint()?.is_some() {
+        return Err(NoModelClient.into());
+    }
+    replay_files_with(args, Arc::new(NoModel))
+}
+
+/// `--model-url` (or `--judge`) given where no model client is wired:
+/// `cwl sweep`, or the lab without the `cwl` binary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--model-url and --judge are for `cwl replay`; this command replays without a model")]
+pub struct NoModelClient;
+
+/// [`replay_files`] with the side requests answered by `side`.
+pub fn replay_files_with(
+    args: &ReplayArgs,
+    side: Arc<dyn SideModel>,
+) -> anyhow::Result<(ReplayReport, u64)> {
     let counter = args.tokenizer.counter();
     let (config, _) = args.config_for(None, Arc::clone(&counter))?;
     let bar =
@@ -370,8 +494,15 @@ pub fn replay_files(args: &ReplayArgs) -> anyhow::Result<(ReplayReport, u64)> {
                 continue;
             }
         };
-        let (file_config, source) =
+        let (mut file_config, source) =
             args.config_for(session.info.model.as_deref(), Arc::clone(&counter))?;
+        file_config.side = Arc::clone(&side);
+        if args.judge {
+            file_config.judge = Some(Judge {
+                model: Arc::clone(&side),
+                every: args.judge_every,
+            });
+        }
         bytes += session.info.bytes.unwrap_or(0);
         let mut events = 0u64;
         let mut tick = || {
@@ -491,7 +622,7 @@ mod tests {
         let r = Replay::try_parse_from(["replay", "a.jsonl"]).unwrap().args;
         let config = r.config().unwrap();
         assert_eq!(config.policy.budget, 80_000);
-        assert_eq!(config.policies.len(), PolicyKind::ALL.len());
+        assert_eq!(config.policies.len(), PolicyKind::all().len());
         assert_eq!(config.pricing.model, DEFAULT_MODEL);
         let r = Replay::try_parse_from([
             "replay", "a", "--budget", "50%", "--model", "gpt-4o", "--policy", "cwl,none",

@@ -10,6 +10,7 @@
 //! low-water trade-off against the baselines ([`sweep`]). [`cli`] holds the command-line arguments and
 //! entry points the `cwl` binary wires.
 pub mod import;
+pub mod judge;
 
 pub mod calibrate;
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod policy;
 pub mod replay;
 pub mod report;
 pub mod session;
+pub mod side;
 pub mod sweep;
 pub mod synth;
 pub mod transcript;

@@ -19,13 +19,15 @@ use cwl::tokens::{MESSAGE_OVERHEAD, message_tokens};
 use cwl::{Annotation, Message, TokenCounter};
 
 use crate::calibrate::{Calibration, Fidelity, FidelityTally};
+use crate::judge::{self, Judge};
 use crate::metrics::anchors::{AnchorId, Scope};
 use crate::metrics::content::Need;
 use crate::metrics::cost::{ModelSource, Pricing};
 use crate::metrics::{Call, Recorder, Stats};
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
 use crate::session::{Session, SessionEvent};
-use crate::transcript::{Lab, Pairing, Step, Unit};
+use crate::side::SideModel;
+use crate::transcript::{Entry, Lab, Pairing, Step, Unit};
 use cwl_infer::Inferrer;
 
 /// What to replay and how to measure it.
@@ -39,6 +41,12 @@ pub struct ReplayConfig {
     pub pricing: Arc<Pricing>,
     /// The token counter.
     pub counter: Arc<dyn TokenCounter>,
+    /// Answers the side requests strategies make (planner, summaries);
+    /// [`NoModel`](crate::side::NoModel) skips them.
+    pub side: Arc<dyn SideModel>,
+    /// Asks a judge whether pruned requests still support the logged
+    /// reply (Self-GC's no-impact rate); `None`: not measured.
+    pub judge: Option<Judge>,
     /// Check every request (valid, keeps system and latest user turn, the
     /// engine within budget when it says so) and list violations. For tests.
     pub check: bool,
@@ -107,6 +115,8 @@ struct Run {
     policy: Box<dyn Policy>,
     recorder: Recorder,
     failed: Option<String>,
+    /// Requests that left something out, for the judge's sampling.
+    pruned: u64,
 }
 
 struct Pending {
@@ -149,13 +159,14 @@ pub fn replay_with(
         .iter()
         .map(|&kind| Run {
             kind,
-            policy: kind.build(&policy_config, &lab),
+            policy: kind.build_with(&policy_config, &lab, Arc::clone(&config.side)),
             recorder: Recorder::calibrated(
                 config.policy.budget,
                 Arc::clone(&config.pricing),
                 calibration,
             ),
             failed: None,
+            pruned: 0,
         })
         .collect();
     let mut report = FileReport {
@@ -182,6 +193,10 @@ pub fn replay_with(
     let mut pending: Option<Pending> = None;
     let mut last_time: Option<DateTime<Utc>> = None;
     let mut guard = Guard::default();
+    // Every logged entry in order, kept only for the judge (what a request
+    // left out).
+    let mut all: Option<Vec<Arc<Entry>>> = config.judge.as_ref().map(|_| Vec::new());
+    let mut judge_ids = 0u64;
 
     for event in events {
         tick();
@@ -208,7 +223,7 @@ pub fn replay_with(
                 pairing.result(result)
             }
             Message::Assistant { .. } => {
-                history += flush(&mut pairing, &mut pending, &mut runs, &mut lab);
+                history += flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
                 let logged = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
                 if let (Some(logged), 0) = (logged, report.log_compactions) {
                     tally.add(history, logged);
@@ -228,6 +243,7 @@ pub fn replay_with(
                 let content = Need::of(&message, &at_risk, lab.seen());
                 let call = Call {
                     time: last_time.or(timestamp),
+                    history_tokens: history - lab.tools_tokens(),
                     output_tokens,
                     at_risk: &at_risk,
                     content: &content,
@@ -247,6 +263,9 @@ pub fn replay_with(
                                 );
                             }
                             run.recorder.record(&request, &call, lab.tools_tokens());
+                            if let (Some(judge), Some(all)) = (&config.judge, &all) {
+                                judge_request(judge, run, &request, all, &message, &mut judge_ids);
+                            }
                         }
                         Err(error) => run.failed = Some(error.to_string()),
                     }
@@ -262,7 +281,7 @@ pub fn replay_with(
                 pairing.begin(message);
             }
             Message::User { .. } | Message::System { .. } => {
-                history += flush(&mut pairing, &mut pending, &mut runs, &mut lab);
+                history += flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
                 let annotations = inferrer
                     .as_mut()
                     .map(|i| i.before(&message))
@@ -271,6 +290,9 @@ pub fn replay_with(
                 let entry = lab.entry(message);
                 lab.note_logged(&entry);
                 guard.note(&entry, is_user);
+                if let Some(all) = all.as_mut() {
+                    all.push(Arc::clone(&entry));
+                }
                 history += entry.tokens();
                 push(&mut runs, &Unit::Message(entry), &annotations, &mut lab);
             }
@@ -279,7 +301,7 @@ pub fn replay_with(
             last_time = timestamp;
         }
     }
-    flush(&mut pairing, &mut pending, &mut runs, &mut lab);
+    flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
     report.fidelity = tally.finish();
     report.warnings.extend(pairing.take_warnings());
     for run in runs {
@@ -288,6 +310,7 @@ pub fn replay_with(
             mut policy,
             recorder,
             failed,
+            ..
         } = run;
         report.warnings.extend(
             policy
@@ -304,12 +327,49 @@ pub fn replay_with(
     report
 }
 
+/// Asks `judge` about `request` when it left out some of `all` and it is
+/// the run's turn to be judged; records the judgment.
+fn judge_request(
+    judge: &Judge,
+    run: &mut Run,
+    request: &Request,
+    all: &[Arc<Entry>],
+    future: &Message,
+    ids: &mut u64,
+) {
+    let View::Pieces(pieces) = &request.view else {
+        return;
+    };
+    let kept: std::collections::HashSet<u64> = pieces.iter().map(|p| p.id()).collect();
+    let removed: Vec<&Entry> = all
+        .iter()
+        .filter(|e| !kept.contains(&e.id()))
+        .map(|e| e.as_ref())
+        .collect();
+    if removed.is_empty() {
+        return;
+    }
+    run.pruned += 1;
+    if !(run.pruned - 1).is_multiple_of(judge.every.max(1)) {
+        return;
+    }
+    *ids += 1;
+    let asked = judge::request(*ids, pieces, &removed, future);
+    let judgment = judge
+        .model
+        .answer(&asked)
+        .map_err(|e| e.to_string())
+        .and_then(|answer| judge::parse(&answer));
+    run.recorder.judged(&judgment);
+}
+
 /// Pushes the open step, if any; returns its tokens.
 fn flush(
     pairing: &mut Pairing,
     pending: &mut Option<Pending>,
     runs: &mut [Run],
     lab: &mut Lab,
+    all: &mut Option<Vec<Arc<Entry>>>,
 ) -> usize {
     let done = pairing.finish();
     let Some(Pending { annotations, used }) = pending.take() else {
@@ -327,7 +387,11 @@ fn flush(
             lab.note_logged(&entry);
             entry
         })
-        .collect();
+        .collect::<Vec<_>>();
+    if let Some(all) = all.as_mut() {
+        all.push(Arc::clone(&assistant));
+        all.extend(results.iter().cloned());
+    }
     let step = Step {
         assistant,
         results,

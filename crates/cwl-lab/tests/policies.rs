@@ -154,7 +154,7 @@ fn cwm_evicts_from_the_orange_zone_down_to_it() {
     let mut replay_config = common::config(budget);
     replay_config.policies = vec![
         cwl_lab::policy::PolicyKind::Weighted,
-        cwl_lab::policy::PolicyKind::Cwm,
+        cwl_lab::policy::PolicyKind::CWM,
     ];
     let report = replay(session, "test", &replay_config, &mut || {});
     assert!(report.violations.is_empty(), "{:#?}", report.violations);

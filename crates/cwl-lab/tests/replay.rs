@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use common::{Call, Item};
 use cwl::{Block, Estimate, Message, ToolCall};
 use cwl_lab::metrics::cost;
-use cwl_lab::policy::cwl::CwlPolicy;
+use cwl_lab::policy::strategy::StrategyPolicy;
 use cwl_lab::policy::{Policy, PolicyConfig, PolicyKind, View, pieces_tokens};
 use cwl_lab::replay::{ReplayConfig, replay};
 use cwl_lab::report::{ReplayReport, json, table};
@@ -85,7 +85,7 @@ fn two_tasks() -> Vec<Message> {
 
 #[test]
 fn same_input_same_json_bytes() {
-    let cfg = config(&PolicyKind::ALL, 3000);
+    let cfg = config(&PolicyKind::all(), 3000);
     let a = json::to_json(&report_of(two_tasks(), &cfg));
     let b = json::to_json(&report_of(two_tasks(), &cfg));
     assert_eq!(a, b);
@@ -100,8 +100,8 @@ fn same_input_same_json_bytes() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(names.len(), PolicyKind::ALL.len());
-    for kind in PolicyKind::ALL {
+    assert_eq!(names.len(), PolicyKind::all().len());
+    for kind in PolicyKind::all() {
         for key in [
             "tokens_mean",
             "tokens_p95",
@@ -113,6 +113,9 @@ fn same_input_same_json_bytes() {
             "cost_usd",
             "lost_anchor_rate",
             "loss_free_share",
+            "prune",
+            "side_requests_skipped",
+            "side_requests_failed",
         ] {
             assert!(
                 file["policies"][kind.name()][key].is_number(),
@@ -134,7 +137,7 @@ fn none_is_the_full_history_and_budgeted_policies_fit() {
         .take(messages.len() - 1)
         .map(|m| cwl::tokens::message_tokens(&Estimate, m))
         .sum();
-    let cfg = config(&PolicyKind::ALL, 3000);
+    let cfg = config(&PolicyKind::all(), 3000);
     let report = report_of(messages, &cfg);
     assert!(
         report.files[0].violations.is_empty(),
@@ -319,13 +322,13 @@ fn the_engine_runs_on_inferred_episodes_and_counts_like_the_lab() {
         budget: 2500,
         ..PolicyConfig::default()
     };
-    let mut policy = CwlPolicy::new(&cfg, &lab);
+    let mut policy = cwl_lab::policy::cwl::policy(&cfg, &lab, Arc::new(cwl_lab::side::NoModel));
     let mut inferrer = cwl_infer::Inferrer::new();
     let mut pairing = cwl_lab::transcript::Pairing::new();
     let mut checked = 0;
     let push_step = |pairing: &mut cwl_lab::transcript::Pairing,
                      lab: &mut Lab,
-                     policy: &mut CwlPolicy,
+                     policy: &mut StrategyPolicy,
                      annotations: &[cwl::Annotation]| {
         if let Some((assistant, results)) = pairing.finish() {
             let step = cwl_lab::transcript::Step {
@@ -348,11 +351,11 @@ fn the_engine_runs_on_inferred_episodes_and_counts_like_the_lab() {
                 };
                 assert_eq!(
                     pieces_tokens(&lab, pieces),
-                    policy.context().tokens(),
+                    policy.strategy().tokens(),
                     "lab and engine counts agree"
                 );
                 if request.budget_met == Some(true) {
-                    assert!(policy.context().tokens() <= 2500);
+                    assert!(policy.strategy().tokens() <= 2500);
                 }
                 checked += 1;
                 pending = inferrer.before(&message);
@@ -370,7 +373,7 @@ fn the_engine_runs_on_inferred_episodes_and_counts_like_the_lab() {
     }
     assert_eq!(checked, 18);
     assert!(
-        policy.context().graph().episodes().len() >= 4,
+        policy.strategy().graph().episodes().len() >= 4,
         "inferred episodes reached the engine"
     );
     assert!(policy.take_warnings().is_empty());
@@ -446,9 +449,9 @@ fn openai_rules_bill_no_writes() {
 
 #[test]
 fn the_table_names_every_policy_and_the_aggregate() {
-    let cfg = config(&PolicyKind::ALL, 3000);
+    let cfg = config(&PolicyKind::all(), 3000);
     let text = table::render(&report_of(two_tasks(), &cfg));
-    for kind in PolicyKind::ALL {
+    for kind in PolicyKind::all() {
         assert!(text.contains(kind.name()), "{kind}");
     }
     assert!(text.contains("aggregate over 1 files, 18 requests"));
@@ -465,7 +468,7 @@ fn real_pi_trace_replays_cleanly() {
     }
     let session = Session::open(&path).unwrap();
     assert_eq!(session.info.format, "pi");
-    let mut cfg = config(&PolicyKind::ALL, 80_000);
+    let mut cfg = config(&PolicyKind::all(), 80_000);
     cfg.counter = Arc::new(Estimate);
     cfg.policy.window = 200_000;
     let file = replay(session, "pi", &cfg, &mut || {});

@@ -46,6 +46,8 @@ fn run(
         },
         pricing: Arc::new(cost::lookup("claude-sonnet-4-5").unwrap()),
         counter,
+        side: Arc::new(cwl_lab::side::NoModel),
+        judge: None,
         check: false,
     };
     let started = Instant::now();

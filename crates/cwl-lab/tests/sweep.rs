@@ -95,3 +95,21 @@ fn a_sweep_needs_points_and_known_policies() {
     let error = sweep(&args).unwrap_err().to_string();
     assert!(error.contains("bogus"), "{error}");
 }
+
+#[test]
+fn a_sweep_refuses_a_model_url_rather_than_skip_it() {
+    let args = Sweep::try_parse_from([
+        "sweep",
+        "a.jsonl",
+        "--model-url",
+        "http://127.0.0.1:9",
+        "--side-model",
+        "m",
+        "--judge",
+    ])
+    .unwrap()
+    .args;
+    let error = sweep(&args).unwrap_err();
+    assert!(error.to_string().contains("for `cwl replay`"), "{error}");
+    assert!(error.chain().any(cwl_lab::cli::is_usage));
+}

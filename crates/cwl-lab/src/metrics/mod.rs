@@ -17,6 +17,12 @@
 //! policy's residue, placeholder or summary). `content_loss_free_share` is
 //! the share of requests with content at risk that lost none.
 //!
+//! `prune` is Self-GC's pruning rate (its paper, "Metrics"): per request
+//! `1 − |C′|/|C|`, where `|C|` is the full history at that call (what
+//! `none` sends, tool definitions included) and `|C′|` the request the
+//! policy built, averaged over requests. 0 for `none`; a policy that
+//! writes more than it removes would go negative.
+//!
 //! `view_changes` is the share of requests, after a session's first, that
 //! altered what the previous request sent: the previous request's messages
 //! are not all at the head of this one, unchanged and in order (a prefix
@@ -48,6 +54,9 @@ use cost::Pricing;
 pub struct Call<'a> {
     /// When the request was sent, if the log says.
     pub time: Option<DateTime<Utc>>,
+    /// Tokens of the full history before the call, tool definitions
+    /// excluded: the `|C|` of the prune rate.
+    pub history_tokens: usize,
     /// Tokens the model generated (the logged assistant message).
     pub output_tokens: usize,
     /// Anchors the model used that appeared earlier in the transcript.
@@ -75,8 +84,23 @@ pub struct Stats {
     pub cache_write_tokens: u64,
     /// Tokens generated, side calls included.
     pub output_tokens: u64,
-    /// Extra model calls (summaries).
+    /// Extra model calls (summaries, a strategy's answered side requests).
     pub side_calls: u64,
+    /// A strategy's side requests not sent: the replay had no model.
+    pub side_requests_skipped: u64,
+    /// A strategy's side requests sent that failed.
+    pub side_requests_failed: u64,
+    /// Sum over requests of `1 − |C′|/|C|` (see the module docs).
+    pub prune_sum: f64,
+    /// Requests a judge gave a verdict on ([`crate::judge`]).
+    pub judged: u64,
+    /// Of those, judged to still support the logged reply.
+    pub no_impact: u64,
+    /// Of those judged, the judge said it was uncertain.
+    pub judge_uncertain: u64,
+    /// Judgments asked for that gave no verdict (an error, not Listing 3's
+    /// JSON).
+    pub judge_failed: u64,
     /// Dollars, over the requests whose model has a price.
     pub cost_usd: f64,
     /// Requests (side calls included) whose model has no known price.
@@ -117,6 +141,13 @@ impl Stats {
         self.cache_write_tokens += other.cache_write_tokens;
         self.output_tokens += other.output_tokens;
         self.side_calls += other.side_calls;
+        self.side_requests_skipped += other.side_requests_skipped;
+        self.side_requests_failed += other.side_requests_failed;
+        self.prune_sum += other.prune_sum;
+        self.judged += other.judged;
+        self.no_impact += other.no_impact;
+        self.judge_uncertain += other.judge_uncertain;
+        self.judge_failed += other.judge_failed;
         self.cost_usd += other.cost_usd;
         self.unpriced_requests += other.unpriced_requests;
         self.anchors_at_risk += other.anchors_at_risk;
@@ -160,6 +191,19 @@ impl Stats {
             cache_write_tokens: self.cache_write_tokens,
             output_tokens: self.output_tokens,
             side_calls: self.side_calls,
+            side_requests_skipped: self.side_requests_skipped,
+            side_requests_failed: self.side_requests_failed,
+            prune: if requests == 0 {
+                0.0
+            } else {
+                round(self.prune_sum / requests as f64, 6)
+            },
+            judged: self.judged,
+            no_impact_rate: (self.judged > 0).then(|| share(self.no_impact, self.judged)),
+            no_impact_ci: crate::judge::wilson(self.no_impact, self.judged)
+                .map(|(low, high)| [round(low, 6), round(high, 6)]),
+            judge_uncertain: self.judge_uncertain,
+            judge_failed: self.judge_failed,
             cost_usd: (self.unpriced_requests < (requests as u64 + self.side_calls)
                 || requests == 0)
                 .then(|| round(self.cost_usd, 6)),
@@ -228,8 +272,30 @@ pub struct Summary {
     pub cache_write_tokens: u64,
     /// Tokens generated, side calls included.
     pub output_tokens: u64,
-    /// Extra model calls the policy made (summaries).
+    /// Extra model calls the policy made (summaries, a strategy's
+    /// answered side requests).
     pub side_calls: u64,
+    /// A strategy's side requests not sent because the replay had no
+    /// model (`--model-url`): what they would have changed is not in
+    /// these figures.
+    pub side_requests_skipped: u64,
+    /// A strategy's side requests sent that failed (error, timeout).
+    pub side_requests_failed: u64,
+    /// Self-GC's pruning rate: the mean over requests of `1 − |C′|/|C|`,
+    /// the share of the full history the request left out.
+    pub prune: f64,
+    /// Requests a judge gave a verdict on (0 without `--judge`).
+    pub judged: u64,
+    /// Self-GC's no-impact rate: the share of the judged requests whose
+    /// retained context still supports the reply the log's model gave
+    /// (`null` when none was judged).
+    pub no_impact_rate: Option<f64>,
+    /// Its Wilson 95% interval.
+    pub no_impact_ci: Option<[f64; 2]>,
+    /// Judged requests the judge marked uncertain.
+    pub judge_uncertain: u64,
+    /// Judgments that gave no verdict (an error, a malformed answer).
+    pub judge_failed: u64,
     /// Cost in US dollars, each file priced by its model; over the priced
     /// requests only, `null` when none was priced.
     pub cost_usd: Option<f64>,
@@ -334,6 +400,18 @@ impl Recorder {
         }
     }
 
+    /// Records a judge's verdict on the last request, or its failure.
+    pub fn judged(&mut self, judgment: &crate::judge::Judgment) {
+        match judgment {
+            Ok(verdict) => {
+                self.stats.judged += 1;
+                self.stats.no_impact += u64::from(verdict.valid);
+                self.stats.judge_uncertain += u64::from(verdict.uncertain);
+            }
+            Err(_) => self.stats.judge_failed += 1,
+        }
+    }
+
     /// Records one request (and the side calls made before it).
     pub fn record(&mut self, request: &Request, call: &Call<'_>, tools_tokens: usize) {
         let tools_tokens = tools_tokens + self.overhead;
@@ -342,6 +420,8 @@ impl Recorder {
             self.bill(used, side.output_tokens);
             self.stats.side_calls += 1;
         }
+        self.stats.side_requests_skipped += u64::from(request.side.skipped);
+        self.stats.side_requests_failed += u64::from(request.side.failed);
         let (tokens, used, evictions, lost, content_lost, changed) = match &request.view {
             View::Full { tokens } => {
                 let total = tools_tokens + tokens;
@@ -365,6 +445,10 @@ impl Recorder {
             }
         };
         self.bill(used, call.output_tokens);
+        let full = tools_tokens + call.history_tokens;
+        if full > 0 {
+            self.stats.prune_sum += 1.0 - tokens as f64 / full as f64;
+        }
         let tokens = (tokens as f64 * self.calibration.token_ratio).round() as usize;
         let s = &mut self.stats;
         s.tokens.push(u32::try_from(tokens).unwrap_or(u32::MAX));
@@ -449,8 +533,10 @@ mod tests {
         let beta = lab.anchors_mut().intern("src/beta.rs");
         let pricing = Arc::new(cost::lookup("claude-sonnet-4-5").unwrap());
         let mut recorder = Recorder::new(2000, Arc::clone(&pricing));
+        let history_tokens = a.tokens() + b.tokens();
         let call = Call {
             time: None,
+            history_tokens,
             output_tokens: 10,
             at_risk: &[alpha],
             content: &Need::default(),
@@ -458,6 +544,7 @@ mod tests {
         recorder.record(&Request::pieces(vec![a.clone(), b.clone()]), &call, 0);
         let call = Call {
             time: None,
+            history_tokens,
             output_tokens: 10,
             at_risk: &[alpha, beta],
             content: &Need::default(),
@@ -481,6 +568,14 @@ mod tests {
         let expected = pricing.cost(0, 0, first, 10) + pricing.cost(0, 0, b.tokens(), 10);
         assert!((s.cost_usd.unwrap() - round(expected, 6)).abs() < 1e-9);
         assert_eq!(s.budget_unmet, None);
+        let pruned = 1.0 - b.tokens() as f64 / history_tokens as f64;
+        assert!(pruned > 0.3, "{pruned}");
+        assert_eq!(
+            s.prune,
+            round(pruned / 2.0, 6),
+            "the first request kept all"
+        );
+        assert_eq!((s.side_requests_skipped, s.side_requests_failed), (0, 0));
     }
 
     #[test]
@@ -518,6 +613,7 @@ mod tests {
     fn record(recorder: &mut Recorder, pieces: &[Arc<Entry>], at_risk: &[AnchorId], need: &Need) {
         let call = Call {
             time: None,
+            history_tokens: pieces.iter().map(|p| p.tokens()).sum(),
             output_tokens: 1,
             at_risk,
             content: need,

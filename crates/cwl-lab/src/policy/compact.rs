@@ -213,6 +213,7 @@ impl Policy for Compact {
         );
         Ok(Request {
             view: super::View::Pieces(pieces),
+            side: super::SideTally::default(),
             side_calls,
             budget_met: None,
         })

@@ -28,6 +28,7 @@ impl Policy for Full {
             view: View::Full {
                 tokens: self.tokens,
             },
+            side: super::SideTally::default(),
             side_calls: Vec::new(),
             budget_met: None,
         })

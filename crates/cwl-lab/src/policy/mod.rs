@@ -7,13 +7,16 @@
 //! requests (what they folded, pruned, summarized, evicted).
 //!
 //! Families, one module each:
-//! - [`cwl`](crate::policy::cwl): the engine, annotated or with inferred episodes;
+//! - [`cwl`]: the engine, annotated or with inferred episodes;
+//! - [`strategy`]: any engine strategy ([`::cwl::Strategy`]) driven through
+//!   the replay, the `cwl` policy and those of [`strategies`] (`cwm`);
 //! - [`full`]: `none`, the whole history;
 //! - [`truncate`]: recency truncation keeping the system and first user turn;
 //! - [`mask`]: observation masking of old tool outputs;
 //! - [`compact`]: modeled LLM summarization;
 //! - [`selfgc`]: the Self-GC paper's heuristic baselines;
-//! - [`scorer`]: the context-window-manager design's eviction scorers.
+//! - [`scorer`]: the context-window-manager design's eviction scorers, one
+//!   at a time (the manager itself is the `cwm` strategy).
 
 pub mod compact;
 pub mod cwl;
@@ -21,6 +24,8 @@ pub mod full;
 pub mod mask;
 pub mod scorer;
 pub mod selfgc;
+pub mod strategies;
+pub mod strategy;
 pub mod truncate;
 mod view;
 pub mod work;
@@ -31,6 +36,7 @@ use std::sync::Arc;
 
 use ::cwl::Annotation;
 
+use crate::side::{NoModel, SideModel};
 use crate::transcript::{Entry, Lab, Unit};
 
 pub use view::{ViewError, validate, validate_entries};
@@ -43,6 +49,9 @@ pub struct Request {
     /// Extra model calls the policy made before this one (a compaction's
     /// summary call), costed like requests.
     pub side_calls: Vec<SideCall>,
+    /// The side requests a strategy asked for before this request, by
+    /// outcome (answered ones are also in `side_calls`).
+    pub side: SideTally,
     /// For policies that enforce the budget and say so (the engine):
     /// whether the request fits it.
     pub budget_met: Option<bool>,
@@ -54,9 +63,21 @@ impl Request {
         Request {
             view: View::Pieces(pieces),
             side_calls: Vec::new(),
+            side: SideTally::default(),
             budget_met: None,
         }
     }
+}
+
+/// Side requests a strategy asked for before one request, by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SideTally {
+    /// Answered by the replay's model (costed as side calls).
+    pub answered: u32,
+    /// Sent and failed (an error or a timeout).
+    pub failed: u32,
+    /// Not sent: the replay has no model.
+    pub skipped: u32,
 }
 
 /// The messages of a request.
@@ -147,14 +168,14 @@ pub enum PolicyKind {
     Type,
     /// Context-window-manager: weighted composite of the four scorers.
     Weighted,
-    /// Context-window-manager as one strategy: the weighted composite with
-    /// lexical relevance, triggered by the pressure zones.
-    Cwm,
+    /// An engine strategy of [`strategies::STRATEGIES`], by name
+    /// (`cwm`), replayed through [`strategy::StrategyPolicy`].
+    Strategy(&'static str),
 }
 
 impl PolicyKind {
-    /// Every policy, in report order.
-    pub const ALL: [PolicyKind; 15] = [
+    /// The lab's own policies, in report order.
+    const LAB: [PolicyKind; 14] = [
         PolicyKind::Cwl,
         PolicyKind::None,
         PolicyKind::Truncate,
@@ -169,8 +190,32 @@ impl PolicyKind {
         PolicyKind::Priority,
         PolicyKind::Type,
         PolicyKind::Weighted,
-        PolicyKind::Cwm,
     ];
+
+    /// The context-window manager (`cwl_cwm::Cwm`).
+    pub const CWM: PolicyKind = PolicyKind::Strategy(cwl_cwm::strategy::NAME);
+
+    /// Every policy, in report order: the lab's own, then every strategy of
+    /// [`strategies::STRATEGIES`].
+    pub fn all() -> Vec<PolicyKind> {
+        PolicyKind::LAB
+            .into_iter()
+            .chain(
+                strategies::STRATEGIES
+                    .iter()
+                    .map(|entry| PolicyKind::Strategy(entry.name)),
+            )
+            .collect()
+    }
+
+    /// Every policy's name, in report order, comma-separated.
+    pub fn names() -> String {
+        PolicyKind::all()
+            .iter()
+            .map(|kind| kind.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -189,7 +234,7 @@ impl PolicyKind {
             PolicyKind::Priority => "priority",
             PolicyKind::Type => "type",
             PolicyKind::Weighted => "weighted",
-            PolicyKind::Cwm => "cwm",
+            PolicyKind::Strategy(name) => name,
         }
     }
 
@@ -199,7 +244,7 @@ impl PolicyKind {
         let mut out = Vec::new();
         for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let kinds: Vec<PolicyKind> = if name == "all" {
-                PolicyKind::ALL.to_vec()
+                PolicyKind::all()
             } else {
                 vec![name.parse()?]
             };
@@ -215,10 +260,20 @@ impl PolicyKind {
         Ok(out)
     }
 
-    /// Builds the policy.
+    /// Builds the policy; a strategy's side requests are skipped.
     pub fn build(self, config: &PolicyConfig, lab: &Lab) -> Box<dyn Policy> {
+        self.build_with(config, lab, Arc::new(NoModel))
+    }
+
+    /// Builds the policy, a strategy's side requests answered by `side`.
+    pub fn build_with(
+        self,
+        config: &PolicyConfig,
+        lab: &Lab,
+        side: Arc<dyn SideModel>,
+    ) -> Box<dyn Policy> {
         match self {
-            PolicyKind::Cwl => Box::new(cwl::CwlPolicy::new(config, lab)),
+            PolicyKind::Cwl => Box::new(cwl::policy(config, lab, side)),
             PolicyKind::None => Box::new(full::Full::default()),
             PolicyKind::Truncate => Box::new(truncate::Truncate::new(config, lab)),
             PolicyKind::Mask => Box::new(mask::Mask::new(config)),
@@ -248,7 +303,16 @@ impl PolicyKind {
             PolicyKind::Weighted => {
                 Box::new(scorer::Scored::new(scorer::Scorer::Weighted, config, lab))
             }
-            PolicyKind::Cwm => Box::new(scorer::Scored::cwm(config, lab)),
+            PolicyKind::Strategy(name) => {
+                let build = strategies::find(name)
+                    .map(|entry| entry.build)
+                    .expect("a strategy policy names an entry of STRATEGIES");
+                Box::new(strategy::StrategyPolicy::new(
+                    name,
+                    build(config, lab),
+                    side,
+                ))
+            }
         }
     }
 }
@@ -261,16 +325,14 @@ impl fmt::Display for PolicyKind {
 
 /// A policy name the lab does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown policy `{0}` (expected `all` or a comma-separated list of: cwl, none, truncate, mask, compact, oldest-turn, tool-prune, tool-mask-prune, hybrid, fifo, lru, priority, type, weighted, cwm)"
-)]
+#[error("unknown policy `{0}` (expected `all` or a comma-separated list of: {names})", names = PolicyKind::names())]
 pub struct UnknownPolicy(pub String);
 
 impl FromStr for PolicyKind {
     type Err = UnknownPolicy;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        PolicyKind::ALL
+        PolicyKind::all()
             .into_iter()
             .find(|k| k.name() == s)
             .ok_or_else(|| UnknownPolicy(s.to_string()))
@@ -301,6 +363,20 @@ pub struct PolicyConfig {
     pub stub_act_outputs: bool,
 }
 
+impl PolicyConfig {
+    /// The engine configuration a strategy runs under: the budget, low
+    /// water, residue cap, recent working set, superseded share and
+    /// act-output stubs, with default tool classes.
+    pub fn engine(&self) -> ::cwl::Config {
+        ::cwl::Config::with_budget(self.budget)
+            .low_water(self.low_water)
+            .residue_share(self.residue_share)
+            .keep_recent(self.keep_recent)
+            .superseded(self.superseded)
+            .stub_act_outputs(self.stub_act_outputs)
+    }
+}
+
 impl Default for PolicyConfig {
     fn default() -> Self {
         PolicyConfig {
@@ -328,10 +404,10 @@ mod tests {
 
     #[test]
     fn parses_lists() {
-        assert_eq!(
-            PolicyKind::parse_list("all").unwrap().len(),
-            PolicyKind::ALL.len()
-        );
+        let all = PolicyKind::parse_list("all").unwrap();
+        assert_eq!(all, PolicyKind::all());
+        assert!(all.contains(&PolicyKind::CWM));
+        assert_eq!(all.len(), 14 + strategies::STRATEGIES.len());
         assert_eq!(
             PolicyKind::parse_list("mask, cwl,mask").unwrap(),
             vec![PolicyKind::Mask, PolicyKind::Cwl]
@@ -339,7 +415,8 @@ mod tests {
         let err = PolicyKind::parse_list("cwl,bogus").unwrap_err();
         assert!(err.to_string().contains("bogus"));
         assert!(PolicyKind::parse_list(" , ").is_err());
-        for kind in PolicyKind::ALL {
+        assert!(err.to_string().contains(", cwm"), "{err}");
+        for kind in PolicyKind::all() {
             assert_eq!(kind.name().parse::<PolicyKind>().unwrap(), kind);
         }
     }

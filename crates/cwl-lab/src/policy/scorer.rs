@@ -35,24 +35,6 @@ use crate::transcript::{Entry, Lab, Unit};
 
 pub use cwl_cwm::scorers::{BlockInfo, ContentType, Scorer};
 
-use std::collections::HashMap;
-
-use cwl::Message;
-use cwl_cwm::pressure::Thresholds;
-use cwl_cwm::relevance::{DEFAULT_AVGDL, RelevanceIndex};
-
-/// A block's key in the relevance index: the entry it comes from, and 0
-/// (reasoning, a user turn, a tool result) or 1 (assistant text).
-type BlockKey = (u64, usize);
-
-/// The context-window manager's lexical relevance: every block indexed as
-/// it enters, ranked against the latest user turn.
-#[derive(Debug)]
-struct Relevance {
-    index: RelevanceIndex<BlockKey>,
-    task: String,
-}
-
 #[derive(Debug, Clone, Copy, Default)]
 struct Refs {
     last: Option<u64>,
@@ -89,11 +71,7 @@ enum Target {
 #[derive(Debug)]
 pub struct Scored {
     scorer: Scorer,
-    name: &'static str,
     budget: usize,
-    /// Eviction starts past this share of the budget and frees down to it.
-    trigger: f64,
-    relevance: Option<Relevance>,
     slots: Vec<Slot>,
     turn: u64,
     seen_user: bool,
@@ -104,29 +82,10 @@ impl Scored {
     pub fn new(scorer: Scorer, config: &PolicyConfig, _: &Lab) -> Self {
         Scored {
             scorer,
-            name: scorer.name(),
             budget: config.budget,
-            trigger: 1.0,
-            relevance: None,
             slots: Vec::new(),
             turn: 0,
             seen_user: false,
-        }
-    }
-
-    /// The context-window manager as one strategy: the weighted composite
-    /// with lexical relevance to the latest user turn (BM25) as its
-    /// semantic term, evicting when the pressure monitor's zone reaches
-    /// orange (75% of the budget) and freeing down to it.
-    pub fn cwm(config: &PolicyConfig, lab: &Lab) -> Self {
-        Scored {
-            name: "cwm",
-            trigger: Thresholds::default().orange,
-            relevance: Some(Relevance {
-                index: RelevanceIndex::new(DEFAULT_AVGDL),
-                task: String::new(),
-            }),
-            ..Scored::new(Scorer::Weighted, config, lab)
         }
     }
 
@@ -136,12 +95,10 @@ impl Scored {
 
     fn evict(&mut self, lab: &Lab) {
         let total = self.total(lab);
-        let limit = (self.budget as f64 * self.trigger) as usize;
-        if total <= limit {
+        if total <= self.budget {
             return;
         }
-        let target = total - limit;
-        let relevance = self.relevance_scores();
+        let target = total - self.budget;
         let current = self.turn + 1;
         let last_user = self.slots.iter().rposition(|s| s.unit.is_user());
         let last_step = self
@@ -154,19 +111,19 @@ impl Scored {
                 continue;
             }
             let created = slot.created;
-            let info = |content_type, refs: Refs, key: BlockKey| BlockInfo {
+            let info = |content_type, refs: Refs| BlockInfo {
                 content_type,
                 created,
                 last_ref: refs.last,
                 refs: refs.count,
-                relevance: relevance.get(&key).copied(),
+                relevance: None,
                 do_not_evict: false,
             };
             let is_user = slot.unit.is_user();
             let slot_refs = slot.refs;
             match &mut slot.unit {
                 WorkUnit::Message(entry) if is_user => {
-                    let block = info(ContentType::User, slot_refs, (entry.id(), 0));
+                    let block = info(ContentType::User, slot_refs);
                     blocks.push((
                         self.scorer.score(&block, current),
                         created,
@@ -179,9 +136,8 @@ impl Scored {
                 WorkUnit::Step(step) => {
                     let thinking =
                         step.block_tokens_where(|b| matches!(b, Block::Reasoning { .. }), lab);
-                    let assistant = step.original.id();
                     if thinking > 0 {
-                        let block = info(ContentType::Thinking, slot_refs, (assistant, 0));
+                        let block = info(ContentType::Thinking, slot_refs);
                         blocks.push((
                             self.scorer.score(&block, current),
                             created,
@@ -193,7 +149,7 @@ impl Scored {
                     }
                     let text = step.block_tokens_where(|b| matches!(b, Block::Text { .. }), lab);
                     if text > 0 {
-                        let block = info(ContentType::Assistant, slot_refs, (assistant, 1));
+                        let block = info(ContentType::Assistant, slot_refs);
                         blocks.push((
                             self.scorer.score(&block, current),
                             created,
@@ -212,7 +168,7 @@ impl Scored {
                             .map(|(_, r)| *r)
                             .unwrap_or_default();
                         let tokens = step.results[r].current.tokens() + step.call_tokens(r, lab);
-                        let block = info(ContentType::ToolResult, refs, (id, 0));
+                        let block = info(ContentType::ToolResult, refs);
                         blocks.push((
                             self.scorer.score(&block, current),
                             created,
@@ -238,30 +194,23 @@ impl Scored {
             if freed >= target {
                 break;
             }
-            let gone = match (&mut self.slots[index].unit, target_block) {
-                (WorkUnit::Message(entry), Target::User) => {
+            match (&mut self.slots[index].unit, target_block) {
+                (WorkUnit::Message(_), Target::User) => {
                     drop_user[index] = true;
                     freed += tokens;
-                    Some((entry.id(), 0))
                 }
                 (WorkUnit::Step(step), Target::Thinking) => {
                     freed += step.remove_blocks(|b| matches!(b, Block::Reasoning { .. }), lab);
-                    Some((step.original.id(), 0))
                 }
                 (WorkUnit::Step(step), Target::Text) => {
                     freed += step.remove_blocks(|b| matches!(b, Block::Text { .. }), lab);
-                    Some((step.original.id(), 1))
                 }
                 (WorkUnit::Step(step), Target::Result(id)) => {
                     if let Some(r) = step.results.iter().position(|s| s.original.id() == id) {
                         freed += step.remove_result(r, lab);
                     }
-                    Some((id, 0))
                 }
-                _ => None,
-            };
-            if let (Some(key), Some(relevance)) = (gone, self.relevance.as_mut()) {
-                relevance.index.remove(&key);
+                _ => {}
             }
         }
         let mut index = 0;
@@ -274,71 +223,9 @@ impl Scored {
     }
 }
 
-impl Scored {
-    /// Every block's relevance to the latest user turn, when this policy
-    /// measures it.
-    fn relevance_scores(&self) -> HashMap<BlockKey, f64> {
-        let Some(relevance) = &self.relevance else {
-            return HashMap::new();
-        };
-        let mut keys = Vec::new();
-        for slot in &self.slots {
-            match &slot.unit {
-                WorkUnit::Message(entry) => keys.push((entry.id(), 0)),
-                WorkUnit::Step(step) => {
-                    keys.push((step.original.id(), 0));
-                    keys.push((step.original.id(), 1));
-                    keys.extend(step.results.iter().map(|r| (r.original.id(), 0)));
-                }
-                WorkUnit::Folded(_) => {}
-            }
-        }
-        let scores = relevance.index.scores(&relevance.task, &keys);
-        keys.into_iter().zip(scores).collect()
-    }
-
-    /// Indexes what `unit` brings into the window.
-    fn index(&mut self, unit: &Unit) {
-        let Some(relevance) = self.relevance.as_mut() else {
-            return;
-        };
-        match unit {
-            Unit::Message(entry) => {
-                if let Message::User { content } = entry.message() {
-                    relevance.index.insert(&(entry.id(), 0), content);
-                    relevance.task = content.clone();
-                }
-            }
-            Unit::Step(step) => {
-                if let Message::Assistant { content } = step.assistant.message() {
-                    let join = |reasoning: bool| {
-                        content
-                            .iter()
-                            .filter_map(|block| match block {
-                                Block::Reasoning { text, .. } if reasoning => Some(text.as_str()),
-                                Block::Text { text } if !reasoning => Some(text.as_str()),
-                                _ => None,
-                            })
-                            .collect::<Vec<_>>()
-                            .join("\n")
-                    };
-                    let id = step.assistant.id();
-                    relevance.index.insert(&(id, 0), &join(true));
-                    relevance.index.insert(&(id, 1), &join(false));
-                }
-                for result in &step.results {
-                    if let Message::ToolResult(tool) = result.message() {
-                        relevance.index.insert(&(result.id(), 0), &tool.content);
-                    }
-                }
-            }
-        }
-    }
-}
-
 impl Policy for Scored {
     fn name(&self) -> &'static str {
-        self.name
+        self.scorer.name()
     }
 
     fn push(&mut self, unit: &Unit, _: &[Annotation], _: &mut Lab) -> Result<(), PolicyError> {
@@ -363,7 +250,6 @@ impl Policy for Scored {
                 }
             }
         }
-        self.index(unit);
         let first_user = unit.is_user() && !self.seen_user;
         self.seen_user |= unit.is_user();
         let result_refs = match unit {

@@ -10,6 +10,12 @@
 //! "aggregate": {NAME: M}}` where `M` is a [`Summary`] and policies appear
 //! in the order asked.
 //!
+//! Besides the CWL metrics, `M` holds Self-GC's: `prune` (the mean of
+//! `1 − |C′|/|C|`), and with a judge `judged`, `no_impact_rate`,
+//! `no_impact_ci`, `judge_uncertain`, `judge_failed`; and a strategy's
+//! side requests not answered, `side_requests_skipped` (no model) and
+//! `side_requests_failed`.
+//!
 //! `model` is the `--model` every file was priced as, or `null` when each
 //! file is priced by its own log's model (`model_from`: `log`, `flag` or
 //! `default` when the log names none); `cost_known` is false for a model

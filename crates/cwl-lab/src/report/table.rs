@@ -12,7 +12,7 @@ use crate::metrics::cost::ModelSource;
 use crate::policy::PolicyKind;
 use crate::replay::FileReport;
 
-const HEADER: [&str; 14] = [
+const HEADER: [&str; 15] = [
     "policy",
     "mean",
     "p95",
@@ -27,6 +27,7 @@ const HEADER: [&str; 14] = [
     "loss-free",
     "content loss-free",
     "view chg",
+    "prune",
 ];
 
 /// The whole report as text: every file's table, then the aggregate.
@@ -164,8 +165,13 @@ fn calibration_line(file: &FileReport) -> String {
 }
 
 fn table(rows: &[(PolicyKind, &Stats)]) -> String {
+    let judged = rows.iter().any(|(_, s)| s.judged + s.judge_failed > 0);
+    let mut header = HEADER.to_vec();
+    if judged {
+        header.push("no-impact");
+    }
     let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED).set_header(HEADER);
+    table.load_style(UTF8_FULL_CONDENSED).set_header(header);
     let mut partial = 0u64;
     for (kind, stats) in rows {
         let s = stats.summary();
@@ -181,7 +187,7 @@ fn table(rows: &[(PolicyKind, &Stats)]) -> String {
             }
             Some(c) => format!("{c:.2}"),
         };
-        table.add_row(vec![
+        let mut row = vec![
             kind.name().to_string(),
             thousands(s.tokens_mean.round() as u64),
             thousands(u64::from(s.tokens_p95)),
@@ -196,7 +202,15 @@ fn table(rows: &[(PolicyKind, &Stats)]) -> String {
             percent(s.loss_free_share),
             percent(s.content_loss_free_share),
             percent(s.view_changes),
-        ]);
+            percent(s.prune),
+        ];
+        if judged {
+            row.push(match s.no_impact_rate {
+                Some(rate) => format!("{} of {}", percent(rate), s.judged),
+                None => "–".to_string(),
+            });
+        }
+        table.add_row(row);
     }
     for column in table.column_iter_mut().skip(1) {
         column.set_cell_alignment(CellAlignment::Right);
@@ -207,7 +221,38 @@ fn table(rows: &[(PolicyKind, &Stats)]) -> String {
             "\n* cost of the priced requests only: up to {partial} requests are of models with no price"
         ));
     }
+    for (kind, stats) in rows {
+        text.push_str(&side_note(*kind, stats));
+    }
     text
+}
+
+/// What a policy's side requests lacked: skipped (no model) and failed
+/// ones, or nothing when every one was answered.
+fn side_note(kind: PolicyKind, stats: &Stats) -> String {
+    let mut parts = Vec::new();
+    if stats.side_requests_skipped > 0 {
+        parts.push(format!(
+            "{} side requests skipped (no --model-url)",
+            stats.side_requests_skipped
+        ));
+    }
+    if stats.judge_failed > 0 {
+        parts.push(format!("{} judgments failed", stats.judge_failed));
+    }
+    if stats.side_requests_failed > 0 {
+        parts.push(format!(
+            "{} side requests failed",
+            stats.side_requests_failed
+        ));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n{kind}: {}; its figures are without what they would have changed",
+        parts.join(", ")
+    )
 }
 
 /// Cache tokens, or `–` when no request had a known model (its caching
@@ -242,7 +287,7 @@ pub fn thousands(value: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::thousands;
+    use super::*;
 
     #[test]
     fn groups_digits() {
@@ -250,5 +295,52 @@ mod tests {
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn skipped_and_failed_side_requests_are_named_per_policy() {
+        let stats = Stats {
+            tokens: vec![100, 100],
+            evictions: vec![0, 0],
+            prune_sum: 0.5,
+            side_requests_skipped: 3,
+            ..Stats::default()
+        };
+        let text = table(&[
+            (PolicyKind::CWM, &stats),
+            (PolicyKind::None, &Stats::default()),
+        ]);
+        assert!(
+            text.contains("cwm: 3 side requests skipped (no --model-url)"),
+            "{text}"
+        );
+        assert!(!text.contains("none:"), "{text}");
+        assert!(text.contains("prune") && text.contains("25.0%"), "{text}");
+        let failed = Stats {
+            side_requests_failed: 2,
+            ..Stats::default()
+        };
+        assert!(side_note(PolicyKind::CWM, &failed).contains("2 side requests failed"));
+        assert!(
+            !text.contains("no-impact"),
+            "no column without a judge: {text}"
+        );
+        let judged = Stats {
+            tokens: vec![100],
+            evictions: vec![0],
+            judged: 4,
+            no_impact: 3,
+            judge_failed: 1,
+            ..Stats::default()
+        };
+        let text = table(&[
+            (PolicyKind::Cwl, &judged),
+            (PolicyKind::None, &Stats::default()),
+        ]);
+        assert!(
+            text.contains("no-impact") && text.contains("75.0% of 4"),
+            "{text}"
+        );
+        assert!(text.contains("cwl: 1 judgments failed"), "{text}");
     }
 }

@@ -138,7 +138,7 @@ pub fn transcript() -> impl Strategy<Value = Vec<Item>> {
 /// A replay of every policy at `budget`, with checks on.
 pub fn config(budget: usize) -> ReplayConfig {
     ReplayConfig {
-        policies: PolicyKind::ALL.to_vec(),
+        policies: PolicyKind::all(),
         policy: PolicyConfig {
             budget,
             window: budget * 2,
@@ -151,6 +151,8 @@ pub fn config(budget: usize) -> ReplayConfig {
         },
         pricing: Arc::new(cost::lookup("claude-sonnet-4-5").unwrap()),
         counter: Arc::new(Estimate),
+        side: Arc::new(cwl_lab::side::NoModel),
+        judge: None,
         check: true,
     }
 }

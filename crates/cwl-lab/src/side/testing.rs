@@ -1,0 +1,146 @@
+//! A strategy for tests that asks for side requests (feature `testing`):
+//! CWL's [`Context`] that, before every `every`-th request, asks a
+//! `planner` request over its current view and keeps each answer it is
+//! given. It changes nothing with the answers: tests check what reached
+//! it and what the replay counted.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cwl::strategy::Saved;
+use cwl::{
+    Accepted, Annotation, Config, Context, DelimiterError, DelimiterOutcome, Graph, Message,
+    Report, SideRequest, Source, Strategy, ToolSpec, TranscriptError, TranscriptStore,
+};
+
+/// The answers an [`Asking`] strategy was given: `(request id, result)`.
+pub type Answers = Arc<Mutex<Vec<(u64, Result<String, String>)>>>;
+
+/// CWL asking a planner request before every `every`-th enforce.
+#[derive(Debug)]
+pub struct Asking {
+    context: Context,
+    every: u64,
+    enforced: u64,
+    next_id: u64,
+    queued: Option<SideRequest>,
+    answers: Answers,
+}
+
+/// What an [`Asking`] strategy sends as its planner prompt's last message.
+pub const PLANNER_PROMPT: &str = "PLAN: which objects can go?";
+
+impl Asking {
+    /// `context` asking before every `every`-th request (the first
+    /// included), its answers kept in `answers`.
+    pub fn new(context: Context, every: u64, answers: Answers) -> Self {
+        Asking {
+            context,
+            every: every.max(1),
+            enforced: 0,
+            next_id: 0,
+            queued: None,
+            answers,
+        }
+    }
+
+    fn queue(&mut self) {
+        if !self.enforced.is_multiple_of(self.every) || self.queued.is_some() {
+            return;
+        }
+        self.next_id += 1;
+        let mut messages: Vec<Message> = self.context.view().cloned().collect();
+        messages.push(Message::user(PLANNER_PROMPT));
+        self.queued = Some(SideRequest {
+            id: self.next_id,
+            purpose: "planner".into(),
+            messages,
+            timeout: Duration::from_secs(5),
+            max_output_tokens: Some(64),
+        });
+    }
+}
+
+impl Strategy for Asking {
+    fn name(&self) -> &'static str {
+        "asking"
+    }
+
+    fn push(&mut self, message: Message) -> Result<Vec<DelimiterOutcome>, TranscriptError> {
+        let outcomes = self.context.push(message)?;
+        self.queue();
+        Ok(outcomes)
+    }
+
+    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
+        self.context.annotate(annotation)
+    }
+
+    fn enforce(&mut self) -> Report {
+        self.enforced += 1;
+        self.context.enforce()
+    }
+
+    fn view_sources(&self) -> Box<dyn Iterator<Item = (Source, &Message)> + '_> {
+        Box::new(self.context.view_sources())
+    }
+
+    fn tools(&self) -> &[ToolSpec] {
+        self.context.tools()
+    }
+
+    fn tokens(&self) -> usize {
+        self.context.tokens()
+    }
+
+    fn counted_tokens(&self) -> usize {
+        self.context.counted_tokens()
+    }
+
+    fn budget(&self) -> usize {
+        self.context.budget()
+    }
+
+    fn set_budget(&mut self, budget: usize) {
+        self.context.set_budget(budget);
+    }
+
+    fn config(&self) -> &Config {
+        self.context.config()
+    }
+
+    fn calibration_offset(&self) -> i64 {
+        self.context.calibration_offset()
+    }
+
+    fn calibrate(&mut self, local: usize, reported: usize) {
+        self.context.calibrate(local, reported);
+    }
+
+    fn graph(&self) -> &Graph {
+        self.context.graph()
+    }
+
+    fn pending_calls(&self) -> Vec<&str> {
+        self.context.pending_calls()
+    }
+
+    fn recall(&self, arguments: &str, store: &dyn TranscriptStore) -> Result<String, String> {
+        Strategy::recall(&self.context, arguments, store)
+    }
+
+    fn save(&self) -> Result<Saved, serde_json::Error> {
+        Strategy::save(&self.context)
+    }
+
+    fn side_request(&mut self) -> Option<SideRequest> {
+        self.queued.take()
+    }
+
+    fn side_result(&mut self, id: u64, result: Result<String, String>) {
+        self.answers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push((id, result));
+    }
+}
