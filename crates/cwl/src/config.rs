@@ -28,6 +28,15 @@ pub const DEFAULT_KEEP_RECENT: f64 = 0.1;
 /// it to go first ([`Config::superseded`]).
 pub const DEFAULT_SUPERSEDED: f64 = 0.5;
 
+/// Tokens at or under which content is cheap to keep, when old acts are
+/// reduced first ([`Config::stub_act_outputs`]): a tool output this small
+/// (a file listing, a short status) is not stubbed, only removed with its
+/// episode, and an episode holding this little of the view goes after the
+/// larger old ones. Stubbing such outputs freed almost nothing and lost
+/// the names the model quoted later (measured on real client sessions;
+/// see the README).
+pub const SMALL_TOKENS: usize = 256;
+
 /// A share in (0, 1], such as a low-water mark or a residue cap.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
 #[serde(try_from = "f64", into = "f64")]
@@ -204,7 +213,8 @@ pub struct Config {
     /// least recently used first: the longest since the model's output
     /// last named something they hold (a path, an identifier). Expls, too,
     /// keep their calls at the bulk and intermediate levels, their outputs
-    /// stubbed; only removal takes the calls.
+    /// stubbed; only removal takes the calls. Outputs and episodes of at
+    /// most [`SMALL_TOKENS`] are kept longest.
     /// `false`: the paper's order and levels.
     #[serde(default)]
     pub stub_act_outputs: bool,

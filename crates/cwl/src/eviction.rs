@@ -1,6 +1,7 @@
 //! The eviction pass: Algorithm 1 of the CWL paper.
 
 use crate::classes::ToolClass;
+use crate::config::SMALL_TOKENS;
 use crate::context::{Context, Entry, Meta, Role, clamp};
 use crate::graph::{EpisodeId, Level};
 use crate::message::{Block, Message};
@@ -254,7 +255,7 @@ impl Context {
                     let applies = level == Level::Output || covers(level, meta.role);
                     if applies
                         && meta.owner == Some(target)
-                        && meta.tokens as usize > 2 * stub_tokens
+                        && meta.tokens as usize > (2 * stub_tokens).max(SMALL_TOKENS)
                     {
                         self.total -= meta.tokens as usize;
                         self.total += stub_tokens;

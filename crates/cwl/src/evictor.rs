@@ -32,8 +32,9 @@ pub trait Evictor: Send + Sync + fmt::Debug {
 /// and the old episodes of both kinds then go least recently used first
 /// ([`Candidates::last_use`]): what the model's own output keeps naming
 /// (a file it listed, code it wrote and edits again) stays, whatever its
-/// age, and what it never came back to goes. A reduced act no longer
-/// protects its expls.
+/// age, and what it never came back to goes; episodes holding little of
+/// the view ([`Candidates::is_small`]) after the larger ones. A reduced
+/// act no longer protects its expls.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PaperOrder;
 
@@ -48,6 +49,11 @@ impl Evictor for PaperOrder {
             return candidates
                 .oldest_fresh_act()
                 .or_else(|| candidates.oldest_superseded())
+                .or_else(|| {
+                    candidates
+                        .least_recently_used()
+                        .find(|id| old(id) && !candidates.is_small(*id))
+                })
                 .or_else(|| candidates.least_recently_used().find(old))
                 .or_else(|| candidates.least_recently_used().next())
                 .or_else(|| candidates.oldest());

@@ -322,6 +322,13 @@ impl Candidates<'_> {
             .find(|&id| self.settled(id) && self.is_old(id))
     }
 
+    /// Whether the episode holds at most [`crate::SMALL_TOKENS`] of the
+    /// view while old acts are reduced first: cheap to keep, so it goes
+    /// after the larger old candidates.
+    pub fn is_small(&self, id: EpisodeId) -> bool {
+        self.stub_outputs && self.graph.episode(id).tokens <= crate::SMALL_TOKENS
+    }
+
     /// Whether old acts are reduced to their calls before anything else
     /// ([`crate::Config::stub_act_outputs`], and not a catch-up pass).
     pub fn reduces_acts(&self) -> bool {

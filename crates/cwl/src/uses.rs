@@ -12,7 +12,9 @@
 //! A *term* is a word that names something: at least [`MIN_TERM`]
 //! characters of letters, digits and `_ . / - :`, with a separator in it,
 //! a capital after its first letter, or both letters and digits (so
-//! `stock.py`, `map_err`, `detectColorMode`, `v2beta`, not `return`).
+//! `stock.py`, `map_err`, `detectColorMode`, `v2beta`, not `return`);
+//! a path also names its last component, so `data/events.log` or an
+//! absolute path reaches the listing that showed `events.log`.
 //! Only the [`HOLDERS`] most recent episodes holding a term are
 //! remembered, and a term none of whose holders is still in the view is
 //! dropped, so the index follows the view, not the history.
@@ -172,17 +174,31 @@ impl Uses {
     }
 }
 
-/// The terms of `text`, hashed.
+/// The terms of `text`, hashed. A path also gives its last component
+/// (`data/events.log` names `events.log`, an absolute path the file a
+/// listing shows by its bare name).
 fn terms(text: &str) -> impl Iterator<Item = u64> + '_ {
     text.as_bytes()
         .split(|&byte| !in_term(byte))
         .map(trim)
-        .filter(|word| (MIN_TERM..=MAX_TERM).contains(&word.len()) && names_something(word))
+        .filter(|word| is_term(word))
+        .flat_map(|word| {
+            let name = word
+                .iter()
+                .rposition(|&byte| byte == b'/')
+                .map(|at| &word[at + 1..])
+                .filter(|name| is_term(name));
+            std::iter::once(word).chain(name)
+        })
         .map(|word| {
             let mut hasher = FxHasher::default();
             hasher.write(word);
             hasher.finish()
         })
+}
+
+fn is_term(word: &[u8]) -> bool {
+    (MIN_TERM..=MAX_TERM).contains(&word.len()) && names_something(word)
 }
 
 /// Letters and digits (any non-ASCII byte counts as one) and `_ . / - :`.
@@ -222,8 +238,10 @@ mod tests {
         assert_eq!(words("the function returns nothing useful here"), 0);
         assert_eq!(words("see stock.py and map_err"), 2);
         assert_eq!(words("call detectColorMode(x) on v2beta"), 2);
-        assert_eq!(words("Error::billing, src/inventory/orders.py."), 2);
+        assert_eq!(words("Error::billing, src/inventory/orders.py."), 3);
         assert_eq!(words("a.b x_y"), 0, "too short");
+        assert_eq!(words("data/events.log"), 2, "the path and its file name");
+        assert_eq!(words("src/io/mod"), 1, "a short last component is no term");
     }
 
     #[test]
@@ -244,6 +262,19 @@ mod tests {
         assert_eq!(uses.clock(2), 250, "a writer does not use itself");
         assert_eq!(uses.clock(0), 260);
         assert_eq!(uses.clock(9), 0, "unknown episodes are oldest");
+    }
+
+    #[test]
+    fn a_path_names_the_file_a_listing_shows_by_name() {
+        let mut uses = Uses::default();
+        uses.grow(Some(0), 100);
+        uses.hold(0, "data:\nevents.log\nsrc:\norders.py");
+        uses.grow(Some(1), 100);
+        uses.refer(Some(1), "grep -c rejected data/events.log");
+        assert_eq!(uses.clock(0), 200, "`data/events.log` uses the listing");
+        uses.grow(Some(2), 100);
+        uses.refer(Some(2), "Read /tmp/repo/src/orders.py");
+        assert_eq!(uses.clock(0), 300, "so does an absolute path");
     }
 
     #[test]

@@ -764,6 +764,61 @@ fn old_episodes_go_least_recently_used_first() {
 }
 
 #[test]
+fn a_small_output_outlives_the_larger_episodes_around_it() {
+    let listing = "orders.py stock.py reports.py audit.py events.log\n".repeat(12);
+    let read = bulk(2000);
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("listing")
+        .tool("bash", &listing)
+        .end_expl("the files")
+        .start_expl("read")
+        .tool("read", &read)
+        .end_expl("the code")
+        .start_act("fix", &[])
+        .tool("edit", "edited")
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let listing_tokens = counter().count(&listing);
+    assert!(
+        (40..cwl::SMALL_TOKENS).contains(&listing_tokens),
+        "a small listing that a stub would replace: {listing_tokens}"
+    );
+
+    let mut context = with(
+        Config::paper(total - 1000).stub_act_outputs(true),
+        &messages,
+    );
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    let shown = view(&context);
+    validate(&shown).unwrap();
+    assert!(
+        has_output(&shown, &listing),
+        "the older, small listing stays"
+    );
+    assert!(!has_output(&shown, &read), "the larger read goes first");
+
+    let mut context = with(
+        Config::paper(total - 2200).stub_act_outputs(true),
+        &messages,
+    );
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    assert!(names(&report).contains(&"listing"), "{report:?}");
+    let shown = view(&context);
+    validate(&shown).unwrap();
+    assert!(
+        shown.iter().all(|message| !matches!(message,
+            Message::ToolResult(result) if result.tool_name == "bash" && result.content != listing)),
+        "a small output is never stubbed, only removed with its episode"
+    );
+}
+
+#[test]
 fn an_expl_keeps_its_calls_while_its_outputs_are_stubbed_until_removal() {
     let mut script = Script::new();
     script
