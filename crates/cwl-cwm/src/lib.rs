@@ -15,13 +15,14 @@
 //! - [`relevance`]: lexical relevance to the current task (BM25), the
 //!   priority scorer's `semantic` term without a model.
 //!
+//! - [`compress`]: the compression cascade's stages, prompts and the
+//!   checks an answer must pass;
 //! - [`strategy`]: the manager as a [`cwl::Strategy`] the agent runs
-//!   (`--strategy cwm`): zones, scored eviction, health.
-//!
-//! The compression cascade (which calls a model) and cross-window
-//! checkpoints come next (issue 12).
+//!   (`--strategy cwm`): zones, summaries asked through side requests,
+//!   working notes, scored eviction as the backstop, health.
 
 pub mod budgets;
+pub mod compress;
 pub mod pressure;
 pub mod relevance;
 pub mod scorers;
@@ -30,7 +31,8 @@ pub mod strategy;
 pub use budgets::{
     Allocation, AllocationError, BudgetManager, BudgetReport, Check, Component, ComponentBudget,
 };
+pub use compress::{Cascade, CompressionOptions, Level, Stage};
 pub use pressure::{Monitor, PressureEvent, Reading, Source, Thresholds, Zone};
 pub use relevance::{RelevanceIndex, relevance};
 pub use scorers::{BlockInfo, ContentType, Scorer};
-pub use strategy::Cwm;
+pub use strategy::{Cwm, Metrics};

@@ -80,6 +80,9 @@ pub struct AgentOptions {
     /// The strategy managing the context (`None`: the resumed session's,
     /// else CWL).
     pub strategy: Option<StrategyName>,
+    /// The longest a strategy's side call (a summary, a plan) may take
+    /// (`None`: the timeout the strategy asks for).
+    pub side_timeout: Option<std::time::Duration>,
 }
 
 impl AgentOptions {
@@ -99,6 +102,7 @@ impl AgentOptions {
             superseded: None,
             act_outputs: None,
             strategy: None,
+            side_timeout: None,
         }
     }
 
@@ -270,6 +274,8 @@ pub struct Agent {
     unfinished: Option<String>,
     /// Which calls ask the user first, and how.
     approvals: approval::Approvals,
+    /// The strategy's notes as last written to the notes file.
+    notes_written: Option<String>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -471,6 +477,7 @@ impl Agent {
             interrupt: Interrupt::new(),
             unfinished: None,
             approvals: approval::Approvals::never(),
+            notes_written: None,
         }
     }
 
@@ -593,6 +600,28 @@ impl Agent {
             .append(&Record::Checkpoint { pushes, checkpoint })?;
         self.checkpoint_end = self.writer.written();
         self.checkpoint_len = self.checkpoint_end - before;
+        Ok(())
+    }
+
+    /// Writes the strategy's working notes to the session's notes file
+    /// ([`session::notes_path`]) when they changed since last written; a
+    /// temporary file renamed over it, so a reader never sees half.
+    fn write_notes(&mut self) -> Result<(), AgentError> {
+        let Some(notes) = self.context.notes() else {
+            return Ok(());
+        };
+        if self.notes_written.as_deref() == Some(notes.as_str()) {
+            return Ok(());
+        }
+        let path = session::notes_path(self.writer.path());
+        let partial = path.with_extension("md.partial");
+        std::fs::write(&partial, &notes)
+            .and_then(|()| std::fs::rename(&partial, &path))
+            .map_err(|source| SessionError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        self.notes_written = Some(notes);
         Ok(())
     }
 

@@ -21,7 +21,7 @@ mod signals;
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use cwl::{Budget, ResidueCap, Share};
 
 use crate::agent::ApprovalMode;
@@ -235,6 +235,30 @@ pub struct SessionsArgs {
     pub limit: usize,
 
     /// Print one JSON object per session instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// A subcommand (`show`); none lists the sessions.
+    #[command(subcommand)]
+    pub command: Option<SessionsCommand>,
+}
+
+/// What `cwl sessions` does besides listing.
+#[derive(Debug, Clone, Subcommand)]
+pub enum SessionsCommand {
+    /// One session's state and its strategy's health (utilisation,
+    /// eviction rate, compression, tool-result bloat, budgets, alerts,
+    /// trend), read by replaying its file.
+    Show(ShowArgs),
+}
+
+/// `cwl sessions show`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ShowArgs {
+    /// The session id (or a prefix naming one session).
+    pub id: String,
+
+    /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,
 }

@@ -2,8 +2,10 @@
 
 use std::io::Write;
 
-use super::SessionsArgs;
+use std::path::Path;
+
 use super::setup::session_dir;
+use super::{SessionsArgs, SessionsCommand, ShowArgs};
 use crate::agent::status::human_tokens;
 use crate::config;
 use crate::render::describe::shorten;
@@ -20,6 +22,9 @@ pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
         .into());
     }
     let mut sessions = session::list(&dir)?;
+    if let Some(SessionsCommand::Show(show)) = args.command {
+        return show_one(&sessions, &show, &dir);
+    }
     if args.limit > 0 {
         sessions.truncate(args.limit);
     }
@@ -33,6 +38,48 @@ pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
         table(&sessions, &dir.display().to_string())
     };
     // A closed pipe (`cwl sessions | head`) ends quietly.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    Ok(())
+}
+
+/// `cwl sessions show ID`: the session whose id is or starts with `ID`.
+fn show_one(sessions: &[SessionSummary], show: &ShowArgs, dir: &Path) -> anyhow::Result<()> {
+    let matching: Vec<&SessionSummary> = match sessions.iter().find(|s| s.id == show.id) {
+        Some(exact) => vec![exact],
+        None => sessions
+            .iter()
+            .filter(|s| s.id.starts_with(&show.id))
+            .collect(),
+    };
+    let summary = match matching.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(super::UsageError::new(format!(
+                "no session {} in {}",
+                show.id,
+                dir.display()
+            ))
+            .into());
+        }
+        many => {
+            return Err(super::UsageError::new(format!(
+                "{} sessions start with {}: {}",
+                many.len(),
+                show.id,
+                many.iter()
+                    .map(|s| s.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .into());
+        }
+    };
+    let report = session::show::report(&summary.path)?;
+    let text = if show.json {
+        serde_json::to_string(&report)? + "\n"
+    } else {
+        session::show::render(&report)
+    };
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(())
 }
