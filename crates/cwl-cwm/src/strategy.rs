@@ -1223,6 +1223,71 @@ mod tests {
     }
 
     #[test]
+    fn component_budgets_follow_the_view_and_gate_summaries_and_notes() {
+        use crate::budgets::{Check, Component};
+        let mut strategy = cwm(10_000).with_compression(CompressionOptions {
+            notes_every: 1,
+            ..CompressionOptions::default()
+        });
+        strategy
+            .push(Message::system("You are a coding agent."))
+            .unwrap();
+        strategy.push(Message::user("fix the parser")).unwrap();
+        big_step(&mut strategy, 0, 100);
+        step(&mut strategy, 1, "logger");
+        let report = strategy.budget_report();
+        let used = |component: Component| {
+            report
+                .components
+                .iter()
+                .find(|(c, _)| *c == component)
+                .map(|(_, b)| (b.used, b.limit))
+                .unwrap()
+        };
+        assert_eq!(
+            used(Component::SystemPrompt).0,
+            message_tokens(&Estimate, &Message::system("You are a coding agent."))
+        );
+        assert_eq!(used(Component::ToolResults).1, 1_200, "12% of 10,000");
+        assert_eq!(used(Component::MemoryInjection), (0, 800));
+        assert_eq!(
+            report.total_used, strategy.total,
+            "every token has a component"
+        );
+        assert!(report.burn_rate > 0.0 && report.turns_until_exhausted.is_some());
+        assert!(strategy.utilisation() < 0.5, "green");
+        assert!(matches!(
+            strategy.check_before_add(Component::ToolResults, 0),
+            Check::Warning { .. } | Check::Blocked { .. }
+        ));
+        assert!(matches!(
+            strategy.check_before_add(Component::ToolResults, 2_000),
+            Check::Blocked { .. }
+        ));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(
+            request.purpose, "summary",
+            "tool results past their soft limit are summarised even in green"
+        );
+        strategy.side_result(request.id, Ok("parser_0 .. parser_99 read".into()));
+        assert_eq!(
+            strategy.check_before_add(Component::ToolResults, 0),
+            Check::Allowed
+        );
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "notes");
+        let view: Vec<Message> = strategy.view().cloned().collect();
+        strategy.side_result(request.id, Ok("parser notes ".repeat(400)));
+        assert!(strategy.view().cloned().eq(view.iter().cloned()));
+        let reason = strategy.jobs.stats.last_rejection.clone().unwrap();
+        assert!(reason.starts_with("notes: the notes ("), "{reason}");
+        assert!(
+            reason.contains("would pass the memory budget (0 of 800"),
+            "{reason}"
+        );
+    }
+
+    #[test]
     fn empty_long_or_unrelated_answers_change_nothing() {
         let mut strategy = cwm(100_000);
         strategy.push(Message::user("fix the parser")).unwrap();

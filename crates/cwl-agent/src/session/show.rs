@@ -156,8 +156,12 @@ pub fn render(report: &SessionReport) -> String {
         percent(&health["tool_result_bloat"])
     ));
     out.push_str(&format!(
-        "  burn rate     {} tokens per call\n",
-        number(&health["burn_rate"])
+        "  burn rate     {} tokens per call{}\n",
+        number(&health["burn_rate"]),
+        health["budgets"]["turns_until_exhausted"]
+            .as_f64()
+            .map(|turns| format!(", the window full in about {turns:.0} calls without compression"))
+            .unwrap_or_default()
     ));
     if let Some(components) = health["budgets"]["components"].as_array() {
         let parts: Vec<String> = components

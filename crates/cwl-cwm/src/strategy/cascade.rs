@@ -15,7 +15,7 @@ use cwl::{Block, Message};
 use serde::{Deserialize, Serialize};
 
 use super::{Cwm, Entry, calls};
-use crate::budgets::Component;
+use crate::budgets::{Check, Component};
 use crate::compress::{self, Level, Stage, check_answer, purpose};
 
 /// One summary the strategy asked for.
@@ -219,20 +219,12 @@ impl Cwm {
         })
     }
 
-    /// Whether tool results take more than their component's soft limit.
+    /// Whether tool results are past their component's soft limit.
     fn tool_results_over_budget(&self) -> bool {
-        let share = self.compression.allocation.0[Component::ALL
-            .iter()
-            .position(|c| *c == Component::ToolResults)
-            .unwrap_or_default()];
-        let limit = (self.config.budget as f64 * share * 0.8) as usize;
-        let used: usize = self
-            .entries
-            .iter()
-            .filter(|entry| matches!(entry.message, Message::ToolResult(_)))
-            .map(|entry| entry.tokens)
-            .sum();
-        used > limit
+        !matches!(
+            self.check_before_add(Component::ToolResults, 0),
+            Check::Allowed
+        )
     }
 
     /// The older messages a compaction would replace: everything but
@@ -476,15 +468,18 @@ impl Cwm {
                 let tokens = message
                     .as_ref()
                     .map_or(0, |m| message_tokens(self.counter.as_ref(), m));
-                let share = self.compression.allocation.0[Component::ALL
-                    .iter()
-                    .position(|c| *c == Component::MemoryInjection)
-                    .unwrap_or_default()];
-                let limit = (self.config.budget as f64 * share) as usize;
-                let original = format!("{}\n{}\n{conversation}", self.task(), self.notes_text);
-                let text =
-                    check_answer(answer, &original, tokens, limit).map_err(|e| e.to_string())?;
                 let before = self.notes.as_ref().map_or(0, |(_, t)| *t);
+                let growth = tokens.saturating_sub(before);
+                if let Check::Blocked { used, limit, .. } =
+                    self.check_before_add(Component::MemoryInjection, growth)
+                {
+                    return Err(format!(
+                        "the notes ({tokens} tokens) would pass the memory budget ({used} of {limit} tokens used)"
+                    ));
+                }
+                let original = format!("{}\n{}\n{conversation}", self.task(), self.notes_text);
+                let text = check_answer(answer, &original, tokens, usize::MAX)
+                    .map_err(|e| e.to_string())?;
                 self.total = self.total - before + tokens;
                 self.notes = message.map(|m| (m, tokens));
                 self.notes_text = text;

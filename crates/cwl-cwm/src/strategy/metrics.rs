@@ -9,7 +9,7 @@ use cwl::strategy::Strategy;
 use serde::{Deserialize, Serialize};
 
 use super::{CRITICAL, Cwm, cascade::CompressionStats, zone_name};
-use crate::budgets::{BudgetManager, BudgetReport, Component};
+use crate::budgets::{BudgetManager, BudgetReport, Check, Component};
 
 /// Samples kept for trends and rates.
 pub const SAMPLES: usize = 50;
@@ -81,6 +81,20 @@ impl Cwm {
 
     /// The component budgets filled from the view.
     pub fn budget_report(&self) -> BudgetReport {
+        self.budgets().report()
+    }
+
+    /// Whether `tokens` more fit `component`'s budget now (section 5's
+    /// `check_before_add`): the cascade summarises tool results once they
+    /// pass their soft limit, and refuses notes that would pass the memory
+    /// budget.
+    pub fn check_before_add(&self, component: Component, tokens: usize) -> Check {
+        self.budgets().check_before_add(component, tokens)
+    }
+
+    /// The budget manager of the window, its components filled from the
+    /// view and its burn rate from the recent responses.
+    fn budgets(&self) -> BudgetManager {
         let mut budgets = BudgetManager::new(self.config.budget, self.compression.allocation);
         budgets.track(Component::ToolDefinitions, self.shadow.tools_tokens());
         if let Some((_, tokens)) = &self.notes {
@@ -99,7 +113,7 @@ impl Cwm {
         for pair in recent.windows(2).rev() {
             budgets.record_turn((pair[0].pushed - pair[1].pushed) as usize);
         }
-        budgets.report()
+        budgets
     }
 
     /// The window's health now.
@@ -165,6 +179,25 @@ impl Cwm {
                 BLOAT_ALERT * 100.0
             ));
         }
+        let budgets = self.budget_report();
+        for (component, budget) in &budgets.components {
+            let watched = matches!(
+                component,
+                Component::MessageHistory | Component::ToolResults | Component::MemoryInjection
+            );
+            if watched && budget.used >= budget.limit {
+                alerts.push(format!(
+                    "warning: {} take {} tokens, over their budget of {}",
+                    match component {
+                        Component::MessageHistory => "the messages",
+                        Component::ToolResults => "tool results",
+                        _ => "notes and summaries",
+                    },
+                    budget.used,
+                    budget.limit
+                ));
+            }
+        }
         let lost = stats.failed + stats.rejected;
         if lost >= 3 && lost * 2 > stats.asked {
             alerts.push(format!(
@@ -181,7 +214,7 @@ impl Cwm {
             tool_result_bloat,
             burn_rate,
             compression: stats,
-            budgets: self.budget_report(),
+            budgets,
             trend,
             direction: direction.to_string(),
             alerts,
