@@ -198,7 +198,9 @@ fn cwl_run_with_cwm_summarises_large_results_keeps_notes_and_stays_within_budget
     assert!(notes_taken, "{records:?}");
     let notes_file = session::notes_path(&path);
     let notes = std::fs::read_to_string(&notes_file).unwrap();
-    assert!(notes.starts_with("# Working notes"), "{notes}");
+    assert!(notes.starts_with("# Progress — window 1"), "{notes}");
+    let (checkpoint, _) = cwl_cwm::TaskCheckpoint::parse(&notes).unwrap();
+    assert_eq!(checkpoint.task_goal, TASK);
     assert!(
         last["messages"][1]["content"]
             .as_str()
@@ -225,6 +227,8 @@ fn cwl_run_with_cwm_summarises_large_results_keeps_notes_and_stays_within_budget
     assert!(text.contains("utilisation"), "{text}");
     assert!(text.contains("compression"), "{text}");
     assert!(text.contains(&notes_file.display().to_string()), "{text}");
+    check_bootstrap(&runtime, &notes_file, work.path());
+
     cli::run_sessions(cli::SessionsArgs {
         session_dir: Some(sessions.path().to_owned()),
         config: Some(sessions.path().join("config.toml")),
@@ -245,6 +249,65 @@ struct Run {
     server: ScriptedServer,
     view: Vec<Message>,
     _sessions: tempfile::TempDir,
+}
+
+/// A fresh window from the notes file of the run: the bootstrap prompt
+/// opens it; a bad checkpoint is refused before anything starts and stays
+/// as it was.
+fn check_bootstrap(runtime: &tokio::runtime::Runtime, notes_file: &Path, work: &Path) {
+    let server = runtime
+        .block_on(ScriptedServer::start(openai_replies(&[assistant(vec![
+            text("Carrying on."),
+        ])])))
+        .unwrap();
+    let sessions = tempfile::tempdir().unwrap();
+    let mut args = run_args(&server, work, sessions.path());
+    args.agent.bootstrap = Some(notes_file.to_owned());
+    args.tasks = vec!["Carry on.".into()];
+    cli::run_run(args).unwrap();
+    let body = main_requests(&server)[0].json();
+    check_openai_request(&body);
+    let opening = body["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        opening.starts_with("[CONTEXT_WINDOW_RESUME] Resuming from a checkpoint"),
+        "{opening}"
+    );
+    assert!(opening.contains(&format!("Task: {TASK}")), "{opening}");
+    let path = only_session(sessions.path());
+    let records = session::read(&path).unwrap().records;
+    assert!(
+        records
+            .iter()
+            .any(|(_, r)| matches!(r, Record::Note { text, .. }
+        if text.starts_with("started from the checkpoint of context window 1")))
+    );
+
+    let bad = sessions.path().join("bad.notes.md");
+    let broken = "# Progress\n\n```json cwm-checkpoint\n{\"format\": 1, \"window_id\": 0, \"state_version\": 1, \"task_goal\": \"\"}\n```\n";
+    std::fs::write(&bad, broken).unwrap();
+    let mut args = run_args(&server, work, sessions.path());
+    args.agent.bootstrap = Some(bad.clone());
+    let error = format!("{:#}", cli::run_run(args).unwrap_err());
+    assert!(
+        error.contains("cannot start a window: it is not usable: task_goal is empty")
+            && error.contains("window_id must be at least 1, not 0"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&bad).unwrap(),
+        broken,
+        "left as it was"
+    );
+    let mut args = run_args(&server, work, sessions.path());
+    args.agent.bootstrap = Some(sessions.path().join("missing.md"));
+    let error = format!("{:#}", cli::run_run(args).unwrap_err());
+    assert!(error.contains("cannot read the checkpoint"), "{error}");
+    assert_eq!(
+        session::list(sessions.path()).unwrap().len(),
+        1,
+        "no session started"
+    );
+    assert_eq!(main_requests(&server).len(), 1, "nothing more was sent");
 }
 
 /// Runs the long task with side calls answered by `side`.

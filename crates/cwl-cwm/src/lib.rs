@@ -15,6 +15,8 @@
 //! - [`relevance`]: lexical relevance to the current task (BM25), the
 //!   priority scorer's `semantic` term without a model.
 //!
+//! - [`checkpoint`]: cross-window state: the task checkpoint as JSON in
+//!   a progress log, its validation, and the bootstrap prompt;
 //! - [`compress`]: the compression cascade's stages, prompts and the
 //!   checks an answer must pass;
 //! - [`strategy`]: the manager as a [`cwl::Strategy`] the agent runs
@@ -22,6 +24,7 @@
 //!   working notes, scored eviction as the backstop, health.
 
 pub mod budgets;
+pub mod checkpoint;
 pub mod compress;
 pub mod pressure;
 pub mod relevance;
@@ -31,6 +34,7 @@ pub mod strategy;
 pub use budgets::{
     Allocation, AllocationError, BudgetManager, BudgetReport, Check, Component, ComponentBudget,
 };
+pub use checkpoint::{CheckpointError, TaskCheckpoint};
 pub use compress::{Cascade, CompressionOptions, Level, Stage};
 pub use pressure::{Monitor, PressureEvent, Reading, Source, Thresholds, Zone};
 pub use relevance::{RelevanceIndex, relevance};

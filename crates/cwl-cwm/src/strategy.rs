@@ -104,6 +104,8 @@ pub struct Cwm {
     pushed_tokens: u64,
     /// Blocks evicted so far, for the eviction rate.
     evicted_blocks: u64,
+    /// The window this one continues, when a bootstrap prompt opened it.
+    bootstrapped_from: Option<u32>,
 }
 
 impl std::fmt::Debug for Cwm {
@@ -146,6 +148,8 @@ struct State {
     pushed_tokens: u64,
     #[serde(default)]
     evicted_blocks: u64,
+    #[serde(default)]
+    bootstrapped_from: Option<u32>,
 }
 
 impl Cwm {
@@ -178,6 +182,7 @@ impl Cwm {
             samples: VecDeque::new(),
             pushed_tokens: 0,
             evicted_blocks: 0,
+            bootstrapped_from: None,
         }
     }
 
@@ -243,6 +248,7 @@ impl Cwm {
             samples: state.samples,
             pushed_tokens: state.pushed_tokens,
             evicted_blocks: state.evicted_blocks,
+            bootstrapped_from: state.bootstrapped_from,
         }
         .with_notes(state.notes_text))
     }
@@ -576,6 +582,11 @@ impl Strategy for Cwm {
             Message::ToolResult(result) if self.dropped.remove(&result.call_id) => {
                 return Ok(outcomes);
             }
+            Message::System { content } => {
+                if let Some(window) = crate::checkpoint::bootstrapped_window(content) {
+                    self.bootstrapped_from = Some(window);
+                }
+            }
             _ => {}
         }
         let tokens = message_tokens(self.counter.as_ref(), &message);
@@ -732,6 +743,7 @@ impl Strategy for Cwm {
             samples: self.samples.clone(),
             pushed_tokens: self.pushed_tokens,
             evicted_blocks: self.evicted_blocks,
+            bootstrapped_from: self.bootstrapped_from,
         };
         Ok(Saved {
             pushes: self.pushes,
@@ -766,7 +778,9 @@ impl Strategy for Cwm {
     }
 
     fn notes(&self) -> Option<String> {
-        (!self.notes_text.is_empty()).then(|| self.notes_document())
+        let checkpoint = self.task_checkpoint();
+        (!checkpoint.notes.is_empty() || !checkpoint.summary.is_empty())
+            .then(|| checkpoint.progress_log())
     }
 
     fn metrics(&self) -> Option<serde_json::Value> {
@@ -785,6 +799,7 @@ mod tests {
     use cwl::{Estimate, delimiter_spec};
 
     use super::*;
+    use crate::checkpoint::TaskCheckpoint;
 
     fn cwm(budget: usize) -> Cwm {
         Cwm::new(
@@ -1101,7 +1116,12 @@ mod tests {
             strategy.notes_text(),
             "Goal: fix the parser. Done: read parser0.rs and the logger files."
         );
-        assert!(strategy.notes().unwrap().contains("updated at response 8"));
+        assert!(
+            strategy
+                .notes()
+                .unwrap()
+                .contains("## Notes (after 8 responses)")
+        );
         strategy.set_budget(budget_at(&strategy, 0.02));
         assert!(strategy.side_request().is_none(), "green: nothing more");
 
@@ -1285,6 +1305,82 @@ mod tests {
             reason.contains("would pass the memory budget (0 of 800"),
             "{reason}"
         );
+    }
+
+    #[test]
+    fn a_window_checkpoints_and_a_fresh_one_bootstraps_from_it() {
+        let every = CompressionOptions {
+            notes_every: 1,
+            ..CompressionOptions::default()
+        };
+        let mut strategy = cwm(100_000).with_compression(every.clone());
+        strategy
+            .push(Message::system("You are a coding agent."))
+            .unwrap();
+        strategy
+            .push(Message::user("task 1: read the parser"))
+            .unwrap();
+        step(&mut strategy, 0, "parser");
+        strategy
+            .push(Message::user("task 2: fix the parser"))
+            .unwrap();
+        step(&mut strategy, 1, "parser");
+        assert!(strategy.notes().is_none(), "no notes yet, no notes file");
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "notes");
+        let notes = "- Done: read parser0.rs\n- Next: fix parser_1";
+        strategy.side_result(request.id, Ok(notes.into()));
+        let checkpoint = strategy.task_checkpoint();
+        assert_eq!(
+            (
+                checkpoint.window_id,
+                checkpoint.state_version,
+                checkpoint.responses
+            ),
+            (1, 2, 2)
+        );
+        assert_eq!(checkpoint.task_goal, "task 2: fix the parser");
+        assert_eq!(checkpoint.earlier_tasks, ["task 1: read the parser"]);
+        assert_eq!(checkpoint.notes, notes);
+        let log = strategy.notes().unwrap();
+        let (parsed, warnings) = TaskCheckpoint::parse(&log).unwrap();
+        assert_eq!(parsed, checkpoint, "the notes file carries the checkpoint");
+        assert!(warnings.is_empty());
+
+        // A fresh window opened by the bootstrap prompt.
+        let mut fresh = cwm(100_000).with_compression(every);
+        fresh
+            .push(Message::system("You are a coding agent."))
+            .unwrap();
+        fresh
+            .push(Message::system(parsed.bootstrap_prompt()))
+            .unwrap();
+        fresh.push(Message::user("carry on")).unwrap();
+        let next = fresh.task_checkpoint();
+        assert_eq!(next.window_id, 2);
+        assert!(
+            next.notes.contains("- Next: fix parser_1"),
+            "{}",
+            next.notes
+        );
+        assert!(
+            fresh
+                .notes()
+                .unwrap()
+                .starts_with("# Progress — window 2 (v1)")
+        );
+        step(&mut fresh, 0, "parser");
+        step(&mut fresh, 1, "parser");
+        let request = fresh.side_request().unwrap();
+        assert_eq!(request.purpose, "notes");
+        assert!(
+            matches!(&request.messages[1], Message::User { content }
+                if content.contains("Current notes:\n[CONTEXT_WINDOW_RESUME]")),
+            "the first notes of the new window start from the old ones"
+        );
+        let saved = fresh.save().unwrap();
+        let restored = Cwm::restore(&saved.state, Arc::new(Estimate)).unwrap();
+        assert_eq!(restored.task_checkpoint(), fresh.task_checkpoint());
     }
 
     #[test]

@@ -603,6 +603,29 @@ impl Agent {
         Ok(())
     }
 
+    /// Opens a new session's window from a checkpoint of an earlier one
+    /// (`cwl run --bootstrap`): its bootstrap prompt joins the prologue as
+    /// a system message (in the session file, so a resume replays it) and
+    /// notes say so, with the checkpoint's warnings. Meant right after
+    /// [`Agent::create`], before the first task.
+    pub fn bootstrap(
+        &mut self,
+        checkpoint: &cwl_cwm::TaskCheckpoint,
+        warnings: Vec<String>,
+    ) -> Result<(), AgentError> {
+        self.push(Message::system(checkpoint.bootstrap_prompt()), None, None)?;
+        for warning in warnings {
+            self.note(format!("checkpoint: {warning}"))?;
+        }
+        self.note(format!(
+            "started from the checkpoint of context window {} (version {}, {} responses): {}",
+            checkpoint.window_id,
+            checkpoint.state_version,
+            checkpoint.responses,
+            crate::render::describe::shorten(&checkpoint.task_goal, 80)
+        ))
+    }
+
     /// Writes the strategy's working notes to the session's notes file
     /// ([`session::notes_path`]) when they changed since last written; a
     /// temporary file renamed over it, so a reader never sees half.

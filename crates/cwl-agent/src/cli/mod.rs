@@ -122,6 +122,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,
 
+    /// Start the new session from a context-window checkpoint: a cwm
+    /// session's notes file (`<id>.notes.md`) or its JSON. Its goal,
+    /// tasks, notes and summary open the window as a system message. A
+    /// checkpoint that does not validate is refused before anything starts.
+    #[arg(long, value_name = "FILE", conflicts_with = "resume")]
+    pub bootstrap: Option<PathBuf>,
+
     /// Model calls one task may take before the run stops (default 200).
     #[arg(long, value_name = "N")]
     pub max_turns: Option<usize>,

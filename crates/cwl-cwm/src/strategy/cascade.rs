@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Cwm, Entry, calls};
 use crate::budgets::{Check, Component};
+use crate::checkpoint::{self, TaskCheckpoint};
 use crate::compress::{self, Level, Stage, check_answer, purpose};
 
 /// One summary the strategy asked for.
@@ -90,6 +91,9 @@ pub(crate) struct Jobs {
     notes_turn: u64,
     /// The first push the notes have not seen.
     notes_from: u64,
+    /// Updates of the notes so far.
+    #[serde(default)]
+    notes_updates: u64,
     pub(crate) stats: CompressionStats,
 }
 
@@ -289,7 +293,7 @@ impl Cwm {
                 let conversation = self.conversation(self.jobs.notes_from, None);
                 Some(compress::notes_prompt(
                     &self.task(),
-                    &self.notes_text,
+                    &self.current_notes(),
                     &conversation,
                 ))
             }
@@ -477,13 +481,14 @@ impl Cwm {
                         "the notes ({tokens} tokens) would pass the memory budget ({used} of {limit} tokens used)"
                     ));
                 }
-                let original = format!("{}\n{}\n{conversation}", self.task(), self.notes_text);
+                let original = format!("{}\n{}\n{conversation}", self.task(), self.current_notes());
                 let text = check_answer(answer, &original, tokens, usize::MAX)
                     .map_err(|e| e.to_string())?;
                 self.total = self.total - before + tokens;
                 self.notes = message.map(|m| (m, tokens));
                 self.notes_text = text;
                 self.jobs.notes_turn = *turn;
+                self.jobs.notes_updates += 1;
                 self.jobs.notes_from = self.pushes;
                 Ok((before, tokens))
             }
@@ -541,13 +546,64 @@ impl Cwm {
         self.entries.insert(last + 1 - positions.len(), summary);
     }
 
-    /// The notes file's content: the notes under a header saying what
-    /// they are and when they were last brought up to date.
-    pub(super) fn notes_document(&self) -> String {
-        format!(
-            "# Working notes\n\nKept by the context-window manager outside the context window and shown to the model after the system prompt; updated at response {} of the session.\n\n{}\n",
-            self.jobs.notes_turn, self.notes_text
-        )
+    /// The task's state for a fresh window: the goal, earlier tasks,
+    /// the notes (a bootstrapped window's opening prompt until its own
+    /// are kept, so nothing is lost across windows) and the latest
+    /// compaction summary.
+    pub fn task_checkpoint(&self) -> TaskCheckpoint {
+        let users: Vec<&str> = self
+            .entries
+            .iter()
+            .filter_map(|entry| match &entry.message {
+                Message::User { content } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        let earlier = &users[..users.len().saturating_sub(1)];
+        let summary = self
+            .entries
+            .iter()
+            .rev()
+            .find(|entry| entry.summary)
+            .map(|entry| match &entry.message {
+                Message::Assistant { content } => prose(self.counter.as_ref(), content).1,
+                _ => String::new(),
+            })
+            .map(|text| {
+                text.split_once('\n')
+                    .map_or(text.clone(), |(_, rest)| rest.to_string())
+            })
+            .unwrap_or_default();
+        TaskCheckpoint {
+            format: checkpoint::FORMAT,
+            window_id: self.bootstrapped_from.map_or(1, |window| window + 1),
+            state_version: self.jobs.notes_updates + 1,
+            task_goal: users.last().copied().unwrap_or_default().to_string(),
+            earlier_tasks: earlier[earlier.len().saturating_sub(checkpoint::TASKS_KEPT)..]
+                .iter()
+                .map(|task| task.to_string())
+                .collect(),
+            notes: self.current_notes(),
+            summary,
+            responses: self.jobs.notes_turn,
+        }
+    }
+
+    /// The notes, or a bootstrapped window's opening prompt before its
+    /// first notes.
+    fn current_notes(&self) -> String {
+        if !self.notes_text.is_empty() || self.bootstrapped_from.is_none() {
+            return self.notes_text.clone();
+        }
+        self.entries[..self.lead()]
+            .iter()
+            .find_map(|entry| match &entry.message {
+                Message::System { content } if content.starts_with(checkpoint::RESUME_MARKER) => {
+                    Some(content.clone())
+                }
+                _ => None,
+            })
+            .unwrap_or_default()
     }
 
     /// Sets the notes from a restored state (their tokens are in the
