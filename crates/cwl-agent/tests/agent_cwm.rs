@@ -378,6 +378,30 @@ async fn summaries_answered_with_garbage_change_nothing() {
     };
     let run = run_with_side(garbage, cwm_options()).await;
     let (path, server, view) = (&run.path, &run.server, &run.view);
+    let metrics: Vec<Value> = run
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Metrics { .. }))
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let health = run
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Health(_)))
+        .count();
+    assert_eq!(
+        metrics.len(),
+        health,
+        "a metrics event with each health event"
+    );
+    let last = metrics.last().unwrap();
+    assert_eq!(last["event"], "metrics");
+    assert_eq!(last["strategy"], "cwm");
+    assert!(last["metrics"]["tool_result_bloat"].is_number(), "{last}");
+    assert!(
+        last["metrics"]["compression"]["rejected"].as_u64().unwrap() > 0,
+        "{last}"
+    );
     let records = side_records(path);
     assert!(!records.is_empty(), "summaries were asked for");
     assert!(

@@ -262,7 +262,7 @@ pub enum SessionsCommand {
 /// `cwl sessions show`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ShowArgs {
-    /// The session id (or a prefix naming one session).
+    /// The session: its id, a unique prefix of one, or its file.
     pub id: String,
 
     /// Print the report as one JSON object.

@@ -21,10 +21,10 @@ pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let mut sessions = session::list(&dir)?;
     if let Some(SessionsCommand::Show(show)) = args.command {
-        return show_one(&sessions, &show, &dir);
+        return show_one(&show, &dir);
     }
+    let mut sessions = session::list(&dir)?;
     if args.limit > 0 {
         sessions.truncate(args.limit);
     }
@@ -42,39 +42,11 @@ pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `cwl sessions show ID`: the session whose id is or starts with `ID`.
-fn show_one(sessions: &[SessionSummary], show: &ShowArgs, dir: &Path) -> anyhow::Result<()> {
-    let matching: Vec<&SessionSummary> = match sessions.iter().find(|s| s.id == show.id) {
-        Some(exact) => vec![exact],
-        None => sessions
-            .iter()
-            .filter(|s| s.id.starts_with(&show.id))
-            .collect(),
-    };
-    let summary = match matching.as_slice() {
-        [one] => *one,
-        [] => {
-            return Err(super::UsageError::new(format!(
-                "no session {} in {}",
-                show.id,
-                dir.display()
-            ))
-            .into());
-        }
-        many => {
-            return Err(super::UsageError::new(format!(
-                "{} sessions start with {}: {}",
-                many.len(),
-                show.id,
-                many.iter()
-                    .map(|s| s.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-            .into());
-        }
-    };
-    let report = session::show::report(&summary.path)?;
+/// `cwl sessions show ID`: the session with that id, unique id prefix or
+/// file path.
+fn show_one(show: &ShowArgs, dir: &Path) -> anyhow::Result<()> {
+    let path = session::find(dir, &show.id)?;
+    let report = session::show::report(&path)?;
     let text = if show.json {
         serde_json::to_string(&report)? + "\n"
     } else {
