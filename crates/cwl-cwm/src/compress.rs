@@ -157,6 +157,9 @@ pub struct CompressionOptions {
     pub enabled: bool,
     /// The component budgets' shares of the window.
     pub allocation: Allocation,
+    /// Whether each taken summary is judged for fidelity by one more
+    /// call (default off).
+    pub judge: bool,
 }
 
 impl Default for CompressionOptions {
@@ -174,6 +177,7 @@ impl Default for CompressionOptions {
             max_ratio: 0.8,
             enabled: true,
             allocation: Allocation::default(),
+            judge: false,
         }
     }
 }
@@ -201,6 +205,8 @@ pub mod purpose {
     pub const COMPACTION: &str = "compaction";
     /// The working notes updated.
     pub const NOTES: &str = "notes";
+    /// A summary's fidelity judged against what it replaced.
+    pub const JUDGE: &str = "judge";
 }
 
 /// The system prompt of a tool-result summary (the document's
@@ -239,6 +245,30 @@ pub const PROGRESSIVE_SYSTEM: &str = "Compress this earlier part of an agent's w
 
 /// The system prompt of a notes update.
 pub const NOTES_SYSTEM: &str = "Update the working notes of a coding agent. The notes live outside its context window and are shown to it again after older messages are gone, so a new session reading only them must be able to continue. Sections: Goal, Done, Current, Remaining, Decisions, Open issues, Key facts (paths, names, numbers, exact errors). Be concise; bullet points. Answer with the full updated notes only.";
+
+/// The system prompt of a fidelity judgement (LLM-as-judge, section 7).
+pub const JUDGE_SYSTEM: &str = "You judge context compression. Compare an original text with its compressed version: does the compressed version keep the key facts a coding agent would need later (decisions, errors, paths, names, numbers, progress)? Ignore wording. Reply with a score between 0 and 1 on the first line (1: nothing that matters is lost), then one line saying what is lost, if anything.";
+
+/// A fidelity judgement request.
+pub fn judge_prompt(original: &str, compressed: &str) -> Vec<Message> {
+    vec![
+        Message::system(JUDGE_SYSTEM),
+        Message::user(format!(
+            "Original:\n{original}\n\nCompressed:\n{compressed}\n\nScore:"
+        )),
+    ]
+}
+
+/// The score a judge's answer starts with, in [0, 1].
+pub fn parse_fidelity(answer: &str) -> Option<f64> {
+    let first = answer.trim().lines().next()?;
+    let token = first
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+        .find(|t| !t.is_empty())?
+        .trim_end_matches(['.', ':']);
+    let score: f64 = token.parse().ok()?;
+    (0.0..=1.0).contains(&score).then_some(score)
+}
 
 /// A tool-result summary request.
 pub fn tool_summary_prompt(tool: &str, tokens: usize, output: &str) -> Vec<Message> {
@@ -394,6 +424,19 @@ mod tests {
             Err(Rejection::Unrelated)
         );
         assert!(check_answer("ok", "", 1, 10).is_ok(), "nothing to compare");
+    }
+
+    #[test]
+    fn judge_scores_are_read_from_the_first_line() {
+        assert_eq!(parse_fidelity("0.9\nnothing lost"), Some(0.9));
+        assert_eq!(parse_fidelity("  1 — all kept"), Some(1.0));
+        assert_eq!(parse_fidelity("0.5."), Some(0.5));
+        assert_eq!(parse_fidelity("1.5"), None);
+        assert_eq!(parse_fidelity("good\n0.9"), None);
+        assert_eq!(parse_fidelity(""), None);
+        let prompt = judge_prompt("orig text", "short");
+        assert!(matches!(&prompt[1], Message::User { content }
+            if content.starts_with("Original:\norig text") && content.contains("Compressed:\nshort")));
     }
 
     #[test]

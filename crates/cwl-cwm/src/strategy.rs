@@ -1384,6 +1384,73 @@ mod tests {
     }
 
     #[test]
+    fn the_optional_judge_scores_taken_summaries_and_changes_nothing() {
+        let mut strategy = cwm(100_000).with_compression(CompressionOptions {
+            judge: true,
+            ..CompressionOptions::default()
+        });
+        strategy.push(Message::user("fix the parser")).unwrap();
+        big_step(&mut strategy, 0, 100);
+        step(&mut strategy, 1, "logger");
+        strategy.set_budget(budget_at(&strategy, 0.6));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "summary");
+        strategy.side_result(
+            request.id,
+            Ok("parser_0 to parser_99, parser handling".into()),
+        );
+        let view: Vec<Message> = strategy.view().cloned().collect();
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "judge");
+        assert!(matches!(&request.messages[1], Message::User { content }
+            if content.starts_with("Original:\nfn parser_0()")
+                && content.contains("Compressed:\nparser_0 to parser_99, parser handling")));
+        strategy.side_result(request.id, Ok("0.5\nthe function bodies are gone".into()));
+        assert!(
+            strategy.view().cloned().eq(view.iter().cloned()),
+            "judging changes no view"
+        );
+        let metrics = strategy.metrics();
+        assert_eq!(metrics.fidelity, Some(0.5));
+        assert!(
+            metrics
+                .alerts
+                .iter()
+                .any(|a| a.starts_with("warning: compression fidelity 0.50")),
+            "{:?}",
+            metrics.alerts
+        );
+        assert_ne!(
+            strategy.side_request().map(|r| r.purpose),
+            Some("judge".to_string()),
+            "each summary is judged once"
+        );
+        // A judge answering without a score is refused; nothing changes.
+        big_step(&mut strategy, 2, 100);
+        step(&mut strategy, 3, "logger");
+        strategy.set_budget(budget_at(&strategy, 0.6));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "summary");
+        strategy.side_result(request.id, Ok("parser_2 read, parser handling".into()));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "judge");
+        strategy.side_result(request.id, Ok("looks fine to me".into()));
+        assert_eq!(strategy.jobs.stats.fidelity, [0.5]);
+        assert!(
+            strategy
+                .jobs
+                .stats
+                .last_rejection
+                .as_deref()
+                .unwrap()
+                .starts_with("judge:")
+        );
+        let saved = strategy.save().unwrap();
+        let restored = Cwm::restore(&saved.state, Arc::new(Estimate)).unwrap();
+        assert_eq!(restored.metrics().fidelity, Some(0.5));
+    }
+
+    #[test]
     fn empty_long_or_unrelated_answers_change_nothing() {
         let mut strategy = cwm(100_000);
         strategy.push(Message::user("fix the parser")).unwrap();
@@ -1585,7 +1652,10 @@ mod tests {
         for seed in 1..=12u64 {
             let budget = 1_500 + 500 * (seed as usize % 7);
             let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let mut strategy = cwm(budget);
+            let mut strategy = cwm(budget).with_compression(CompressionOptions {
+                judge: model == Model::Mixed,
+                ..CompressionOptions::default()
+            });
             strategy.push(Message::system("system")).unwrap();
             strategy.push(Message::user("first task")).unwrap();
             let mut users = 1;
@@ -1655,10 +1725,13 @@ mod tests {
                     assert!(strategy.evictions > 0, "seed {seed}: eviction carried it");
                 }
                 Model::Gist => assert!(stats.accepted > 0, "seed {seed}: {stats:?}"),
-                Model::Mixed => assert!(
-                    stats.accepted > 0 && stats.rejected > 0 && stats.failed > 0,
-                    "seed {seed}: {stats:?}"
-                ),
+                Model::Mixed => {
+                    assert!(
+                        stats.accepted > 0 && stats.rejected > 0 && stats.failed > 0,
+                        "seed {seed}: {stats:?}"
+                    );
+                    assert!(strategy.jobs.judged > 0, "seed {seed}: the judge was asked");
+                }
             }
             if model != Model::Gist {
                 assert!(strategy.evictions > 0, "seed {seed}: eviction happened");

@@ -151,6 +151,9 @@ pub fn render(report: &SessionReport) -> String {
             .as_f64()
             .map_or_else(|| "-".to_string(), |r| format!("{r:.1}×"))
     ));
+    if let Some(fidelity) = health["fidelity"].as_f64() {
+        out.push_str(&format!("  fidelity      {fidelity:.2} (judged)\n"));
+    }
     out.push_str(&format!(
         "  tool results  {} of the context\n",
         percent(&health["tool_result_bloat"])

@@ -31,6 +31,9 @@ pub(crate) enum Job {
     Compaction { pushes: Vec<u64> },
     /// The working notes brought up to date at `turn`.
     Notes { turn: u64 },
+    /// The fidelity of the latest taken summary, judged (`n`: how many
+    /// have been judged before).
+    Judge { n: u64 },
 }
 
 impl Job {
@@ -45,6 +48,7 @@ impl Job {
                 pushes.last().copied().unwrap_or_default()
             ),
             Job::Notes { turn } => format!("notes:{turn}"),
+            Job::Judge { n } => format!("judge:{n}"),
         }
     }
 
@@ -54,9 +58,13 @@ impl Job {
             Job::Progressive { .. } => purpose::PROGRESSIVE,
             Job::Compaction { .. } => purpose::COMPACTION,
             Job::Notes { .. } => purpose::NOTES,
+            Job::Judge { .. } => purpose::JUDGE,
         }
     }
 }
+
+/// Characters of the original the judge sees at most (the document's 8,000).
+const JUDGE_CHARS: usize = 8_000;
 
 /// What the cascade did so far, for health.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -77,6 +85,9 @@ pub struct CompressionStats {
     pub last_rejection: Option<String>,
     /// Answers taken, by purpose.
     pub accepted_by: BTreeMap<String, u64>,
+    /// Fidelity scores the judge gave, in [0, 1], oldest first (the last
+    /// 20).
+    pub fidelity: Vec<f64>,
 }
 
 /// The cascade's saved state.
@@ -94,6 +105,13 @@ pub(crate) struct Jobs {
     /// Updates of the notes so far.
     #[serde(default)]
     notes_updates: u64,
+    /// The latest taken summary waiting for the judge: what it replaced
+    /// and the summary (only with `CompressionOptions::judge`).
+    #[serde(default)]
+    to_judge: Option<(String, String)>,
+    /// Summaries judged (or given up on) so far.
+    #[serde(default)]
+    pub(crate) judged: u64,
     pub(crate) stats: CompressionStats,
 }
 
@@ -165,6 +183,11 @@ impl Cwm {
         let stage = self.compression.cascade.stage(self.utilisation());
         let fresh = |job: Job| (!self.jobs.tried.contains(&job.key())).then_some(job);
         let in_flight = self.in_flight();
+        if self.jobs.to_judge.is_some() {
+            return Some(Job::Judge {
+                n: self.jobs.judged,
+            });
+        }
         if stage >= Stage::Emergency
             && let Some(job) = self.compaction_job().and_then(fresh)
         {
@@ -289,6 +312,10 @@ impl Cwm {
                 let conversation = self.conversation(pushes.first().copied()?, pushes.last());
                 Some(compress::compaction_prompt(&self.task(), &conversation))
             }
+            Job::Judge { .. } => {
+                let (original, summary) = self.jobs.to_judge.as_ref()?;
+                Some(compress::judge_prompt(original, summary))
+            }
             Job::Notes { .. } => {
                 let conversation = self.conversation(self.jobs.notes_from, None);
                 Some(compress::notes_prompt(
@@ -348,6 +375,10 @@ impl Cwm {
         let Some(job) = self.jobs.asked.remove(&id) else {
             return;
         };
+        if let Job::Judge { .. } = job {
+            self.judged(result);
+            return;
+        }
         let outcome = match result {
             Err(_) => {
                 self.jobs.stats.failed += 1;
@@ -375,6 +406,43 @@ impl Cwm {
             None => self.jobs.wait_until = self.turn + 1,
         }
         self.jobs.tried.insert(job.key());
+    }
+
+    /// Takes the judge's answer: a fidelity score, or a failure; either
+    /// way that summary is not judged again.
+    fn judged(&mut self, result: Result<String, String>) {
+        self.jobs.to_judge = None;
+        self.jobs.judged += 1;
+        if result.is_err() {
+            self.jobs.wait_until = self.turn + 1;
+        }
+        let stats = &mut self.jobs.stats;
+        match result {
+            Err(_) => stats.failed += 1,
+            Ok(text) => match compress::parse_fidelity(&text) {
+                Some(score) => {
+                    stats.fidelity.push(score);
+                    if stats.fidelity.len() > 20 {
+                        stats.fidelity.remove(0);
+                    }
+                }
+                None => {
+                    stats.rejected += 1;
+                    stats.last_rejection = Some(
+                        "judge: the answer does not start with a score between 0 and 1".into(),
+                    );
+                }
+            },
+        }
+    }
+
+    /// Keeps a taken summary and what it replaced for the judge, when
+    /// judging is on.
+    fn queue_judge(&mut self, original: &str, summary: &str) {
+        if self.compression.judge {
+            let original: String = original.chars().take(JUDGE_CHARS).collect();
+            self.jobs.to_judge = Some((original, summary.trim().to_string()));
+        }
     }
 
     /// Applies an answer; gives the tokens replaced and their summary's.
@@ -441,6 +509,7 @@ impl Cwm {
                 entry.message = message;
                 entry.level = level;
                 self.recount(at, false);
+                self.queue_judge(&original, answer);
                 Ok((before, self.entries[at].tokens))
             }
             Job::Compaction { pushes } => {
@@ -464,8 +533,10 @@ impl Cwm {
                 let limit = (removed as f64 * ratio) as usize;
                 check_answer(answer, &conversation, tokens, limit).map_err(|e| e.to_string())?;
                 self.compact(&positions, message, tokens);
+                self.queue_judge(&conversation, answer);
                 Ok((removed, tokens))
             }
+            Job::Judge { .. } => Err("judge answers are taken apart".to_string()),
             Job::Notes { turn } => {
                 let conversation = self.conversation(self.jobs.notes_from, None);
                 let message = notes_message(answer.trim());

@@ -19,6 +19,8 @@ pub const RATE_TURNS: usize = 5;
 pub const EVICTION_RATE_ALERT: f64 = 5.0;
 /// A compression ratio under this is a warning once a few summaries exist.
 pub const RATIO_ALERT: f64 = 2.0;
+/// A mean judged fidelity under this is a warning.
+pub const FIDELITY_ALERT: f64 = 0.75;
 /// Tool results over this share of the context are bloat.
 pub const BLOAT_ALERT: f64 = 0.30;
 
@@ -51,6 +53,9 @@ pub struct Metrics {
     pub compression_ratio: Option<f64>,
     /// Tool-result tokens over the prompt's.
     pub tool_result_bloat: f64,
+    /// The judge's mean fidelity score over the recent summaries (`None`:
+    /// none judged).
+    pub fidelity: Option<f64>,
     /// Tokens pushed per response over the last turns.
     pub burn_rate: f64,
     /// What the cascade asked and got.
@@ -198,6 +203,13 @@ impl Cwm {
                 ));
             }
         }
+        let fidelity = (!stats.fidelity.is_empty())
+            .then(|| stats.fidelity.iter().sum::<f64>() / stats.fidelity.len() as f64);
+        if let Some(score) = fidelity.filter(|&f| f < FIDELITY_ALERT) {
+            alerts.push(format!(
+                "warning: compression fidelity {score:.2} (under {FIDELITY_ALERT}): summaries lose key facts"
+            ));
+        }
         let lost = stats.failed + stats.rejected;
         if lost >= 3 && lost * 2 > stats.asked {
             alerts.push(format!(
@@ -212,6 +224,7 @@ impl Cwm {
             eviction_passes: self.evictions,
             compression_ratio,
             tool_result_bloat,
+            fidelity,
             burn_rate,
             compression: stats,
             budgets,
