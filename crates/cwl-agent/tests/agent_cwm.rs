@@ -494,3 +494,93 @@ async fn a_resumed_session_shows_the_same_summaries_and_notes() {
         "the notes file holds the restored notes"
     );
 }
+
+#[tokio::test]
+async fn a_delegated_subtask_runs_in_its_own_window_and_returns_only_its_summary() {
+    let replies = openai_replies(&[
+        // The parent hands the search to a sub-agent.
+        assistant(vec![call(
+            "d1",
+            "delegate",
+            json!({"task": "Find the balance of record 3-5 in data3.txt."}),
+        )]),
+        // The child reads, tries to write (refused), then answers.
+        assistant(vec![call("c1", "read", json!({"path": "data3.txt"}))]),
+        assistant(vec![call(
+            "c2",
+            "write",
+            json!({"path": "x.txt", "content": "no"}),
+        )]),
+        assistant(vec![text(
+            "record 3-5: account 5 balance 38 EUR (data3.txt line 6)",
+        )]),
+        // The parent answers.
+        assistant(vec![text("Record 3-5 holds 38 EUR.")]),
+    ]);
+    let server = ScriptedServer::start(replies).await.unwrap();
+    server.answer_side(gist_side);
+    let work = data_workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let (mut agent, _shared) = openai_agent(&server, work.path(), sessions.path(), cwm_options());
+    let outcome = agent
+        .run_task("What is the balance of record 3-5?")
+        .await
+        .unwrap();
+    assert_eq!(outcome.answer, "Record 3-5 holds 38 EUR.");
+    assert!(
+        !work.path().join("x.txt").exists(),
+        "the child cannot write"
+    );
+
+    let main: Vec<Value> = main_requests(&server).iter().map(|r| r.json()).collect();
+    assert_eq!(main.len(), 5);
+    let offered = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(offered(&main[0]).contains(&"delegate".to_string()));
+    let child = &main[1];
+    let mut tools = offered(child);
+    tools.sort();
+    assert_eq!(
+        tools,
+        ["glob", "grep", "ls", "read"],
+        "the child only reads"
+    );
+    assert!(
+        child["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("You are a sub-agent with a fresh context window")
+    );
+    assert_eq!(
+        child["messages"][1]["content"],
+        "Find the balance of record 3-5 in data3.txt."
+    );
+    let refusal = tool_messages(&main[3]);
+    assert!(
+        refusal
+            .last()
+            .unwrap()
+            .starts_with("a sub-agent may only call read"),
+        "{refusal:?}"
+    );
+    let parent = &main[4];
+    check_openai_request(parent);
+    let results = tool_messages(parent);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0].starts_with("[sub-agent summary after 3 model calls in its own context window]\nrecord 3-5: account 5 balance 38 EUR"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        !parent.to_string().contains("record 3-0: account 0"),
+        "the child's reads never enter the parent's window"
+    );
+    drop(agent);
+}

@@ -11,6 +11,7 @@
 
 pub mod approval;
 mod calls;
+pub mod delegate;
 mod event;
 mod interrupt;
 pub mod limits;
@@ -303,6 +304,9 @@ impl Agent {
         tools.push(cwl::delimiter_spec());
         tools.push(cwl::recall_spec());
         let settings = options.settings(None);
+        if settings.strategy == StrategyName::Cwm {
+            tools.push(delegate::delegate_spec());
+        }
         let info = SessionInfo {
             id: session::new_id(),
             timestamp: session::now(),
@@ -624,6 +628,30 @@ impl Agent {
             checkpoint.responses,
             crate::render::describe::shorten(&checkpoint.task_goal, 80)
         ))
+    }
+
+    /// Answers a `delegate` call: a child run on its task with a window
+    /// of its own (see [`delegate`]), its summary as the result.
+    async fn delegate(&mut self, call: &cwl::ToolCall) -> crate::tools::ToolOutput {
+        use crate::tools::ToolOutput;
+        let task = match delegate::task(&call.arguments) {
+            Ok(task) => task,
+            Err(error) => return ToolOutput::error(error),
+        };
+        match delegate::run_child(
+            self.provider.as_ref(),
+            &self.options.model.name,
+            &self.toolbox,
+            self.options.engine_budget(),
+            &task,
+        )
+        .await
+        {
+            Ok((summary, turns)) => ToolOutput::ok(format!(
+                "[sub-agent summary after {turns} model calls in its own context window]\n{summary}"
+            )),
+            Err(error) => ToolOutput::error(error),
+        }
     }
 
     /// Writes the strategy's working notes to the session's notes file
