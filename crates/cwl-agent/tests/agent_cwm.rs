@@ -584,3 +584,33 @@ async fn a_delegated_subtask_runs_in_its_own_window_and_returns_only_its_summary
     );
     drop(agent);
 }
+
+#[tokio::test]
+async fn a_notes_file_that_cannot_be_written_is_noted_and_the_run_goes_on() {
+    let server = ScriptedServer::start(openai_replies(&script()))
+        .await
+        .unwrap();
+    server.answer_side(gist_side);
+    let work = data_workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let (mut agent, shared) = openai_agent(&server, work.path(), sessions.path(), cwm_options());
+    let blocked = session::notes_path(&agent.session_path());
+    std::fs::create_dir(&blocked).unwrap();
+    agent.run_task(TASK).await.unwrap();
+    let notes: Vec<String> = events(&shared)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Note { text } if text.starts_with("could not write the notes file") => {
+                Some(text)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(!notes.is_empty(), "the failure is told");
+    assert!(
+        notes[0].ends_with("the notes stay in the session file"),
+        "{notes:?}"
+    );
+    assert!(agent.context().notes().is_some(), "the notes are kept");
+    assert!(blocked.is_dir(), "nothing was written over it");
+}

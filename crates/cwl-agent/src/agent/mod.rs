@@ -656,7 +656,9 @@ impl Agent {
 
     /// Writes the strategy's working notes to the session's notes file
     /// ([`session::notes_path`]) when they changed since last written; a
-    /// temporary file renamed over it, so a reader never sees half.
+    /// temporary file renamed over it, so a reader never sees half. A
+    /// file that cannot be written is noted and the run goes on (the
+    /// notes stay in the strategy's state in the session file).
     fn write_notes(&mut self) -> Result<(), AgentError> {
         let Some(notes) = self.context.notes() else {
             return Ok(());
@@ -666,14 +668,16 @@ impl Agent {
         }
         let path = session::notes_path(self.writer.path());
         let partial = path.with_extension("md.partial");
-        std::fs::write(&partial, &notes)
-            .and_then(|()| std::fs::rename(&partial, &path))
-            .map_err(|source| SessionError::Io {
-                path: path.clone(),
-                source,
-            })?;
+        let written =
+            std::fs::write(&partial, &notes).and_then(|()| std::fs::rename(&partial, &path));
         self.notes_written = Some(notes);
-        Ok(())
+        match written {
+            Ok(()) => Ok(()),
+            Err(error) => self.note(format!(
+                "could not write the notes file {}: {error}; the notes stay in the session file",
+                path.display()
+            )),
+        }
     }
 
     /// The session file as the store `recall` reads evicted messages from.
