@@ -614,3 +614,24 @@ async fn a_notes_file_that_cannot_be_written_is_noted_and_the_run_goes_on() {
     assert!(agent.context().notes().is_some(), "the notes are kept");
     assert!(blocked.is_dir(), "nothing was written over it");
 }
+
+#[tokio::test]
+async fn sessions_show_says_when_a_strategy_keeps_no_health() {
+    let mut t = Scripted::start(
+        openai_replies(&[assistant(vec![text("ok")])]),
+        options(BUDGET),
+    )
+    .await;
+    t.agent.run_task("hello").await.unwrap();
+    let closed = t.close();
+    let report = session::show::report(&closed.path).unwrap();
+    assert_eq!(report.strategy, "cwl");
+    assert_eq!((report.tasks, report.side_calls), (1, 0));
+    assert!(report.health.is_none() && report.notes.is_none());
+    let text = session::show::render(&report);
+    assert!(
+        text.contains("health: the cwl strategy reports none"),
+        "{text}"
+    );
+    assert!(text.contains("1 tasks · view "), "{text}");
+}
