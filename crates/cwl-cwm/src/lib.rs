@@ -12,7 +12,7 @@
 //!   `check_before_add`, burn rate and a report;
 //! - [`scorers`]: the eviction scorers (fifo, lru, priority, type and
 //!   their weighted composite), shared with the lab's baselines;
-//! - [`relevance`]: lexical relevance to the current task (BM25), the
+//! - [`relevance`](mod@relevance): lexical relevance to the current task (BM25), the
 //!   priority scorer's `semantic` term without a model.
 //!
 //! - [`checkpoint`]: cross-window state: the task checkpoint as JSON in
@@ -39,4 +39,4 @@ pub use compress::{Cascade, CompressionOptions, Level, Stage};
 pub use pressure::{Monitor, PressureEvent, Reading, Source, Thresholds, Zone};
 pub use relevance::{RelevanceIndex, relevance};
 pub use scorers::{BlockInfo, ContentType, Scorer};
-pub use strategy::{Cwm, Metrics};
+pub use strategy::{CompressionStats, Cwm, Metrics};

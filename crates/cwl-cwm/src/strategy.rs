@@ -494,6 +494,7 @@ impl Cwm {
 mod cascade;
 mod metrics;
 
+pub use cascade::CompressionStats;
 use cascade::Jobs;
 pub use metrics::{Metrics, Sample};
 
