@@ -92,6 +92,7 @@ fn run_executes_every_task_in_one_session_and_resume_continues_it() {
         config: Some(config),
         limit: 0,
         json: true,
+        ..SessionsArgs::default()
     })
     .unwrap();
 }

@@ -66,10 +66,11 @@ fn cwm_options() -> cwl_agent::agent::AgentOptions {
 #[tokio::test]
 async fn cwm_keeps_a_long_task_within_budget_and_a_resume_shows_the_same_view() {
     let mut t = Scripted::start(replies(), cwm_options()).await;
+    t.server.answer_side(gist_side);
     assert_eq!(t.agent.context().name(), "cwm");
     t.agent.run_task(T1).await.unwrap();
     t.agent.run_task(T2).await.unwrap();
-    let requests = t.server.requests();
+    let requests = main_requests(&t.server);
     assert_eq!(requests.len(), 19);
     let firsts = script()[0].len();
     for (index, request) in requests.iter().enumerate() {
@@ -144,6 +145,7 @@ async fn cwm_keeps_a_long_task_within_budget_and_a_resume_shows_the_same_view() 
     )])
     .await
     .unwrap();
+    next.answer_side(gist_side);
     let (_shared, observer) = collector();
     let toolbox = Toolbox::new(closed.dir.path(), ToolConfig::default()).unwrap();
     let mut resumed = Agent::resume(
@@ -158,7 +160,7 @@ async fn cwm_keeps_a_long_task_within_budget_and_a_resume_shows_the_same_view() 
     assert!(resumed.context().view().cloned().eq(view.iter().cloned()));
     assert_eq!(resumed.context().tokens(), tokens);
     resumed.run_task("One more thing.").await.unwrap();
-    let body = next.requests()[0].json();
+    let body = main_requests(&next)[0].json();
     check_openai_request(&body);
     assert_eq!(user_turns(&body), [T1, T2, "One more thing."]);
     drop(resumed);

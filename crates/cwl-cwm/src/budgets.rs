@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// A part of the window with its own budget.
@@ -45,7 +45,7 @@ impl Component {
 }
 
 /// Each component's share of the window, in [`Component::ALL`] order.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Allocation(pub [f64; 6]);
 
 impl Default for Allocation {

@@ -12,16 +12,20 @@
 //!   `check_before_add`, burn rate and a report;
 //! - [`scorers`]: the eviction scorers (fifo, lru, priority, type and
 //!   their weighted composite), shared with the lab's baselines;
-//! - [`relevance`]: lexical relevance to the current task (BM25), the
+//! - [`relevance`](mod@relevance): lexical relevance to the current task (BM25), the
 //!   priority scorer's `semantic` term without a model.
 //!
+//! - [`checkpoint`]: cross-window state: the task checkpoint as JSON in
+//!   a progress log, its validation, and the bootstrap prompt;
+//! - [`compress`]: the compression cascade's stages, prompts and the
+//!   checks an answer must pass;
 //! - [`strategy`]: the manager as a [`cwl::Strategy`] the agent runs
-//!   (`--strategy cwm`): zones, scored eviction, health.
-//!
-//! The compression cascade (which calls a model) and cross-window
-//! checkpoints come next (issue 12).
+//!   (`--strategy cwm`): zones, summaries asked through side requests,
+//!   working notes, scored eviction as the backstop, health.
 
 pub mod budgets;
+pub mod checkpoint;
+pub mod compress;
 pub mod pressure;
 pub mod relevance;
 pub mod scorers;
@@ -30,7 +34,9 @@ pub mod strategy;
 pub use budgets::{
     Allocation, AllocationError, BudgetManager, BudgetReport, Check, Component, ComponentBudget,
 };
+pub use checkpoint::{CheckpointError, TaskCheckpoint};
+pub use compress::{Cascade, CompressionOptions, Level, Stage};
 pub use pressure::{Monitor, PressureEvent, Reading, Source, Thresholds, Zone};
 pub use relevance::{RelevanceIndex, relevance};
 pub use scorers::{BlockInfo, ContentType, Scorer};
-pub use strategy::Cwm;
+pub use strategy::{CompressionStats, Cwm, Metrics};

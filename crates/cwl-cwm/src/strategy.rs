@@ -12,10 +12,10 @@
 //! shadow CWL context of the messages' skeletons keeps the episode graph),
 //! but episodes do not steer eviction.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use cwl::strategy::{Health, Saved, Strategy};
+use cwl::strategy::{Health, Saved, SideRequest, Strategy};
 use cwl::tokens::{block_tokens, message_tokens};
 use cwl::{
     Accepted, Annotation, Block, Checkpoint, Config, Context, DELIMITER, DelimiterError,
@@ -24,6 +24,7 @@ use cwl::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::compress::{CompressionOptions, Level};
 use crate::pressure::{Monitor, PressureEvent, Reading, Thresholds, Zone};
 use crate::relevance::{DEFAULT_AVGDL, RelevanceIndex};
 use crate::scorers::{BlockInfo, ContentType, Scorer};
@@ -55,6 +56,12 @@ struct Entry {
     created: u64,
     tokens: usize,
     altered: bool,
+    /// How far progressive summarisation took it.
+    #[serde(default)]
+    level: Level,
+    /// A compaction summary standing for earlier messages.
+    #[serde(default)]
+    summary: bool,
 }
 
 /// What one scored block is.
@@ -86,6 +93,19 @@ pub struct Cwm {
     thresholds: Thresholds,
     monitor: Monitor,
     reading: Option<Reading>,
+    compression: CompressionOptions,
+    jobs: Jobs,
+    /// The working notes as shown in the view (a system message after the
+    /// leading ones), and their text.
+    notes: Option<(Message, usize)>,
+    notes_text: String,
+    samples: VecDeque<Sample>,
+    /// Tokens pushed so far, for the burn rate.
+    pushed_tokens: u64,
+    /// Blocks evicted so far, for the eviction rate.
+    evicted_blocks: u64,
+    /// The window this one continues, when a bootstrap prompt opened it.
+    bootstrapped_from: Option<u32>,
 }
 
 impl std::fmt::Debug for Cwm {
@@ -116,6 +136,20 @@ struct State {
     refs: HashMap<String, Refs>,
     dropped: HashSet<String>,
     evictions: u64,
+    #[serde(default)]
+    compression: CompressionOptions,
+    #[serde(default)]
+    jobs: Jobs,
+    #[serde(default)]
+    notes_text: String,
+    #[serde(default)]
+    samples: VecDeque<Sample>,
+    #[serde(default)]
+    pushed_tokens: u64,
+    #[serde(default)]
+    evicted_blocks: u64,
+    #[serde(default)]
+    bootstrapped_from: Option<u32>,
 }
 
 impl Cwm {
@@ -141,7 +175,33 @@ impl Cwm {
             evictions: 0,
             thresholds: Thresholds::default(),
             reading: None,
+            compression: CompressionOptions::default(),
+            jobs: Jobs::default(),
+            notes: None,
+            notes_text: String::new(),
+            samples: VecDeque::new(),
+            pushed_tokens: 0,
+            evicted_blocks: 0,
+            bootstrapped_from: None,
         }
+    }
+
+    /// The same with other compression settings (the cascade's
+    /// thresholds, summary sizes, timeouts; `enabled: false` evicts only).
+    pub fn with_compression(mut self, options: CompressionOptions) -> Self {
+        self.compression = options;
+        self
+    }
+
+    /// The compression settings in force.
+    pub fn compression(&self) -> &CompressionOptions {
+        &self.compression
+    }
+
+    /// The working notes kept outside the window (empty before the first
+    /// update).
+    pub fn notes_text(&self) -> &str {
+        &self.notes_text
     }
 
     /// The strategy saved as `state` by [`Strategy::save`]; the counter
@@ -181,7 +241,24 @@ impl Cwm {
             evictions: state.evictions,
             thresholds: Thresholds::default(),
             reading: None,
-        })
+            compression: state.compression,
+            jobs: state.jobs,
+            notes: None,
+            notes_text: String::new(),
+            samples: state.samples,
+            pushed_tokens: state.pushed_tokens,
+            evicted_blocks: state.evicted_blocks,
+            bootstrapped_from: state.bootstrapped_from,
+        }
+        .with_notes(state.notes_text))
+    }
+
+    /// How many system messages lead the view (the notes follow them).
+    fn lead(&self) -> usize {
+        self.entries
+            .iter()
+            .take_while(|entry| matches!(entry.message, Message::System { .. }))
+            .count()
     }
 
     /// Where eviction starts and what it frees down to.
@@ -359,6 +436,7 @@ impl Cwm {
             let Message::Assistant { content } = &mut self.entries[at].message else {
                 continue;
             };
+            self.evicted_blocks += 1;
             match part {
                 Part::Thinking => content.retain(|b| !matches!(b, Block::Reasoning { .. })),
                 Part::Text => content.retain(|b| !matches!(b, Block::Text { .. })),
@@ -412,6 +490,13 @@ impl Cwm {
         entry.altered = true;
     }
 }
+
+mod cascade;
+mod metrics;
+
+pub use cascade::CompressionStats;
+use cascade::Jobs;
+pub use metrics::{Metrics, Sample};
 
 /// A zone as health events name it.
 fn zone_name(zone: Zone) -> &'static str {
@@ -472,6 +557,7 @@ impl Strategy for Cwm {
         self.pushes += 1;
         match &message {
             Message::Assistant { content } => {
+                self.sample();
                 self.turn += 1;
                 let turn = self.turn;
                 let earlier: Vec<(String, String, String)> = self
@@ -497,16 +583,24 @@ impl Strategy for Cwm {
             Message::ToolResult(result) if self.dropped.remove(&result.call_id) => {
                 return Ok(outcomes);
             }
+            Message::System { content } => {
+                if let Some(window) = crate::checkpoint::bootstrapped_window(content) {
+                    self.bootstrapped_from = Some(window);
+                }
+            }
             _ => {}
         }
         let tokens = message_tokens(self.counter.as_ref(), &message);
         self.total += tokens;
+        self.pushed_tokens += tokens as u64;
         self.entries.push(Entry {
             push,
             message,
             created: self.turn,
             tokens,
             altered: false,
+            level: Level::Full,
+            summary: false,
         });
         Ok(outcomes)
     }
@@ -556,14 +650,28 @@ impl Strategy for Cwm {
     }
 
     fn view_sources(&self) -> Box<dyn Iterator<Item = (Source, &Message)> + '_> {
-        Box::new(self.entries.iter().map(|entry| {
-            let source = if entry.altered {
+        let lead = self.lead();
+        fn entry(entry: &Entry) -> (Source, &Message) {
+            let source = if entry.summary {
+                Source::Index
+            } else if entry.altered {
                 Source::Altered(entry.push)
             } else {
                 Source::Pushed(entry.push)
             };
             (source, &entry.message)
-        }))
+        }
+        let notes = self
+            .notes
+            .as_ref()
+            .map(|(message, _)| (Source::Index, message));
+        Box::new(
+            self.entries[..lead]
+                .iter()
+                .map(entry)
+                .chain(notes)
+                .chain(self.entries[lead..].iter().map(entry)),
+        )
     }
 
     fn tools(&self) -> &[ToolSpec] {
@@ -630,6 +738,13 @@ impl Strategy for Cwm {
             refs: self.refs.clone(),
             dropped: self.dropped.clone(),
             evictions: self.evictions,
+            compression: self.compression.clone(),
+            jobs: self.jobs.clone(),
+            notes_text: self.notes_text.clone(),
+            samples: self.samples.clone(),
+            pushed_tokens: self.pushed_tokens,
+            evicted_blocks: self.evicted_blocks,
+            bootstrapped_from: self.bootstrapped_from,
         };
         Ok(Saved {
             pushes: self.pushes,
@@ -639,15 +754,8 @@ impl Strategy for Cwm {
 
     fn health(&self) -> Option<Health> {
         let reading = self.reading.as_ref()?;
-        let utilisation = self.tokens() as f64 / self.config.budget.max(1) as f64;
-        let mut alerts = Vec::new();
-        if utilisation > CRITICAL {
-            alerts.push(format!(
-                "critical: the context is at {:.0}% of the budget (over {:.0}%)",
-                utilisation * 100.0,
-                CRITICAL * 100.0
-            ));
-        }
+        let metrics = self.metrics();
+        let mut alerts = metrics.alerts;
         for event in &reading.events {
             if let PressureEvent::VelocitySpike { velocity, baseline } = event {
                 alerts.push(format!(
@@ -656,8 +764,8 @@ impl Strategy for Cwm {
             }
         }
         Some(Health {
-            utilisation,
-            zone: zone_name(self.thresholds.zone(utilisation)).to_string(),
+            utilisation: metrics.utilisation,
+            zone: metrics.zone,
             velocity: reading.velocity,
             turns_until_red: reading.turns_until_red,
             provider_counted: self.calibrated,
@@ -665,13 +773,34 @@ impl Strategy for Cwm {
             alerts,
         })
     }
+
+    fn side_request(&mut self) -> Option<SideRequest> {
+        self.ask()
+    }
+
+    fn notes(&self) -> Option<String> {
+        let checkpoint = self.task_checkpoint();
+        (!checkpoint.notes.is_empty() || !checkpoint.summary.is_empty())
+            .then(|| checkpoint.progress_log())
+    }
+
+    fn metrics(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(Cwm::metrics(self)).ok()
+    }
+
+    fn side_result(&mut self, id: u64, result: Result<String, String>) {
+        self.answer(id, result);
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use cwl::{Estimate, delimiter_spec};
 
     use super::*;
+    use crate::checkpoint::TaskCheckpoint;
 
     fn cwm(budget: usize) -> Cwm {
         Cwm::new(
@@ -901,7 +1030,18 @@ mod tests {
         let health = strategy.health().unwrap();
         assert_eq!(health.zone, "green");
         assert!(health.velocity > 0.0 && health.turns_until_red.is_some());
-        assert!(health.alerts.is_empty() && !health.provider_counted);
+        assert!(!health.provider_counted);
+        assert_eq!(
+            health.alerts.len(),
+            1,
+            "reads are most of this context: {:?}",
+            health.alerts
+        );
+        assert!(
+            health.alerts[0].starts_with("warning: tool results take"),
+            "{:?}",
+            health.alerts
+        );
         strategy.calibrate(strategy.counted_tokens(), 9_500);
         strategy.set_budget(10_000);
         let report = strategy.enforce();
@@ -915,6 +1055,451 @@ mod tests {
             "{:?}",
             health.alerts
         );
+    }
+
+    /// A read of `lines` lines of parser code, with its result.
+    fn big_step(strategy: &mut dyn Strategy, i: usize, lines: usize) {
+        strategy
+            .push(Message::Assistant {
+                content: vec![Block::ToolCall(ToolCall::new(
+                    format!("c{i}"),
+                    "read",
+                    format!("{{\"path\":\"parser{i}.rs\"}}"),
+                ))],
+            })
+            .unwrap();
+        strategy
+            .push(Message::tool_result(
+                format!("c{i}"),
+                "read",
+                format!("fn parser_{i}() {{ parser handling code }}\n").repeat(lines),
+                false,
+            ))
+            .unwrap();
+    }
+
+    /// The budget at which the strategy's prompt is `share` of it.
+    fn budget_at(strategy: &Cwm, share: f64) -> usize {
+        (strategy.tokens() as f64 / share) as usize
+    }
+
+    #[test]
+    fn the_cascade_is_routed_by_zone_and_answers_replace_content() {
+        let mut strategy = cwm(100_000).with_compression(CompressionOptions {
+            min_tokens: 40,
+            ..CompressionOptions::default()
+        });
+        strategy
+            .push(Message::system("You are a coding agent."))
+            .unwrap();
+        strategy.push(Message::user("fix the parser")).unwrap();
+        big_step(&mut strategy, 0, 100);
+        for i in 1..8 {
+            step(&mut strategy, i, "logger");
+        }
+        let budget = budget_at(&strategy, 0.02);
+        strategy.set_budget(budget);
+        let request = strategy.side_request().unwrap();
+        assert_eq!(
+            request.purpose, "notes",
+            "green: only the notes, every six responses"
+        );
+        assert!(matches!(&request.messages[1], Message::User { content }
+            if content.starts_with("Task goal:\nfix the parser") && content.contains("(none yet)")));
+        strategy.side_result(
+            request.id,
+            Ok("Goal: fix the parser. Done: read parser0.rs and the logger files.".into()),
+        );
+        let notes: Vec<Message> = strategy.view().cloned().collect();
+        assert!(matches!(&notes[1], Message::System { content }
+            if content.starts_with("[working notes") && content.ends_with("the logger files.")));
+        assert_eq!(
+            strategy.notes_text(),
+            "Goal: fix the parser. Done: read parser0.rs and the logger files."
+        );
+        assert!(
+            strategy
+                .notes()
+                .unwrap()
+                .contains("## Notes (after 8 responses)")
+        );
+        strategy.set_budget(budget_at(&strategy, 0.02));
+        assert!(strategy.side_request().is_none(), "green: nothing more");
+
+        // Prepare: the large result (its result is not in flight).
+        strategy.set_budget(budget_at(&strategy, 0.6));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "summary");
+        assert!(matches!(&request.messages[1], Message::User { content }
+            if content.starts_with("Tool: read\nOutput (") && content.contains("fn parser_0()")));
+        let view: Vec<Message> = strategy.view().cloned().collect();
+        strategy.side_result(request.id, Err("the summary call timed out".into()));
+        assert!(
+            strategy.view().cloned().eq(view.iter().cloned()),
+            "a failure changes nothing"
+        );
+        assert!(
+            strategy.side_request().is_none(),
+            "nothing more until the next response"
+        );
+        step(&mut strategy, 8, "logger");
+        strategy.set_budget(budget_at(&strategy, 0.6));
+        assert!(
+            strategy.side_request().is_none(),
+            "the failed summary is not asked again"
+        );
+
+        // Active: aging messages go to one line, oldest first.
+        strategy.set_budget(budget_at(&strategy, 0.8));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "progressive");
+        assert!(matches!(&request.messages[1], Message::User { content }
+            if content.starts_with("Summarise it in one line") && content.contains("parser_0")));
+        let before = strategy.tokens();
+        strategy.side_result(
+            request.id,
+            Ok("read parser0.rs: 100 parser functions".into()),
+        );
+        assert!(strategy.tokens() < before);
+        let view: Vec<Message> = strategy.view().cloned().collect();
+        let Message::ToolResult(result) = &view[4] else {
+            panic!("{:?}", view[4])
+        };
+        assert_eq!(result.call_id, "c0", "the result keeps its call");
+        assert!(
+            result
+                .content
+                .starts_with("[one-line summary of a read output of "),
+            "{}",
+            result.content
+        );
+        assert!(
+            result
+                .content
+                .ends_with("read parser0.rs: 100 parser functions")
+        );
+        assert!(
+            strategy.side_request().is_none(),
+            "back under the active line"
+        );
+        strategy.set_budget(budget_at(&strategy, 0.8));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "progressive");
+        assert!(
+            matches!(&request.messages[1], Message::User { content }
+            if content.contains("thinking about step 1")),
+            "then step 1's reasoning"
+        );
+        strategy.side_result(request.id, Ok("considered logger1 step".into()));
+        let view: Vec<Message> = strategy.view().cloned().collect();
+        let Message::Assistant { content } = &view[5] else {
+            panic!("{:?}", view[5])
+        };
+        assert_eq!(
+            content.len(),
+            2,
+            "text summary and the call, reasoning gone"
+        );
+        assert!(matches!(&content[1], Block::ToolCall(call) if call.id == "c1"));
+
+        // Emergency: compaction of everything before the latest four responses.
+        strategy.set_budget(budget_at(&strategy, 0.96));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "compaction");
+        assert!(matches!(&request.messages[0], Message::System { content }
+            if content.starts_with("You are a context-compaction engine")));
+        assert!(matches!(&request.messages[1], Message::User { content }
+            if content.contains("Task goal:\nfix the parser") && content.contains("logger4") && !content.contains("logger5")));
+        let before = strategy.tokens();
+        strategy.side_result(
+            request.id,
+            Ok("- read parser0.rs and logger1-4\n- next: logger5".into()),
+        );
+        assert!(strategy.tokens() < before);
+        let view: Vec<Message> = strategy.view().cloned().collect();
+        check_view(&view, 1);
+        assert!(matches!(&view[3], Message::Assistant { content }
+            if matches!(&content[0], Block::Text { text } if text.starts_with("[compacted summary of 10 earlier messages"))));
+        assert!(matches!(&view[4], Message::Assistant { content }
+            if matches!(content.last(), Some(Block::ToolCall(call)) if call.id == "c5")));
+        assert_eq!(
+            view.len(),
+            4 + 4 * 2,
+            "system, notes, user, summary, four steps"
+        );
+        let saved = strategy.save().unwrap();
+        let restored = Cwm::restore(&saved.state, Arc::new(Estimate)).unwrap();
+        assert!(
+            restored.view().eq(strategy.view()),
+            "summaries and notes restore"
+        );
+        assert_eq!(restored.tokens(), strategy.tokens());
+        let stats = &strategy.jobs.stats;
+        assert_eq!(
+            (stats.asked, stats.accepted, stats.failed, stats.rejected),
+            (5, 4, 1, 0)
+        );
+        let metrics = strategy.metrics();
+        assert!(metrics.compression_ratio.unwrap() > 2.0, "{metrics:?}");
+    }
+
+    #[test]
+    fn component_budgets_follow_the_view_and_gate_summaries_and_notes() {
+        use crate::budgets::{Check, Component};
+        let mut strategy = cwm(10_000).with_compression(CompressionOptions {
+            notes_every: 1,
+            ..CompressionOptions::default()
+        });
+        strategy
+            .push(Message::system("You are a coding agent."))
+            .unwrap();
+        strategy.push(Message::user("fix the parser")).unwrap();
+        big_step(&mut strategy, 0, 100);
+        step(&mut strategy, 1, "logger");
+        let report = strategy.budget_report();
+        let used = |component: Component| {
+            report
+                .components
+                .iter()
+                .find(|(c, _)| *c == component)
+                .map(|(_, b)| (b.used, b.limit))
+                .unwrap()
+        };
+        assert_eq!(
+            used(Component::SystemPrompt).0,
+            message_tokens(&Estimate, &Message::system("You are a coding agent."))
+        );
+        assert_eq!(used(Component::ToolResults).1, 1_200, "12% of 10,000");
+        assert_eq!(used(Component::MemoryInjection), (0, 800));
+        assert_eq!(
+            report.total_used, strategy.total,
+            "every token has a component"
+        );
+        assert!(report.burn_rate > 0.0 && report.turns_until_exhausted.is_some());
+        assert!(strategy.utilisation() < 0.5, "green");
+        assert!(matches!(
+            strategy.check_before_add(Component::ToolResults, 0),
+            Check::Warning { .. } | Check::Blocked { .. }
+        ));
+        assert!(matches!(
+            strategy.check_before_add(Component::ToolResults, 2_000),
+            Check::Blocked { .. }
+        ));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(
+            request.purpose, "summary",
+            "tool results past their soft limit are summarised even in green"
+        );
+        strategy.side_result(request.id, Ok("parser_0 .. parser_99 read".into()));
+        assert_eq!(
+            strategy.check_before_add(Component::ToolResults, 0),
+            Check::Allowed
+        );
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "notes");
+        let view: Vec<Message> = strategy.view().cloned().collect();
+        strategy.side_result(request.id, Ok("parser notes ".repeat(400)));
+        assert!(strategy.view().cloned().eq(view.iter().cloned()));
+        let reason = strategy.jobs.stats.last_rejection.clone().unwrap();
+        assert!(reason.starts_with("notes: the notes ("), "{reason}");
+        assert!(
+            reason.contains("would pass the memory budget (0 of 800"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_window_checkpoints_and_a_fresh_one_bootstraps_from_it() {
+        let every = CompressionOptions {
+            notes_every: 1,
+            ..CompressionOptions::default()
+        };
+        let mut strategy = cwm(100_000).with_compression(every.clone());
+        strategy
+            .push(Message::system("You are a coding agent."))
+            .unwrap();
+        strategy
+            .push(Message::user("task 1: read the parser"))
+            .unwrap();
+        step(&mut strategy, 0, "parser");
+        strategy
+            .push(Message::user("task 2: fix the parser"))
+            .unwrap();
+        step(&mut strategy, 1, "parser");
+        assert!(strategy.notes().is_none(), "no notes yet, no notes file");
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "notes");
+        let notes = "- Done: read parser0.rs\n- Next: fix parser_1";
+        strategy.side_result(request.id, Ok(notes.into()));
+        let checkpoint = strategy.task_checkpoint();
+        assert_eq!(
+            (
+                checkpoint.window_id,
+                checkpoint.state_version,
+                checkpoint.responses
+            ),
+            (1, 2, 2)
+        );
+        assert_eq!(checkpoint.task_goal, "task 2: fix the parser");
+        assert_eq!(checkpoint.earlier_tasks, ["task 1: read the parser"]);
+        assert_eq!(checkpoint.notes, notes);
+        let log = strategy.notes().unwrap();
+        let (parsed, warnings) = TaskCheckpoint::parse(&log).unwrap();
+        assert_eq!(parsed, checkpoint, "the notes file carries the checkpoint");
+        assert!(warnings.is_empty());
+
+        // A fresh window opened by the bootstrap prompt.
+        let mut fresh = cwm(100_000).with_compression(every);
+        fresh
+            .push(Message::system("You are a coding agent."))
+            .unwrap();
+        fresh
+            .push(Message::system(parsed.bootstrap_prompt()))
+            .unwrap();
+        fresh.push(Message::user("carry on")).unwrap();
+        let next = fresh.task_checkpoint();
+        assert_eq!(next.window_id, 2);
+        assert!(
+            next.notes.contains("- Next: fix parser_1"),
+            "{}",
+            next.notes
+        );
+        assert!(
+            fresh
+                .notes()
+                .unwrap()
+                .starts_with("# Progress — window 2 (v1)")
+        );
+        step(&mut fresh, 0, "parser");
+        step(&mut fresh, 1, "parser");
+        let request = fresh.side_request().unwrap();
+        assert_eq!(request.purpose, "notes");
+        assert!(
+            matches!(&request.messages[1], Message::User { content }
+                if content.contains("Current notes:\n[CONTEXT_WINDOW_RESUME]")),
+            "the first notes of the new window start from the old ones"
+        );
+        let saved = fresh.save().unwrap();
+        let restored = Cwm::restore(&saved.state, Arc::new(Estimate)).unwrap();
+        assert_eq!(restored.task_checkpoint(), fresh.task_checkpoint());
+    }
+
+    #[test]
+    fn the_optional_judge_scores_taken_summaries_and_changes_nothing() {
+        let mut strategy = cwm(100_000).with_compression(CompressionOptions {
+            judge: true,
+            ..CompressionOptions::default()
+        });
+        strategy.push(Message::user("fix the parser")).unwrap();
+        big_step(&mut strategy, 0, 100);
+        step(&mut strategy, 1, "logger");
+        strategy.set_budget(budget_at(&strategy, 0.6));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "summary");
+        strategy.side_result(
+            request.id,
+            Ok("parser_0 to parser_99, parser handling".into()),
+        );
+        let view: Vec<Message> = strategy.view().cloned().collect();
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "judge");
+        assert!(matches!(&request.messages[1], Message::User { content }
+            if content.starts_with("Original:\nfn parser_0()")
+                && content.contains("Compressed:\nparser_0 to parser_99, parser handling")));
+        strategy.side_result(request.id, Ok("0.5\nthe function bodies are gone".into()));
+        assert!(
+            strategy.view().cloned().eq(view.iter().cloned()),
+            "judging changes no view"
+        );
+        let metrics = strategy.metrics();
+        assert_eq!(metrics.fidelity, Some(0.5));
+        assert!(
+            metrics
+                .alerts
+                .iter()
+                .any(|a| a.starts_with("warning: compression fidelity 0.50")),
+            "{:?}",
+            metrics.alerts
+        );
+        assert_ne!(
+            strategy.side_request().map(|r| r.purpose),
+            Some("judge".to_string()),
+            "each summary is judged once"
+        );
+        // A judge answering without a score is refused; nothing changes.
+        big_step(&mut strategy, 2, 100);
+        step(&mut strategy, 3, "logger");
+        strategy.set_budget(budget_at(&strategy, 0.6));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "summary");
+        strategy.side_result(request.id, Ok("parser_2 read, parser handling".into()));
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "judge");
+        strategy.side_result(request.id, Ok("looks fine to me".into()));
+        assert_eq!(strategy.jobs.stats.fidelity, [0.5]);
+        assert!(
+            strategy
+                .jobs
+                .stats
+                .last_rejection
+                .as_deref()
+                .unwrap()
+                .starts_with("judge:")
+        );
+        let saved = strategy.save().unwrap();
+        let restored = Cwm::restore(&saved.state, Arc::new(Estimate)).unwrap();
+        assert_eq!(restored.metrics().fidelity, Some(0.5));
+    }
+
+    #[test]
+    fn empty_long_or_unrelated_answers_change_nothing() {
+        let mut strategy = cwm(100_000);
+        strategy.push(Message::user("fix the parser")).unwrap();
+        big_step(&mut strategy, 0, 100);
+        step(&mut strategy, 1, "logger");
+        strategy.set_budget(budget_at(&strategy, 0.6));
+        for (n, answer) in [
+            "  \n".to_string(),
+            "parser ".repeat(2_000),
+            "zzzz qqqq lorem ipsum".to_string(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let view: Vec<Message> = strategy.view().cloned().collect();
+            let request = strategy.side_request().unwrap();
+            assert_eq!(request.purpose, "summary");
+            strategy.side_result(request.id, Ok(answer));
+            assert!(
+                strategy.view().cloned().eq(view.iter().cloned()),
+                "answer {n}"
+            );
+            let reason = strategy.jobs.stats.last_rejection.clone().unwrap();
+            assert!(
+                reason.starts_with("summary: ")
+                    && reason.contains(["empty", "saves too little", "no word"][n]),
+                "{reason}"
+            );
+            assert!(
+                strategy.side_request().is_none(),
+                "a refusal waits for the next response"
+            );
+            // The job was tried: a fresh copy of the result asks again.
+            big_step(&mut strategy, 10 + n, 100);
+            step(&mut strategy, 20 + n, "logger");
+            strategy.set_budget(budget_at(&strategy, 0.6));
+        }
+        assert_eq!(strategy.jobs.stats.rejected, 3);
+        let request = strategy.side_request().unwrap();
+        assert_eq!(request.purpose, "summary");
+        assert!(
+            matches!(&request.messages[1], Message::User { content } if content.contains("fn parser_12()")),
+            "the results refused before are not asked again"
+        );
+        // Answers to ids never asked, or asked already, are ignored.
+        let view: Vec<Message> = strategy.view().cloned().collect();
+        strategy.side_result(999, Ok("parser".into()));
+        assert!(strategy.view().cloned().eq(view.iter().cloned()));
     }
 
     /// A tiny deterministic generator (xorshift), so the random sessions
@@ -974,8 +1559,13 @@ mod tests {
                 Some(outcome) => (DELIMITER, outcome.text()),
                 None => (
                     "read",
-                    format!("fn f{step}() {{}} // module {}\n", rng.next(9))
-                        .repeat(1 + rng.next(60) as usize),
+                    format!("fn f{step}() {{}} // module {}\n", rng.next(9)).repeat(
+                        if rng.next(8) == 0 {
+                            150
+                        } else {
+                            1 + rng.next(60) as usize
+                        },
+                    ),
                 ),
             };
             strategy
@@ -985,12 +1575,88 @@ mod tests {
         usize::from(user)
     }
 
+    /// How the model answers side requests in a test session.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Model {
+        /// No side calls are made.
+        Off,
+        /// Every call times out.
+        Silent,
+        /// Each answer is a gist of the prompt's content.
+        Gist,
+        /// Errors, empty answers, garbage and gists in turn.
+        Mixed,
+    }
+
+    /// A short answer made of the prompt's own words.
+    fn gist(request: &SideRequest) -> String {
+        let Some(Message::User { content }) = request.messages.last() else {
+            panic!("a side request ends with a user message");
+        };
+        content
+            .split_whitespace()
+            .skip(3)
+            .take(12)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn answer(model: Model, request: &SideRequest) -> Result<String, String> {
+        match (model, request.id % 4) {
+            (Model::Off, _) => unreachable!(),
+            (Model::Silent, _) | (Model::Mixed, 0) => Err(format!(
+                "the {} call timed out after 60.0s",
+                request.purpose
+            )),
+            (Model::Mixed, 1) => Ok("   ".to_string()),
+            (Model::Mixed, 2) => Ok("zzzz qqqq lorem ipsum".to_string()),
+            _ => Ok(gist(request)),
+        }
+    }
+
+    /// Runs the side calls the strategy asks for (at most four, as the
+    /// harness does); gives their purposes.
+    fn side_calls(strategy: &mut dyn Strategy, model: Model) -> Vec<String> {
+        let mut purposes = Vec::new();
+        if model == Model::Off {
+            return purposes;
+        }
+        for _ in 0..4 {
+            let Some(request) = strategy.side_request() else {
+                break;
+            };
+            purposes.push(request.purpose.clone());
+            let result = answer(model, &request);
+            strategy.side_result(request.id, result);
+        }
+        purposes
+    }
+
     #[test]
     fn random_sessions_keep_every_guarantee_and_restore_anywhere() {
+        for model in [Model::Off, Model::Silent, Model::Gist, Model::Mixed] {
+            let accepted = random_sessions(model);
+            if model == Model::Gist {
+                let purposes: Vec<&str> = accepted.keys().map(String::as_str).collect();
+                assert_eq!(
+                    purposes,
+                    ["compaction", "notes", "progressive", "summary"],
+                    "every kind of summary was taken somewhere: {accepted:?}"
+                );
+            }
+        }
+    }
+
+    /// Twelve random sessions; gives the answers taken, by purpose.
+    fn random_sessions(model: Model) -> BTreeMap<String, u64> {
+        let mut accepted: BTreeMap<String, u64> = BTreeMap::new();
         for seed in 1..=12u64 {
             let budget = 1_500 + 500 * (seed as usize % 7);
             let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let mut strategy = cwm(budget);
+            let mut strategy = cwm(budget).with_compression(CompressionOptions {
+                judge: model == Model::Mixed,
+                ..CompressionOptions::default()
+            });
             strategy.push(Message::system("system")).unwrap();
             strategy.push(Message::user("first task")).unwrap();
             let mut users = 1;
@@ -1007,6 +1673,7 @@ mod tests {
                         .rposition(|m| matches!(m, Message::Assistant { .. }));
                     at.map(|at| view[at..].to_vec()).unwrap_or_default()
                 };
+                let asked = side_calls(&mut strategy, model);
                 let report = strategy.enforce();
                 let view: Vec<Message> = strategy.view().cloned().collect();
                 assert!(
@@ -1032,6 +1699,7 @@ mod tests {
                 );
                 check_view(&view, before);
                 if let Some(other) = restored.as_mut() {
+                    assert_eq!(side_calls(other, model), asked, "seed {seed} step {step}");
                     other.enforce();
                     assert!(
                         other.view().eq(strategy.view()),
@@ -1050,7 +1718,29 @@ mod tests {
             }
             let view: Vec<Message> = strategy.view().cloned().collect();
             check_view(&view, users);
-            assert!(strategy.evictions > 0, "seed {seed}: eviction happened");
+            let stats = &strategy.jobs.stats;
+            match model {
+                Model::Off => assert_eq!(stats.asked, 0),
+                Model::Silent => {
+                    assert!(stats.asked > 0 && stats.failed == stats.asked, "{stats:?}");
+                    assert!(strategy.evictions > 0, "seed {seed}: eviction carried it");
+                }
+                Model::Gist => assert!(stats.accepted > 0, "seed {seed}: {stats:?}"),
+                Model::Mixed => {
+                    assert!(
+                        stats.accepted > 0 && stats.rejected > 0 && stats.failed > 0,
+                        "seed {seed}: {stats:?}"
+                    );
+                    assert!(strategy.jobs.judged > 0, "seed {seed}: the judge was asked");
+                }
+            }
+            if model != Model::Gist {
+                assert!(strategy.evictions > 0, "seed {seed}: eviction happened");
+            }
+            for (purpose, count) in &stats.accepted_by {
+                *accepted.entry(purpose.clone()).or_default() += count;
+            }
         }
+        accepted
     }
 }

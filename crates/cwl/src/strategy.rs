@@ -169,6 +169,20 @@ pub trait Strategy: Send + fmt::Debug {
     fn side_result(&mut self, id: u64, result: Result<String, String>) {
         let _ = (id, result);
     }
+
+    /// The working notes the strategy keeps outside the window (a
+    /// Markdown document), for the harness to write to the session's
+    /// notes file whenever they change; `None` when it keeps none.
+    fn notes(&self) -> Option<String> {
+        None
+    }
+
+    /// Detailed health figures (rates, ratios, budgets, trends) as JSON,
+    /// for `--json` events and session reports; `None` when the strategy
+    /// keeps none.
+    fn metrics(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 impl Strategy for Context {
@@ -316,6 +330,7 @@ mod tests {
         assert_eq!(boxed.tokens(), direct.tokens());
         assert!(boxed.side_request().is_none());
         assert!(boxed.health().is_none());
+        assert!(boxed.notes().is_none() && boxed.metrics().is_none());
         let saved = boxed.save().unwrap();
         assert_eq!(saved.pushes, 5);
         let checkpoint = Checkpoint::deserialize(&saved.state).unwrap();

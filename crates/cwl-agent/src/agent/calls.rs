@@ -86,6 +86,22 @@ impl Agent {
                     },
                     Err(error) => ToolOutput::error(error),
                 }
+            } else if call.name == super::delegate::DELEGATE
+                && self.context.tools().iter().any(|t| t.name == call.name)
+            {
+                let interrupt = self.interrupt.clone();
+                let ran = tokio::select! {
+                    biased;
+                    () = interrupt.triggered() => None,
+                    output = self.delegate(call) => Some(output),
+                };
+                match ran {
+                    Some(output) => output,
+                    None => {
+                        stopped = Some("the sub-agent was running".to_string());
+                        ToolOutput::error(self.cut_short(&call.name))
+                    }
+                }
             } else if let Some(output) = match self.approve(call).await? {
                 Gate::Run => None,
                 Gate::Declined(text) => Some(ToolOutput::error(text)),

@@ -133,6 +133,15 @@ pub enum Event {
     /// note with the same figures follows for people and the session file.
     /// CWL reports none.
     Health(cwl::Health),
+    /// The strategy's detailed health figures (eviction rate, compression
+    /// ratio, tool-result bloat, component budgets, trend), sent with each
+    /// [`Event::Health`] by strategies that keep them.
+    Metrics {
+        /// The strategy's name.
+        strategy: String,
+        /// Its figures, as it reports them.
+        metrics: serde_json::Value,
+    },
     /// Something worth telling the user (also kept in the session file).
     Note {
         /// What happened.

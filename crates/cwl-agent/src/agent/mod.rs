@@ -11,6 +11,7 @@
 
 pub mod approval;
 mod calls;
+pub mod delegate;
 mod event;
 mod interrupt;
 pub mod limits;
@@ -80,6 +81,9 @@ pub struct AgentOptions {
     /// The strategy managing the context (`None`: the resumed session's,
     /// else CWL).
     pub strategy: Option<StrategyName>,
+    /// The longest a strategy's side call (a summary, a plan) may take
+    /// (`None`: the timeout the strategy asks for).
+    pub side_timeout: Option<std::time::Duration>,
 }
 
 impl AgentOptions {
@@ -99,6 +103,7 @@ impl AgentOptions {
             superseded: None,
             act_outputs: None,
             strategy: None,
+            side_timeout: None,
         }
     }
 
@@ -270,6 +275,8 @@ pub struct Agent {
     unfinished: Option<String>,
     /// Which calls ask the user first, and how.
     approvals: approval::Approvals,
+    /// The strategy's notes as last written to the notes file.
+    notes_written: Option<String>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -297,6 +304,9 @@ impl Agent {
         tools.push(cwl::delimiter_spec());
         tools.push(cwl::recall_spec());
         let settings = options.settings(None);
+        if settings.strategy == StrategyName::Cwm {
+            tools.push(delegate::delegate_spec());
+        }
         let info = SessionInfo {
             id: session::new_id(),
             timestamp: session::now(),
@@ -471,6 +481,7 @@ impl Agent {
             interrupt: Interrupt::new(),
             unfinished: None,
             approvals: approval::Approvals::never(),
+            notes_written: None,
         }
     }
 
@@ -594,6 +605,79 @@ impl Agent {
         self.checkpoint_end = self.writer.written();
         self.checkpoint_len = self.checkpoint_end - before;
         Ok(())
+    }
+
+    /// Opens a new session's window from a checkpoint of an earlier one
+    /// (`cwl run --bootstrap`): its bootstrap prompt joins the prologue as
+    /// a system message (in the session file, so a resume replays it) and
+    /// notes say so, with the checkpoint's warnings. Meant right after
+    /// [`Agent::create`], before the first task.
+    pub fn bootstrap(
+        &mut self,
+        checkpoint: &cwl_cwm::TaskCheckpoint,
+        warnings: Vec<String>,
+    ) -> Result<(), AgentError> {
+        self.push(Message::system(checkpoint.bootstrap_prompt()), None, None)?;
+        for warning in warnings {
+            self.note(format!("checkpoint: {warning}"))?;
+        }
+        self.note(format!(
+            "started from the checkpoint of context window {} (version {}, {} responses): {}",
+            checkpoint.window_id,
+            checkpoint.state_version,
+            checkpoint.responses,
+            crate::render::describe::shorten(&checkpoint.task_goal, 80)
+        ))
+    }
+
+    /// Answers a `delegate` call: a child run on its task with a window
+    /// of its own (see [`delegate`]), its summary as the result.
+    async fn delegate(&mut self, call: &cwl::ToolCall) -> crate::tools::ToolOutput {
+        use crate::tools::ToolOutput;
+        let task = match delegate::task(&call.arguments) {
+            Ok(task) => task,
+            Err(error) => return ToolOutput::error(error),
+        };
+        match delegate::run_child(
+            self.provider.as_ref(),
+            &self.options.model.name,
+            &self.toolbox,
+            self.options.engine_budget(),
+            &task,
+        )
+        .await
+        {
+            Ok((summary, turns)) => ToolOutput::ok(format!(
+                "[sub-agent summary after {turns} model calls in its own context window]\n{summary}"
+            )),
+            Err(error) => ToolOutput::error(error),
+        }
+    }
+
+    /// Writes the strategy's working notes to the session's notes file
+    /// ([`session::notes_path`]) when they changed since last written; a
+    /// temporary file renamed over it, so a reader never sees half. A
+    /// file that cannot be written is noted and the run goes on (the
+    /// notes stay in the strategy's state in the session file).
+    fn write_notes(&mut self) -> Result<(), AgentError> {
+        let Some(notes) = self.context.notes() else {
+            return Ok(());
+        };
+        if self.notes_written.as_deref() == Some(notes.as_str()) {
+            return Ok(());
+        }
+        let path = session::notes_path(self.writer.path());
+        let partial = path.with_extension("md.partial");
+        let written =
+            std::fs::write(&partial, &notes).and_then(|()| std::fs::rename(&partial, &path));
+        self.notes_written = Some(notes);
+        match written {
+            Ok(()) => Ok(()),
+            Err(error) => self.note(format!(
+                "could not write the notes file {}: {error}; the notes stay in the session file",
+                path.display()
+            )),
+        }
     }
 
     /// The session file as the store `recall` reads evicted messages from.

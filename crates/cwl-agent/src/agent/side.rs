@@ -4,6 +4,8 @@
 //! out is answered with the reason, which the strategy must take as
 //! "change nothing".
 
+use std::time::Duration;
+
 use cwl::{Block, Message, SideRequest, Strategy};
 
 use crate::provider::{Provider, Request};
@@ -50,17 +52,22 @@ pub async fn side_call(
 
 /// Runs the side calls `strategy` asks for (at most [`MAX_SIDE_CALLS`])
 /// and gives it each answer; returns what was asked and answered, in
-/// order, for the session file.
+/// order, for the session file. `cap` shortens any longer timeout the
+/// strategy asks for.
 pub async fn run_side_calls(
     provider: &dyn Provider,
     model: &str,
     strategy: &mut dyn Strategy,
+    cap: Option<Duration>,
 ) -> Vec<(SideRequest, Result<String, String>)> {
     let mut done = Vec::new();
     for _ in 0..MAX_SIDE_CALLS {
-        let Some(request) = strategy.side_request() else {
+        let Some(mut request) = strategy.side_request() else {
             break;
         };
+        if let Some(cap) = cap {
+            request.timeout = request.timeout.min(cap);
+        }
         let result = side_call(provider, model, &request).await;
         strategy.side_result(request.id, result.clone());
         done.push((request, result));
@@ -212,7 +219,7 @@ mod tests {
         let mut strategy = Asking::new(6, Duration::from_millis(300));
         strategy.context.push(Message::user("go")).unwrap();
         let view: Vec<Message> = Strategy::view(&strategy).cloned().collect();
-        let done = run_side_calls(&provider, "m", &mut strategy).await;
+        let done = run_side_calls(&provider, "m", &mut strategy, None).await;
         assert_eq!(
             done.len(),
             MAX_SIDE_CALLS,

@@ -228,6 +228,7 @@ impl Agent {
             self.provider.as_ref(),
             &self.options.model.name,
             self.context.as_mut(),
+            self.options.side_timeout,
         )
         .await;
         for (request, result) in done {
@@ -243,7 +244,7 @@ impl Agent {
                 result,
             })?;
         }
-        Ok(())
+        self.write_notes()
     }
 
     /// Notes the strategy's health when its zone or alerts change (CWL
@@ -284,6 +285,12 @@ impl Agent {
         }
         self.pressure = Some(now);
         self.observer.event(&Event::Health(health));
+        if let Some(metrics) = self.context.metrics() {
+            self.observer.event(&Event::Metrics {
+                strategy: self.context.name().to_string(),
+                metrics,
+            });
+        }
         self.note(text)
     }
 

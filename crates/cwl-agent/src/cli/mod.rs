@@ -21,7 +21,7 @@ mod signals;
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use cwl::{Budget, ResidueCap, Share};
 
 use crate::agent::ApprovalMode;
@@ -121,6 +121,13 @@ pub struct AgentArgs {
     /// carries on with its unfinished task.
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,
+
+    /// Start the new session from a context-window checkpoint: a cwm
+    /// session's notes file (`<id>.notes.md`) or its JSON. Its goal,
+    /// tasks, notes and summary open the window as a system message. A
+    /// checkpoint that does not validate is refused before anything starts.
+    #[arg(long, value_name = "FILE", conflicts_with = "resume")]
+    pub bootstrap: Option<PathBuf>,
 
     /// Model calls one task may take before the run stops (default 200).
     #[arg(long, value_name = "N")]
@@ -235,6 +242,30 @@ pub struct SessionsArgs {
     pub limit: usize,
 
     /// Print one JSON object per session instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// A subcommand (`show`); none lists the sessions.
+    #[command(subcommand)]
+    pub command: Option<SessionsCommand>,
+}
+
+/// What `cwl sessions` does besides listing.
+#[derive(Debug, Clone, Subcommand)]
+pub enum SessionsCommand {
+    /// One session's state and its strategy's health (utilisation,
+    /// eviction rate, compression, tool-result bloat, budgets, alerts,
+    /// trend), read by replaying its file.
+    Show(ShowArgs),
+}
+
+/// `cwl sessions show`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ShowArgs {
+    /// The session: its id, a unique prefix of one, or its file.
+    pub id: String,
+
+    /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,
 }

@@ -2,8 +2,10 @@
 
 use std::io::Write;
 
-use super::SessionsArgs;
+use std::path::Path;
+
 use super::setup::session_dir;
+use super::{SessionsArgs, SessionsCommand, ShowArgs};
 use crate::agent::status::human_tokens;
 use crate::config;
 use crate::render::describe::shorten;
@@ -19,6 +21,9 @@ pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
         ))
         .into());
     }
+    if let Some(SessionsCommand::Show(show)) = args.command {
+        return show_one(&show, &dir);
+    }
     let mut sessions = session::list(&dir)?;
     if args.limit > 0 {
         sessions.truncate(args.limit);
@@ -33,6 +38,20 @@ pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
         table(&sessions, &dir.display().to_string())
     };
     // A closed pipe (`cwl sessions | head`) ends quietly.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    Ok(())
+}
+
+/// `cwl sessions show ID`: the session with that id, unique id prefix or
+/// file path.
+fn show_one(show: &ShowArgs, dir: &Path) -> anyhow::Result<()> {
+    let path = session::find(dir, &show.id)?;
+    let report = session::show::report(&path)?;
+    let text = if show.json {
+        serde_json::to_string(&report)? + "\n"
+    } else {
+        session::show::render(&report)
+    };
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(())
 }

@@ -83,6 +83,16 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         }
         None => None,
     };
+    let bootstrap = match (&args.bootstrap, &args.resume) {
+        (None, _) => None,
+        (Some(_), Some(_)) => {
+            return Err(UsageError::new(
+                "--bootstrap starts a new session from a checkpoint; it cannot be given with --resume",
+            )
+            .into());
+        }
+        (Some(path), None) => Some(checkpoint(path)?),
+    };
     let header = resumed.as_ref().map(|(_, info)| info);
     let kind = provider_kind(args, &file, header)?;
     let model_name = args
@@ -182,6 +192,8 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         "act_outputs",
     )?;
     options.strategy = setting(args.strategy, &file.strategy, from_file, "strategy")?;
+    // A side call (a strategy's summary) silent this long is given up too.
+    options.side_timeout = Some(idle_timeout);
     if kind == ProviderKind::Anthropic {
         let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
         options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;
@@ -201,6 +213,9 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         Some((path, _)) => Agent::resume(provider, toolbox, options, &path, observer)?,
         None => Agent::create(provider, toolbox, options, &dir, observer)?,
     };
+    if let Some((checkpoint, warnings)) = bootstrap {
+        agent.bootstrap(&checkpoint, warnings)?;
+    }
     if approval != ApprovalMode::Never {
         let lines = StdinLines::shared().reader();
         let approver: Box<dyn Approver> = if args.json {
@@ -214,6 +229,25 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         agent,
         renderer,
         _mcp: mcp,
+    })
+}
+
+/// The checkpoint in file `path` for `--bootstrap`, validated, with its
+/// warnings; a file that is missing or holds no usable checkpoint is a
+/// usage error naming it (the file is only read).
+fn checkpoint(path: &std::path::Path) -> anyhow::Result<(cwl_cwm::TaskCheckpoint, Vec<String>)> {
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        UsageError::new(format!(
+            "cannot read the checkpoint {}: {error}",
+            path.display()
+        ))
+    })?;
+    cwl_cwm::TaskCheckpoint::parse(&text).map_err(|error| {
+        UsageError::new(format!(
+            "the checkpoint {} cannot start a window: {error}",
+            path.display()
+        ))
+        .into()
     })
 }
 

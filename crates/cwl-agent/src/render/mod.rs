@@ -350,7 +350,7 @@ impl Renderer {
                 );
             }
             Event::Note { text } => self.line(Some(Style::Warn), &format!("· {text}")),
-            Event::Health(_) => {}
+            Event::Health(_) | Event::Metrics { .. } => {}
             Event::TaskFinished { task, turns } => {
                 let gauge = self
                     .last_request

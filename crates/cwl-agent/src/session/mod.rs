@@ -24,6 +24,7 @@ mod list;
 mod read;
 mod resume;
 mod settings;
+pub mod show;
 mod store;
 mod transcript;
 
@@ -38,7 +39,7 @@ pub use resume::{
     replay_with, unfinished_task,
 };
 pub use settings::Settings;
-pub use store::{SessionWriter, new_id, pid_path};
+pub use store::{SessionWriter, new_id, notes_path, pid_path};
 pub use transcript::SessionTranscript;
 
 /// Why a session file could not be written, read or replayed.

@@ -43,6 +43,13 @@ pub fn pid_path(path: &Path) -> PathBuf {
     path.with_extension("pid")
 }
 
+/// The notes file of the session in file `session`: `<dir>/<id>.notes.md`,
+/// where the harness writes the working notes a strategy keeps outside
+/// the window (the context-window manager's).
+pub fn notes_path(session: &Path) -> PathBuf {
+    session.with_extension("notes.md")
+}
+
 impl SessionWriter {
     /// Creates `<dir>/<id>.jsonl` (and `dir`), locks it and writes the
     /// header. Fails rather than overwrite an existing file.

@@ -303,7 +303,7 @@ impl Screen {
                 }
             }
             Event::Note { text } => self.entries.push(Entry::Note(text.clone())),
-            Event::Health(_) => {}
+            Event::Health(_) | Event::Metrics { .. } => {}
             Event::DelimiterRejected { error, .. } => {
                 self.entries
                     .push(Entry::Note(format!("delimiter rejected: {error}")));

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use cwl::{Block, Message, O200k, ToolCall, Usage};
 use cwl_agent::agent::{Agent, AgentOptions, Collect, Event, Observer};
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
+use cwl_agent::provider::testing::{RecordedRequest, Reply, ScriptedServer};
 use cwl_agent::provider::{
     AnthropicConfig, AnthropicProvider, ModelInfo, OpenAiConfig, OpenAiProvider, Provider,
     RetryPolicy,
@@ -393,4 +393,49 @@ pub fn gone(pid: i32) -> bool {
         .split_whitespace()
         .next();
     matches!(state, None | Some("Z" | "X"))
+}
+
+/// Whether a request is a strategy's side call (a summary, a plan): it
+/// offers no tools, the main loop always does.
+pub fn is_side_call(request: &RecordedRequest) -> bool {
+    request.json().get("tools").is_none()
+}
+
+/// The main loop's requests to `server`, side calls left out.
+pub fn main_requests(server: &ScriptedServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|request| !is_side_call(request))
+        .collect()
+}
+
+/// The last message's text of an OpenAI request body.
+pub fn last_content(request: &RecordedRequest) -> String {
+    let body = request.json();
+    body["messages"]
+        .as_array()
+        .and_then(|messages| messages.last())
+        .and_then(|message| message["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Answers side calls with a short gist of their prompt (its own words,
+/// so a summary check finds them related); main calls are left to the
+/// script.
+pub fn gist_side(request: &RecordedRequest) -> Option<Reply> {
+    if !is_side_call(request) {
+        return None;
+    }
+    let gist = last_content(request)
+        .split_whitespace()
+        .skip(3)
+        .take(12)
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some(Reply::openai(
+        &Message::assistant_text(gist),
+        Usage::default(),
+    ))
 }

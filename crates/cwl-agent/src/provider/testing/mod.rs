@@ -123,10 +123,14 @@ impl RecordedRequest {
     }
 }
 
+/// Answers some requests out of script (see [`ScriptedServer::answer_side`]).
+type Side = Arc<dyn Fn(&RecordedRequest) -> Option<Reply> + Send + Sync>;
+
 #[derive(Default)]
 struct Shared {
     replies: VecDeque<Reply>,
     requests: Vec<RecordedRequest>,
+    side: Option<Side>,
 }
 
 /// A local HTTP server answering requests from a script.
@@ -146,6 +150,7 @@ impl ScriptedServer {
         let shared = Arc::new(Mutex::new(Shared {
             replies: replies.into_iter().collect(),
             requests: Vec::new(),
+            side: None,
         }));
         let state = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -164,6 +169,16 @@ impl ScriptedServer {
     /// Appends a reply to the script.
     pub fn push(&self, reply: Reply) {
         lock(&self.shared).replies.push_back(reply);
+    }
+
+    /// Answers the requests `side` gives a reply for with that reply,
+    /// leaving the script for the others: side calls (summaries, plans)
+    /// recognised by their content.
+    pub fn answer_side(
+        &self,
+        side: impl Fn(&RecordedRequest) -> Option<Reply> + Send + Sync + 'static,
+    ) {
+        lock(&self.shared).side = Some(Arc::new(side));
     }
 
     /// The requests received so far, in order.
@@ -196,9 +211,10 @@ async fn serve(mut socket: TcpStream, shared: Arc<Mutex<Shared>>) {
     };
     let reply = {
         let mut shared = lock(&shared);
+        let side = shared.side.as_ref().and_then(|side| side(&request));
         shared.requests.push(request);
         let number = shared.requests.len();
-        shared.replies.pop_front().unwrap_or_else(|| {
+        side.or_else(|| shared.replies.pop_front()).unwrap_or_else(|| {
             Reply::status(
                 400,
                 format!(
