@@ -2,8 +2,8 @@
 //! monitor watches the prompt, and once it passes the orange threshold
 //! (75% of the budget) the lowest-scored content goes first, by the
 //! weighted hybrid scorer with BM25 relevance to the latest user turn as
-//! its semantic term, until the prompt is back at that threshold. The same
-//! rule as the lab's `cwm` replay policy, so the figures agree.
+//! its semantic term, until the prompt is back at that threshold. The lab's
+//! `cwm` replay policy drives this very strategy, so the figures agree.
 //!
 //! Blocks are an assistant message's reasoning, its text, and each tool
 //! call with its result (they leave together). Never evicted: system and
