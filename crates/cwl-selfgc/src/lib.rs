@@ -17,18 +17,25 @@
 //! - [`plan`]: the Listing 2 XML plan, parsed;
 //! - [`rehearsal`]: target resolution, filtering, overlap normalisation and
 //!   the projected view with its savings;
-//! - [`commit`]: the cache-aware commit rule.
+//! - [`commit`]: the cache-aware commit rule;
+//! - [`fold`]: sidecar names and byte-exact checks of folded payloads;
+//! - [`strategy`]: all of it as a [`cwl::Strategy`], [`SelfGc`].
 //!
-//! The planner call, sidecar files and the main loop belong to the harness.
+//! The planner call, sidecar files and the main loop belong to the
+//! harness: the strategy asks for them through the seam (side requests,
+//! sidecar writes) and does no I/O itself.
 
 pub mod annotate;
 pub mod commit;
 pub mod contract;
+pub mod fold;
 pub mod objects;
 pub mod plan;
 pub mod rehearsal;
+pub mod strategy;
 
 pub use commit::{Commit, CommitCosts, DEFAULT_COMMIT_PRUNE, decide};
 pub use objects::{Object, ObjectId, ObjectIdError, ObjectKind, ObjectTable};
 pub use plan::{Action, Plan, PlanError, Target, parse_plan};
 pub use rehearsal::{DropReason, Dropped, Projection, Rehearsal, Rehearsed, Rejected, Sidecar};
+pub use strategy::{SelfGc, SelfGcOptions, SelfGcStats};

@@ -44,6 +44,14 @@ fn session() -> Vec<Message> {
     ]
 }
 
+/// Where the latest model response starts.
+fn in_flight(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .rposition(|m| matches!(m, Message::Assistant { .. }))
+        .unwrap()
+}
+
 /// Every call has its result and every result its call; user turns are
 /// the original ones, in order, possibly with a reminder appended.
 fn check(view: &[Message], original: &[Message]) {
@@ -95,6 +103,8 @@ fn a_plan_is_normalised_projected_and_counted() {
         counter: &counter,
         protected: &protected,
         min_prune: 0.1,
+        in_flight: in_flight(&messages),
+        committed: &[],
     };
     let plan = parse_plan(
         r#"<above_conversation_summary>A coding session.</above_conversation_summary>
@@ -198,6 +208,8 @@ fn a_folded_conversation_round_trips_and_protected_objects_stay() {
         counter: &counter,
         protected: &protected,
         min_prune: 0.0,
+        in_flight: in_flight(&messages),
+        committed: &[],
     };
     let plan = parse_plan("<gc_plan><fold>user:2</fold><prune>bash:2</prune></gc_plan>").unwrap();
     let rehearsed = rehearsal.run(&plan).unwrap();
@@ -231,6 +243,8 @@ fn plans_that_do_nothing_useful_are_rejected() {
         counter: &counter,
         protected: &protected,
         min_prune: 0.9,
+        in_flight: in_flight(&messages),
+        committed: &[],
     };
     let only_cut = parse_plan("<gc_plan><prune>user:3</prune></gc_plan>").unwrap();
     assert!(matches!(

@@ -80,6 +80,12 @@ pub struct AgentOptions {
     /// The strategy managing the context (`None`: the resumed session's,
     /// else CWL).
     pub strategy: Option<StrategyName>,
+    /// The model for the strategy's side calls (Self-GC's planner) on the
+    /// same provider (`None`: the session's model).
+    pub planner_model: Option<String>,
+    /// The longest any side call may take, below the strategy's own
+    /// timeout (`None`: the strategy's; Self-GC's is 60 s).
+    pub side_timeout: Option<std::time::Duration>,
 }
 
 impl AgentOptions {
@@ -99,6 +105,8 @@ impl AgentOptions {
             superseded: None,
             act_outputs: None,
             strategy: None,
+            planner_model: None,
+            side_timeout: None,
         }
     }
 
@@ -388,6 +396,10 @@ impl Agent {
             counter,
             writer,
         );
+        // The replay retold what was noted already; sidecars it folded
+        // again are rewritten if they went missing.
+        agent.context.take_notes();
+        agent.write_sidecars()?;
         for warning in loaded.warnings.iter().chain(&replayed.warnings) {
             agent.note(warning.clone())?;
         }

@@ -4,6 +4,8 @@
 //! out is answered with the reason, which the strategy must take as
 //! "change nothing".
 
+use std::time::Duration;
+
 use cwl::{Block, Message, SideRequest, Strategy};
 
 use crate::provider::{Provider, Request};
@@ -12,15 +14,16 @@ use crate::provider::{Provider, Request};
 /// asking cannot hold the loop up longer than this many timeouts.
 pub const MAX_SIDE_CALLS: usize = 4;
 
-/// Runs `request` through `provider` for `model`, never waiting longer
-/// than its timeout: the model's text, or why there is none.
+/// Runs `request` through `provider` for the model it names, else
+/// `model`, never waiting longer than its timeout: the model's text, or
+/// why there is none.
 pub async fn side_call(
     provider: &dyn Provider,
     model: &str,
     request: &SideRequest,
 ) -> Result<String, String> {
     let call = Request {
-        model,
+        model: request.model.as_deref().unwrap_or(model),
         messages: &request.messages,
         tools: &[],
         max_output_tokens: request.max_output_tokens,
@@ -50,17 +53,21 @@ pub async fn side_call(
 
 /// Runs the side calls `strategy` asks for (at most [`MAX_SIDE_CALLS`])
 /// and gives it each answer; returns what was asked and answered, in
-/// order, for the session file.
+/// order, for the session file. `timeout` caps each call's own timeout.
 pub async fn run_side_calls(
     provider: &dyn Provider,
     model: &str,
     strategy: &mut dyn Strategy,
+    timeout: Option<Duration>,
 ) -> Vec<(SideRequest, Result<String, String>)> {
     let mut done = Vec::new();
     for _ in 0..MAX_SIDE_CALLS {
-        let Some(request) = strategy.side_request() else {
+        let Some(mut request) = strategy.side_request() else {
             break;
         };
+        if let Some(cap) = timeout {
+            request.timeout = request.timeout.min(cap);
+        }
         let result = side_call(provider, model, &request).await;
         strategy.side_result(request.id, result.clone());
         done.push((request, result));
@@ -98,6 +105,7 @@ pub(crate) mod asking {
                     messages: vec![Message::user(format!("plan {id}"))],
                     timeout,
                     max_output_tokens: Some(100),
+                    model: (id == 4).then(|| "planner-m".to_string()),
                 })
                 .rev()
                 .collect();
@@ -212,7 +220,7 @@ mod tests {
         let mut strategy = Asking::new(6, Duration::from_millis(300));
         strategy.context.push(Message::user("go")).unwrap();
         let view: Vec<Message> = Strategy::view(&strategy).cloned().collect();
-        let done = run_side_calls(&provider, "m", &mut strategy).await;
+        let done = run_side_calls(&provider, "m", &mut strategy, None).await;
         assert_eq!(
             done.len(),
             MAX_SIDE_CALLS,
@@ -237,6 +245,11 @@ mod tests {
         let sent = server.requests()[0].json();
         assert_eq!(sent["model"], "m");
         assert_eq!(sent["messages"][0]["content"], "plan 1");
+        assert_eq!(
+            server.requests()[3].json()["model"],
+            "planner-m",
+            "a request naming its model is sent to it"
+        );
         assert!(sent.get("tools").is_none(), "side calls offer no tools");
     }
 }

@@ -182,6 +182,11 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         "act_outputs",
     )?;
     options.strategy = setting(args.strategy, &file.strategy, from_file, "strategy")?;
+    // Not a session setting: a resumed session takes the file's too.
+    options.planner_model = args
+        .planner_model
+        .clone()
+        .or_else(|| file.planner_model.clone());
     if kind == ProviderKind::Anthropic {
         let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
         options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;

@@ -24,6 +24,7 @@ mod list;
 mod read;
 mod resume;
 mod settings;
+mod sidecars;
 mod store;
 mod transcript;
 
@@ -38,6 +39,7 @@ pub use resume::{
     replay_with, unfinished_task,
 };
 pub use settings::Settings;
+pub use sidecars::SidecarDir;
 pub use store::{SessionWriter, new_id, pid_path};
 pub use transcript::SessionTranscript;
 

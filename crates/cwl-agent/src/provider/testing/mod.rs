@@ -127,6 +127,8 @@ impl RecordedRequest {
 struct Shared {
     replies: VecDeque<Reply>,
     requests: Vec<RecordedRequest>,
+    /// Replies for requests whose body contains the text, before the script.
+    routes: Vec<(String, VecDeque<Reply>)>,
 }
 
 /// A local HTTP server answering requests from a script.
@@ -146,6 +148,7 @@ impl ScriptedServer {
         let shared = Arc::new(Mutex::new(Shared {
             replies: replies.into_iter().collect(),
             requests: Vec::new(),
+            routes: Vec::new(),
         }));
         let state = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -164,6 +167,16 @@ impl ScriptedServer {
     /// Appends a reply to the script.
     pub fn push(&self, reply: Reply) {
         lock(&self.shared).replies.push_back(reply);
+    }
+
+    /// Answers requests whose body contains `needle` from `replies`, in
+    /// order, apart from the main script (e.g. a strategy's planner calls,
+    /// recognised by their content). Once they run out, such requests
+    /// get HTTP 400 like the main script.
+    pub fn route(&self, needle: impl Into<String>, replies: impl IntoIterator<Item = Reply>) {
+        lock(&self.shared)
+            .routes
+            .push((needle.into(), replies.into_iter().collect()));
     }
 
     /// The requests received so far, in order.
@@ -196,9 +209,17 @@ async fn serve(mut socket: TcpStream, shared: Arc<Mutex<Shared>>) {
     };
     let reply = {
         let mut shared = lock(&shared);
+        let routed = shared
+            .routes
+            .iter()
+            .position(|(needle, _)| request.body.contains(needle.as_str()));
         shared.requests.push(request);
         let number = shared.requests.len();
-        shared.replies.pop_front().unwrap_or_else(|| {
+        let next = match routed {
+            Some(at) => shared.routes[at].1.pop_front(),
+            None => shared.replies.pop_front(),
+        };
+        next.unwrap_or_else(|| {
             Reply::status(
                 400,
                 format!(

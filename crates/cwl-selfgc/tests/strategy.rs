@@ -1,0 +1,365 @@
+//! Self-GC behind the seam: planner rounds, rehearsal, commit, sidecars
+//! and recall, the budget backstop, and save/restore.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use cwl::strategy::{SidecarStore, Strategy};
+use cwl::{Block, Config, Estimate, Message, ToolCall, TranscriptStore, delimiter_spec};
+use cwl_selfgc::strategy::BACKSTOP_REASON;
+use cwl_selfgc::{Action, SelfGc, SelfGcOptions};
+
+const BUDGET: usize = 4_000;
+
+struct NoStore;
+
+impl TranscriptStore for NoStore {
+    fn messages(&self, _: u64, _: u64) -> Result<Vec<Message>, String> {
+        Err("unused".into())
+    }
+}
+
+/// Sidecars kept in memory, as the harness keeps them on disk.
+#[derive(Default)]
+struct Files(RefCell<HashMap<String, String>>);
+
+impl SidecarStore for Files {
+    fn read_sidecar(&self, name: &str) -> Result<String, String> {
+        self.0
+            .borrow()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("no sidecar {name}"))
+    }
+}
+
+fn strategy() -> SelfGc {
+    SelfGc::new(
+        Config::with_budget(BUDGET),
+        Arc::new(Estimate),
+        vec![delimiter_spec()],
+    )
+}
+
+fn body(i: usize) -> String {
+    (0..30)
+        .map(|line| format!("fn item_{i}_{line}() {{ body of file {i} }}\r\n"))
+        .collect()
+}
+
+/// Step `i`: a read with its result.
+fn step(strategy: &mut dyn Strategy, i: usize) {
+    strategy
+        .push(Message::Assistant {
+            content: vec![
+                Block::Text {
+                    text: format!("reading file {i}"),
+                },
+                Block::ToolCall(ToolCall::new(
+                    format!("c{i}"),
+                    "read",
+                    format!("{{\"path\":\"src/f{i}.rs\"}}"),
+                )),
+            ],
+        })
+        .unwrap();
+    strategy
+        .push(Message::tool_result(
+            format!("c{i}"),
+            "read",
+            body(i),
+            false,
+        ))
+        .unwrap();
+}
+
+/// What the planner answers to each request: by the request's position.
+type Planner<'a> = &'a dyn Fn(u64, &[Message]) -> Result<String, String>;
+
+/// Runs `steps` steps over tasks of 6 steps each, answering side calls
+/// with `planner` and keeping the sidecars the strategy asks for.
+fn session(strategy: &mut SelfGc, steps: usize, planner: Planner<'_>, files: &Files) -> usize {
+    strategy
+        .push(Message::system("You are a coding agent."))
+        .unwrap();
+    let mut users = 0;
+    for i in 0..steps {
+        if i % 6 == 0 {
+            strategy
+                .push(Message::user(format!(
+                    "task {}: read the next files",
+                    i / 6
+                )))
+                .unwrap();
+            users += 1;
+        }
+        drive(strategy, planner, files);
+        step(strategy, i);
+    }
+    drive(strategy, planner, files);
+    users
+}
+
+/// One model call's worth: side calls, then the pass.
+fn drive(strategy: &mut SelfGc, planner: Planner<'_>, files: &Files) {
+    while let Some(request) = strategy.side_request() {
+        assert_eq!(request.purpose, "planner");
+        let answer = planner(request.id, &request.messages);
+        strategy.side_result(request.id, answer);
+    }
+    let report = strategy.enforce();
+    assert_eq!(report.tokens_after, strategy.tokens());
+    for file in strategy.take_sidecars() {
+        files.0.borrow_mut().insert(file.name, file.content);
+    }
+    assert!(
+        report.budget_met || report.deferred,
+        "the budget holds: {report:?}"
+    );
+}
+
+/// The guarantees every strategy keeps, checked on a view.
+fn check_view(view: &[Message], users: usize) {
+    assert_eq!(
+        view.iter()
+            .filter(|m| matches!(m, Message::User { .. }))
+            .count(),
+        users,
+        "user turns kept"
+    );
+    let mut open: HashSet<String> = HashSet::new();
+    for message in view {
+        match message {
+            Message::Assistant { content } => {
+                assert!(!content.is_empty(), "no empty assistant message");
+                assert!(open.is_empty(), "every earlier call has its result");
+                open.extend(message.tool_calls().map(|c| c.id.clone()));
+            }
+            Message::ToolResult(result) => {
+                assert!(
+                    open.remove(&result.call_id),
+                    "{} has its call",
+                    result.call_id
+                )
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Folds every read whose id is shown in the request, up to the latest
+/// user turn's header.
+fn fold_all_shown(_: u64, messages: &[Message]) -> Result<String, String> {
+    let mut ids = Vec::new();
+    for message in messages {
+        if let Message::ToolResult(result) = message
+            && let Some(at) = result.content.rfind("<turn id=\"function:")
+        {
+            let id = &result.content[at + 10..];
+            let id = &id[..id.find('"').unwrap()];
+            ids.push(id.to_string());
+        }
+    }
+    Ok(format!(
+        "<above_conversation_summary>A reading session.</above_conversation_summary>\n<gc_plan>\n<fold kind=\"function\" reason=\"stable_artifact\">\n{}\n</fold>\n</gc_plan>",
+        ids.join("\n")
+    ))
+}
+
+#[test]
+fn plans_fold_to_sidecars_and_recall_restores_them_byte_exact() {
+    let mut gc = strategy();
+    let files = Files::default();
+    let users = session(&mut gc, 40, &fold_all_shown, &files);
+    let stats = gc.stats();
+    assert!(stats.rounds >= 2, "{stats:?}");
+    assert!(stats.commits >= 1, "{stats:?}");
+    assert_eq!(stats.rejected + stats.accepted, stats.rounds);
+    let view: Vec<Message> = gc.view().cloned().collect();
+    check_view(&view, users);
+    assert!(gc.tokens() <= BUDGET);
+    let folds: Vec<_> = gc
+        .committed()
+        .iter()
+        .filter(|t| t.action == Action::Fold)
+        .collect();
+    assert!(!folds.is_empty());
+    assert_eq!(files.0.borrow().len(), folds.len(), "one sidecar per fold");
+    for target in &folds {
+        let n = match &target.id {
+            cwl_selfgc::ObjectId::Function { n, .. } => *n as usize,
+            other => panic!("{other}"),
+        };
+        let arguments = format!("{{\"id\":\"{}\"}}", target.id);
+        let recalled = gc.recall_with(&arguments, &NoStore, &files).unwrap();
+        assert_eq!(recalled, body(n - 1), "byte-exact, \\r\\n included");
+        assert!(
+            view.iter().any(|m| matches!(m, Message::ToolResult(r)
+                if r.content == format!("[folded as {}; the recall tool restores it exactly]", target.id))),
+            "a pointer is left in the view"
+        );
+    }
+    let users_with_reminder = view
+        .iter()
+        .filter(|m| matches!(m, Message::User { content } if content.contains("<system-reminder>Folded to sidecars")))
+        .count();
+    assert!(users_with_reminder >= 1);
+    // A damaged or lost sidecar: recall falls back to the transcript.
+    let first = folds[0].id.clone();
+    let name = cwl_selfgc::fold::sidecar_name(&first);
+    files.0.borrow_mut().insert(name.clone(), "damaged".into());
+    let arguments = format!("{{\"episode\":\"{}\"}}", first.short());
+    let expected = gc.recall(&arguments, &NoStore).unwrap();
+    assert_eq!(
+        gc.recall_with(&arguments, &NoStore, &files).unwrap(),
+        expected
+    );
+    files.0.borrow_mut().remove(&name);
+    assert_eq!(
+        gc.recall_with(&arguments, &NoStore, &files).unwrap(),
+        expected
+    );
+    // Bad recalls say what was wrong.
+    assert!(
+        gc.recall("{}", &NoStore)
+            .unwrap_err()
+            .contains("recall needs")
+    );
+    assert!(
+        gc.recall(r#"{"id":"read:999"}"#, &NoStore)
+            .unwrap_err()
+            .contains("no object")
+    );
+    let latest = format!("{{\"id\":\"read:{}\"}}", 40);
+    assert!(
+        gc.recall(&latest, &NoStore)
+            .unwrap_err()
+            .contains("still whole"),
+        "the latest read is in view"
+    );
+}
+
+#[test]
+fn the_planner_sees_listing_one_and_the_contract() {
+    let mut gc = strategy();
+    let files = Files::default();
+    let seen: RefCell<Vec<Vec<Message>>> = RefCell::default();
+    let planner = |_: u64, messages: &[Message]| {
+        seen.borrow_mut().push(messages.to_vec());
+        Err("offline".to_string())
+    };
+    session(&mut gc, 20, &planner, &files);
+    let seen = seen.borrow();
+    let first = &seen[0];
+    let Message::User { content } = &first[1] else {
+        panic!("{first:?}")
+    };
+    assert!(
+        content.starts_with(
+            "Header metadata:\n{\n  \"label\": \"cli\",\n  \"turn_id\": \"conversation:user:1\"\n}\ntask 0"
+        ),
+        "{content}"
+    );
+    assert!(first.iter().any(|m| matches!(m, Message::ToolResult(r)
+        if r.content.ends_with("<turn id=\"function:read:1\" />"))));
+    let Some(Message::User { content }) = first.last() else {
+        panic!()
+    };
+    assert!(content.contains("<gc_plan>") && content.contains("Exclude the latest visible turn"));
+}
+
+#[test]
+fn errors_garbage_and_useless_plans_change_nothing_and_the_backstop_keeps_the_budget() {
+    let answers = [
+        Err("the planner call timed out after 60.0s".to_string()),
+        Ok("I think you should fold read:1".to_string()),
+        Ok("<gc_plan><fold>read:1</prune></gc_plan>".to_string()),
+        Ok("<gc_plan><prune>read:999 user:77</prune></gc_plan>".to_string()),
+    ];
+    for answer in answers {
+        let mut gc = strategy();
+        let files = Files::default();
+        let planner = |_: u64, _: &[Message]| answer.clone();
+        let users = session(&mut gc, 30, &planner, &files);
+        let stats = gc.stats();
+        assert!(stats.rounds >= 1, "{answer:?}: {stats:?}");
+        assert_eq!(stats.rejected, stats.rounds, "{answer:?}");
+        assert_eq!(stats.commits, 0);
+        assert!(stats.backstops > 0, "the backstop kept the budget");
+        assert!(
+            gc.committed()
+                .iter()
+                .all(|t| t.action == Action::Prune && t.reason == BACKSTOP_REASON)
+        );
+        assert!(files.0.borrow().is_empty(), "nothing folded");
+        let notes = gc.take_notes();
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("self-gc:") && n.ends_with("the view is unchanged")),
+            "{notes:?}"
+        );
+        check_view(&gc.view().cloned().collect::<Vec<_>>(), users);
+        assert!(gc.tokens() <= BUDGET);
+    }
+}
+
+#[test]
+fn a_restored_session_shows_the_same_view_and_continues_alike() {
+    let files = Files::default();
+    let mut one = strategy();
+    session(&mut one, 24, &fold_all_shown, &files);
+    let mut two = strategy();
+    session(&mut two, 24, &fold_all_shown, &Files::default());
+    assert!(one.view().eq(two.view()), "same answers, same view");
+    let saved = one.save().unwrap();
+    assert_eq!(saved.pushes as usize, 1 + 4 + 48);
+    let mut restored = SelfGc::restore(&saved.state, Arc::new(Estimate)).unwrap();
+    assert!(restored.view().eq(one.view()));
+    assert_eq!(restored.tokens(), one.tokens());
+    assert_eq!(restored.committed(), one.committed());
+    for gc in [&mut one, &mut restored] {
+        gc.push(Message::user("task 9: more")).unwrap();
+        for i in 24..36 {
+            drive(gc, &fold_all_shown, &files);
+            step(gc, i);
+        }
+        drive(gc, &fold_all_shown, &files);
+    }
+    assert!(restored.view().eq(one.view()));
+    assert_eq!(restored.stats(), one.stats());
+    let wrong = serde_json::json!({"strategy": "cwm"});
+    assert!(SelfGc::restore(&wrong, Arc::new(Estimate)).is_err());
+}
+
+#[test]
+fn options_are_kept_and_the_planner_model_is_asked_for() {
+    let options = SelfGcOptions {
+        trigger: 0.5,
+        planner_model: Some("small".into()),
+        ..SelfGcOptions::default()
+    };
+    let mut gc = SelfGc::with_options(
+        Config::with_budget(BUDGET),
+        Arc::new(Estimate),
+        Vec::new(),
+        options.clone(),
+    );
+    gc.push(Message::user("go")).unwrap();
+    let mut asked = None;
+    for i in 0..30 {
+        if let Some(request) = gc.side_request() {
+            asked = Some((i, gc.tokens(), request));
+            break;
+        }
+        step(&mut gc, i);
+    }
+    let (_, tokens, request) = asked.expect("asked once over the trigger");
+    assert!(tokens >= BUDGET / 2, "{tokens}");
+    assert_eq!(request.model.as_deref(), Some("small"));
+    assert!(gc.side_request().is_none(), "one planner call at a time");
+    let saved = gc.save().unwrap();
+    let restored = SelfGc::restore(&saved.state, Arc::new(Estimate)).unwrap();
+    assert_eq!(restored.options(), &options);
+}
