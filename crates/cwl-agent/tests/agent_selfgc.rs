@@ -9,8 +9,10 @@ mod support;
 
 use std::time::Duration;
 
+use clap::Parser;
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::{Agent, AgentOptions, Event};
+use cwl_agent::cli::AgentArgs;
 use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::session::{self, Settings};
 use cwl_agent::strategy::StrategyName;
@@ -247,7 +249,9 @@ async fn self_gc_folds_to_sidecars_recalls_byte_exact_and_resumes_with_the_same_
 
 #[tokio::test]
 async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_run_finishes() {
-    let t = Scripted::start(replies(), selfgc_options()).await;
+    let mut chosen = selfgc_options();
+    chosen.planner_model = Some("small-planner".into());
+    let t = Scripted::start(replies(), chosen).await;
     let mut answers = vec![
         Reply::openai(
             &Message::assistant_text("Sure! I would fold read:1 and read:2."),
@@ -285,6 +289,14 @@ async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_r
     }
     let planner_calls = t.server.requests().len() - requests.len();
     assert!(planner_calls >= 4, "{planner_calls}");
+    for request in t.server.requests() {
+        let model = if request.body.contains(PLANNER) {
+            "small-planner"
+        } else {
+            "test-model"
+        };
+        assert_eq!(request.json()["model"], model, "--planner-model");
+    }
     let notes = notes(&t.shared);
     for expected in [
         "self-gc: the planner's answer is no plan: the answer has no <gc_plan> element; the view is unchanged",
@@ -340,4 +352,27 @@ async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_r
     )
     .unwrap();
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
+}
+
+#[derive(Parser)]
+struct Command {
+    #[command(flatten)]
+    agent: AgentArgs,
+}
+
+#[test]
+fn the_flags_name_the_strategy_and_the_planner_model() {
+    let parsed = Command::try_parse_from([
+        "cwl",
+        "--strategy",
+        "self-gc",
+        "--planner-model",
+        "small-planner",
+    ])
+    .unwrap();
+    assert_eq!(parsed.agent.strategy, Some(StrategyName::SelfGc));
+    assert_eq!(parsed.agent.planner_model.as_deref(), Some("small-planner"));
+    let config =
+        cwl_agent::config::parse("strategy = \"self-gc\"\nplanner_model = \"small\"\n").unwrap();
+    assert_eq!(config.planner_model.as_deref(), Some("small"));
 }
