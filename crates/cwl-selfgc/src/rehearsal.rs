@@ -207,6 +207,12 @@ impl Rehearsal<'_> {
                 ObjectId::Function { .. } => None,
             })
             .collect();
+        // Conversations holding a protected object: no whole-turn action.
+        let guarded: HashSet<u32> = self
+            .protected
+            .iter()
+            .filter_map(|id| self.table.get(id)?.parent)
+            .collect();
         // The target kept for each object, by its place in the plan.
         let mut chosen: BTreeMap<ObjectId, (usize, &Target, Option<u32>)> = BTreeMap::new();
         for (at, target) in plan.targets.iter().enumerate() {
@@ -236,6 +242,7 @@ impl Rehearsal<'_> {
             } else if conversation.is_none()
                 || self.protected.contains(&target.id)
                 || conversation.is_some_and(|k| self.protected.contains(&ObjectId::User(k)))
+                || matches!(target.id, ObjectId::User(k) if guarded.contains(&k))
             {
                 Some(DropReason::Protected)
             } else {

@@ -543,6 +543,10 @@ impl SelfGc {
         let in_flight = self.in_flight();
         let latest = self.table.latest_user();
         let protected = self.protected();
+        let guarded: HashSet<u32> = protected
+            .iter()
+            .filter_map(|id| self.table.get(id)?.parent)
+            .collect();
         let acted: HashSet<ObjectId> = self.committed.iter().map(|t| t.id.clone()).collect();
         let mut prunes: Vec<Target> = Vec::new();
         let counter = self.counter.as_ref();
@@ -561,7 +565,8 @@ impl SelfGc {
                     && !protected.contains(&object.id)
                     && object.messages.end <= in_flight
                     && object.call.as_ref().is_none_or(|(at, _)| *at < in_flight)
-                    && (kind == ObjectKind::Function || parent != latest)
+                    && (kind == ObjectKind::Function
+                        || (parent != latest && parent.is_some_and(|k| !guarded.contains(&k))))
                     && !prunes.iter().any(|t| {
                         matches!(&t.id, ObjectId::User(k) if Some(*k) == parent)
                             || t.id == object.id

@@ -285,3 +285,111 @@ fn mask_keeps_the_boundaries() {
     assert!(masked.contains("[… 20 lines masked …]"));
     assert_eq!(masked.lines().count(), 11);
 }
+
+#[test]
+fn the_latest_response_is_cut_not_the_whole_latest_request() {
+    let mut messages = session();
+    messages.push(call("c5", "bash", r#"{"command":"make docs"}"#));
+    messages.push(Message::tool_result("c5", "bash", lines("docs", 40), false));
+    let table = ObjectTable::of(&messages);
+    let protected = HashSet::new();
+    let counter = O200k::new();
+    let rehearsal = Rehearsal {
+        messages: &messages,
+        table: &table,
+        counter: &counter,
+        protected: &protected,
+        min_prune: 0.0,
+        in_flight: in_flight(&messages),
+        committed: &[],
+    };
+    let plan = parse_plan("<gc_plan><prune>read:4 bash:5</prune></gc_plan>").unwrap();
+    let rehearsed = rehearsal.run(&plan).unwrap();
+    let accepted: Vec<String> = rehearsed.accepted.iter().map(|t| t.id.short()).collect();
+    assert_eq!(
+        accepted,
+        ["read:4"],
+        "an earlier result of the latest request may go"
+    );
+    assert_eq!(rehearsed.dropped[0].target, "bash:5");
+    assert_eq!(rehearsed.dropped[0].reason, DropReason::CutTurn);
+    let view = &rehearsed.projection.messages;
+    check(view, &messages);
+    assert!(
+        view.ends_with(&messages[14..]),
+        "the latest response is untouched"
+    );
+}
+
+#[test]
+fn a_turn_holding_protected_work_is_not_folded_whole() {
+    let messages = session();
+    let table = ObjectTable::of(&messages);
+    let protected: HashSet<ObjectId> = ["read:1".parse().unwrap()].into();
+    let counter = O200k::new();
+    let rehearsal = Rehearsal {
+        messages: &messages,
+        table: &table,
+        counter: &counter,
+        protected: &protected,
+        min_prune: 0.0,
+        in_flight: in_flight(&messages),
+        committed: &[],
+    };
+    let plan = parse_plan("<gc_plan><fold>user:1</fold><prune>bash:2</prune></gc_plan>").unwrap();
+    let rehearsed = rehearsal.run(&plan).unwrap();
+    assert_eq!(rehearsed.dropped.len(), 1);
+    assert_eq!(rehearsed.dropped[0].target, "user:1");
+    assert_eq!(rehearsed.dropped[0].reason, DropReason::Protected);
+    assert_eq!(rehearsed.accepted.len(), 1, "bash:2 alone goes");
+}
+
+#[test]
+fn a_plan_comes_on_top_of_the_committed_actions() {
+    let messages = session();
+    let table = ObjectTable::of(&messages);
+    let protected = HashSet::new();
+    let counter = O200k::new();
+    let first = parse_plan("<gc_plan><fold>read:1</fold><prune>user:2</prune></gc_plan>").unwrap();
+    let base = Rehearsal {
+        messages: &messages,
+        table: &table,
+        counter: &counter,
+        protected: &protected,
+        min_prune: 0.0,
+        in_flight: in_flight(&messages),
+        committed: &[],
+    };
+    let committed = base.run(&first).unwrap();
+    let rehearsal = Rehearsal {
+        committed: &committed.accepted,
+        ..base
+    };
+    let second =
+        parse_plan("<gc_plan><prune>read:1 grep:3</prune><mask>bash:2</mask></gc_plan>").unwrap();
+    let rehearsed = rehearsal.run(&second).unwrap();
+    let accepted: Vec<String> = rehearsed.accepted.iter().map(|t| t.id.short()).collect();
+    assert_eq!(accepted, ["bash:2"]);
+    let covered: Vec<&str> = rehearsed
+        .dropped
+        .iter()
+        .filter(|d| d.reason == DropReason::Covered)
+        .map(|d| d.target.as_str())
+        .collect();
+    assert_eq!(
+        covered,
+        ["read:1", "grep:3"],
+        "already folded; inside a pruned turn"
+    );
+    assert_eq!(
+        rehearsed.tokens_before, committed.tokens_after,
+        "savings are counted from the committed view"
+    );
+    assert!(rehearsed.projection.sidecars.is_empty(), "only new folds");
+    let view = &rehearsed.projection.messages;
+    check(view, &messages);
+    assert!(view.iter().any(|m| matches!(m, Message::ToolResult(r)
+        if r.content.starts_with("[folded as function:read:1"))));
+    assert!(view.iter().any(|m| matches!(m, Message::ToolResult(r)
+        if r.content.contains("lines masked"))));
+}

@@ -363,3 +363,63 @@ fn options_are_kept_and_the_planner_model_is_asked_for() {
     let restored = SelfGc::restore(&saved.state, Arc::new(Estimate)).unwrap();
     assert_eq!(restored.options(), &options);
 }
+
+#[test]
+fn instruction_reads_and_the_active_episode_are_never_collected() {
+    let mut gc = strategy();
+    let files = Files::default();
+    gc.push(Message::system("You are a coding agent.")).unwrap();
+    gc.push(Message::user("task 0: follow the rules")).unwrap();
+    gc.push(Message::Assistant {
+        content: vec![Block::ToolCall(ToolCall::new(
+            "rules",
+            "read",
+            r#"{"path":"AGENTS.md"}"#,
+        ))],
+    })
+    .unwrap();
+    let rules = "Always run the tests.\n".repeat(60);
+    gc.push(Message::tool_result("rules", "read", rules.clone(), false))
+        .unwrap();
+    let start = r#"{"action":"start","name":"survey","type":"expl"}"#;
+    let outcomes = gc
+        .push(Message::Assistant {
+            content: vec![Block::ToolCall(ToolCall::new("d1", "delimiter", start))],
+        })
+        .unwrap();
+    gc.push(Message::tool_result(
+        "d1",
+        "delimiter",
+        outcomes[0].text(),
+        false,
+    ))
+    .unwrap();
+    for i in 0..8 {
+        drive(&mut gc, &fold_all_shown, &files);
+        step(&mut gc, i);
+    }
+    drive(&mut gc, &fold_all_shown, &files);
+    let view: Vec<Message> = gc.view().cloned().collect();
+    assert!(
+        view.iter()
+            .any(|m| matches!(m, Message::ToolResult(r) if r.content == rules)),
+        "the instruction file's read stays whole"
+    );
+    assert!(gc.stats().rounds >= 1, "the planner was asked");
+    assert!(
+        gc.committed().iter().all(|t| t.id.short() != "read:1"),
+        "{:?}",
+        gc.committed()
+    );
+    let survey: Vec<&Message> = view
+        .iter()
+        .filter(|m| matches!(m, Message::ToolResult(r) if r.call_id.starts_with('c')))
+        .collect();
+    assert!(
+        survey
+            .iter()
+            .all(|m| matches!(m, Message::ToolResult(r) if !r.content.starts_with("[folded"))),
+        "the active episode's results stay"
+    );
+    assert!(!gc.committed().iter().any(|t| t.action == Action::Fold));
+}
