@@ -376,3 +376,57 @@ fn the_flags_name_the_strategy_and_the_planner_model() {
         cwl_agent::config::parse("strategy = \"self-gc\"\nplanner_model = \"small\"\n").unwrap();
     assert_eq!(config.planner_model.as_deref(), Some("small"));
 }
+
+#[test]
+fn cwl_run_with_strategy_self_gc_takes_the_planner_model_from_the_config_file() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let first = script().into_iter().next().unwrap();
+    let server = runtime
+        .block_on(ScriptedServer::start(
+            first.iter().map(|m| Reply::openai(m, Usage::default())),
+        ))
+        .unwrap();
+    server.route(PLANNER, (0..40).map(|_| fold_every_read()));
+    let work = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let config = sessions.path().join("config.toml");
+    std::fs::write(&config, "planner_model = \"small-planner\"\n").unwrap();
+    cwl_agent::cli::run_run(cwl_agent::cli::RunArgs {
+        agent: AgentArgs {
+            provider: Some(cwl_agent::provider::ProviderKind::OpenAi),
+            model: Some("gpt-test".into()),
+            base_url: Some(format!("{}/v1", server.url())),
+            cwd: Some(work.path().to_owned()),
+            session_dir: Some(sessions.path().to_owned()),
+            config: Some(config),
+            approval: Some(cwl_agent::agent::ApprovalMode::Never),
+            budget: Some("6000".parse().unwrap()),
+            strategy: Some(StrategyName::SelfGc),
+            ..AgentArgs::default()
+        },
+        tasks: vec![T1.into()],
+        prompt: None,
+    })
+    .unwrap();
+    let requests = server.requests();
+    let planner: Vec<_> = requests
+        .iter()
+        .filter(|r| r.body.contains(PLANNER))
+        .collect();
+    assert!(!planner.is_empty());
+    for request in &planner {
+        assert_eq!(request.json()["model"], "small-planner");
+    }
+    for request in requests.iter().filter(|r| !r.body.contains(PLANNER)) {
+        let body = request.json();
+        assert_eq!(body["model"], "gpt-test");
+        check_openai_request(&body);
+        assert!(openai_request_tokens(&body) <= 6_000);
+    }
+    let listed = session::list(sessions.path()).unwrap();
+    let sidecars = listed[0].path.with_extension("sidecars");
+    assert!(
+        std::fs::read_dir(&sidecars).unwrap().count() > 0,
+        "sidecars beside the session file"
+    );
+}
