@@ -81,6 +81,23 @@ fn fold_every_read() -> Reply {
     Reply::openai(&Message::assistant_text(plan), Usage::default())
 }
 
+/// Answers planner calls with `replies`, in order (HTTP 400 once they
+/// run out); other requests follow the script.
+fn planner_answers(server: &ScriptedServer, replies: impl IntoIterator<Item = Reply>) {
+    let queue = std::sync::Mutex::new(
+        replies
+            .into_iter()
+            .collect::<std::collections::VecDeque<_>>(),
+    );
+    server.answer_side(move |request| {
+        request.body.contains(PLANNER).then(|| {
+            queue.lock().unwrap().pop_front().unwrap_or_else(|| {
+                Reply::status(400, r#"{"error":{"message":"no planner reply left"}}"#)
+            })
+        })
+    });
+}
+
 /// The main loop's requests (planner calls left out).
 fn main_requests(server: &ScriptedServer) -> Vec<serde_json::Value> {
     server
@@ -118,7 +135,7 @@ fn recorded_result(records: &[(usize, Record)], id: &str) -> String {
 #[tokio::test]
 async fn self_gc_folds_to_sidecars_recalls_byte_exact_and_resumes_with_the_same_view() {
     let t = Scripted::start(replies(), selfgc_options()).await;
-    t.server.route(PLANNER, (0..40).map(|_| fold_every_read()));
+    planner_answers(&t.server, (0..40).map(|_| fold_every_read()));
     let mut t = t;
     assert_eq!(t.agent.context().name(), "self-gc");
     t.agent.run_task(T1).await.unwrap();
@@ -223,7 +240,7 @@ async fn self_gc_folds_to_sidecars_recalls_byte_exact_and_resumes_with_the_same_
     ])
     .await
     .unwrap();
-    next.route(PLANNER, (0..5).map(|_| fold_every_read()));
+    planner_answers(&next, (0..5).map(|_| fold_every_read()));
     let (_shared, observer) = collector();
     let toolbox = Toolbox::new(closed.dir.path(), ToolConfig::default()).unwrap();
     let mut resumed = Agent::resume(
@@ -268,7 +285,7 @@ async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_r
         ),
     ];
     answers.extend((0..8).map(|_| Reply::status(500, r#"{"error":{"message":"boom"}}"#)));
-    t.server.route(PLANNER, answers);
+    planner_answers(&t.server, answers);
     let mut t = t;
     let started = std::time::Instant::now();
     t.agent.run_task(T1).await.unwrap();
@@ -386,7 +403,7 @@ fn cwl_run_with_strategy_self_gc_takes_the_planner_model_from_the_config_file() 
             first.iter().map(|m| Reply::openai(m, Usage::default())),
         ))
         .unwrap();
-    server.route(PLANNER, (0..40).map(|_| fold_every_read()));
+    planner_answers(&server, (0..40).map(|_| fold_every_read()));
     let work = workspace();
     let sessions = tempfile::tempdir().unwrap();
     let config = sessions.path().join("config.toml");

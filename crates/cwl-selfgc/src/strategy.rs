@@ -93,9 +93,6 @@ pub struct SelfGcOptions {
     pub commit_prune: f64,
     /// The longest the harness may wait for the planner, in milliseconds.
     pub planner_timeout_ms: u64,
-    /// The model for planner calls (`None`: the harness's choice).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub planner_model: Option<String>,
 }
 
 impl Default for SelfGcOptions {
@@ -107,7 +104,6 @@ impl Default for SelfGcOptions {
             commit_prune: DEFAULT_COMMIT_PRUNE,
             planner_timeout_ms: u64::try_from(DEFAULT_PLANNER_TIMEOUT.as_millis())
                 .unwrap_or(u64::MAX),
-            planner_model: None,
         }
     }
 }
@@ -941,7 +937,6 @@ impl Strategy for SelfGc {
             messages: self.planner_messages(),
             timeout: Duration::from_millis(self.options.planner_timeout_ms),
             max_output_tokens: Some(PLANNER_MAX_OUTPUT_TOKENS),
-            model: self.options.planner_model.clone(),
         })
     }
 

@@ -334,10 +334,10 @@ fn a_restored_session_shows_the_same_view_and_continues_alike() {
 }
 
 #[test]
-fn options_are_kept_and_the_planner_model_is_asked_for() {
+fn options_are_kept_and_the_trigger_is_the_share_of_the_budget() {
     let options = SelfGcOptions {
         trigger: 0.5,
-        planner_model: Some("small".into()),
+        planner_timeout_ms: 1_500,
         ..SelfGcOptions::default()
     };
     let mut gc = SelfGc::with_options(
@@ -357,7 +357,8 @@ fn options_are_kept_and_the_planner_model_is_asked_for() {
     }
     let (_, tokens, request) = asked.expect("asked once over the trigger");
     assert!(tokens >= BUDGET / 2, "{tokens}");
-    assert_eq!(request.model.as_deref(), Some("small"));
+    assert_eq!(request.timeout, std::time::Duration::from_millis(1_500));
+    assert_eq!(request.max_output_tokens, Some(2_048));
     assert!(gc.side_request().is_none(), "one planner call at a time");
     let saved = gc.save().unwrap();
     let restored = SelfGc::restore(&saved.state, Arc::new(Estimate)).unwrap();

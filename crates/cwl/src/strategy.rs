@@ -48,10 +48,6 @@ pub struct SideRequest {
     pub timeout: Duration,
     /// Output limit for the answer (`None`: the provider's default).
     pub max_output_tokens: Option<u32>,
-    /// The model to ask (`None`: the harness's choice, e.g. the session's
-    /// model or its `--planner-model`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
 }
 
 /// A file a strategy wants kept beside the session (a folded payload):

@@ -80,12 +80,12 @@ pub struct AgentOptions {
     /// The strategy managing the context (`None`: the resumed session's,
     /// else CWL).
     pub strategy: Option<StrategyName>,
+    /// The longest a strategy's side call (a summary, a plan) may take
+    /// (`None`: the timeout the strategy asks for).
+    pub side_timeout: Option<std::time::Duration>,
     /// The model for the strategy's side calls (Self-GC's planner) on the
     /// same provider (`None`: the session's model).
     pub planner_model: Option<String>,
-    /// The longest any side call may take, below the strategy's own
-    /// timeout (`None`: the strategy's; Self-GC's is 60 s).
-    pub side_timeout: Option<std::time::Duration>,
 }
 
 impl AgentOptions {
@@ -105,8 +105,8 @@ impl AgentOptions {
             superseded: None,
             act_outputs: None,
             strategy: None,
-            planner_model: None,
             side_timeout: None,
+            planner_model: None,
         }
     }
 

@@ -14,16 +14,15 @@ use crate::provider::{Provider, Request};
 /// asking cannot hold the loop up longer than this many timeouts.
 pub const MAX_SIDE_CALLS: usize = 4;
 
-/// Runs `request` through `provider` for the model it names, else
-/// `model`, never waiting longer than its timeout: the model's text, or
-/// why there is none.
+/// Runs `request` through `provider` for `model`, never waiting longer
+/// than its timeout: the model's text, or why there is none.
 pub async fn side_call(
     provider: &dyn Provider,
     model: &str,
     request: &SideRequest,
 ) -> Result<String, String> {
     let call = Request {
-        model: request.model.as_deref().unwrap_or(model),
+        model,
         messages: &request.messages,
         tools: &[],
         max_output_tokens: request.max_output_tokens,
@@ -53,19 +52,20 @@ pub async fn side_call(
 
 /// Runs the side calls `strategy` asks for (at most [`MAX_SIDE_CALLS`])
 /// and gives it each answer; returns what was asked and answered, in
-/// order, for the session file. `timeout` caps each call's own timeout.
+/// order, for the session file. `cap` shortens any longer timeout the
+/// strategy asks for.
 pub async fn run_side_calls(
     provider: &dyn Provider,
     model: &str,
     strategy: &mut dyn Strategy,
-    timeout: Option<Duration>,
+    cap: Option<Duration>,
 ) -> Vec<(SideRequest, Result<String, String>)> {
     let mut done = Vec::new();
     for _ in 0..MAX_SIDE_CALLS {
         let Some(mut request) = strategy.side_request() else {
             break;
         };
-        if let Some(cap) = timeout {
+        if let Some(cap) = cap {
             request.timeout = request.timeout.min(cap);
         }
         let result = side_call(provider, model, &request).await;
@@ -105,7 +105,6 @@ pub(crate) mod asking {
                     messages: vec![Message::user(format!("plan {id}"))],
                     timeout,
                     max_output_tokens: Some(100),
-                    model: (id == 4).then(|| "planner-m".to_string()),
                 })
                 .rev()
                 .collect();
@@ -245,11 +244,6 @@ mod tests {
         let sent = server.requests()[0].json();
         assert_eq!(sent["model"], "m");
         assert_eq!(sent["messages"][0]["content"], "plan 1");
-        assert_eq!(
-            server.requests()[3].json()["model"],
-            "planner-m",
-            "a request naming its model is sent to it"
-        );
         assert!(sent.get("tools").is_none(), "side calls offer no tools");
     }
 }

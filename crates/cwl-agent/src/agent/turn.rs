@@ -225,14 +225,12 @@ impl Agent {
     /// Runs the side calls the strategy asks for and records each answer
     /// (a failed one is also noted); CWL never asks.
     async fn side_calls(&mut self) -> Result<(), AgentError> {
-        let model = self
-            .options
-            .planner_model
-            .as_deref()
-            .unwrap_or(&self.options.model.name);
         let done = super::side::run_side_calls(
             self.provider.as_ref(),
-            model,
+            self.options
+                .planner_model
+                .as_deref()
+                .unwrap_or(&self.options.model.name),
             self.context.as_mut(),
             self.options.side_timeout,
         )

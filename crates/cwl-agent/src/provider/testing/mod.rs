@@ -123,12 +123,14 @@ impl RecordedRequest {
     }
 }
 
+/// Answers some requests out of script (see [`ScriptedServer::answer_side`]).
+type Side = Arc<dyn Fn(&RecordedRequest) -> Option<Reply> + Send + Sync>;
+
 #[derive(Default)]
 struct Shared {
     replies: VecDeque<Reply>,
     requests: Vec<RecordedRequest>,
-    /// Replies for requests whose body contains the text, before the script.
-    routes: Vec<(String, VecDeque<Reply>)>,
+    side: Option<Side>,
 }
 
 /// A local HTTP server answering requests from a script.
@@ -148,7 +150,7 @@ impl ScriptedServer {
         let shared = Arc::new(Mutex::new(Shared {
             replies: replies.into_iter().collect(),
             requests: Vec::new(),
-            routes: Vec::new(),
+            side: None,
         }));
         let state = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -169,14 +171,14 @@ impl ScriptedServer {
         lock(&self.shared).replies.push_back(reply);
     }
 
-    /// Answers requests whose body contains `needle` from `replies`, in
-    /// order, apart from the main script (e.g. a strategy's planner calls,
-    /// recognised by their content). Once they run out, such requests
-    /// get HTTP 400 like the main script.
-    pub fn route(&self, needle: impl Into<String>, replies: impl IntoIterator<Item = Reply>) {
-        lock(&self.shared)
-            .routes
-            .push((needle.into(), replies.into_iter().collect()));
+    /// Answers the requests `side` gives a reply for with that reply,
+    /// leaving the script for the others: side calls (summaries, plans)
+    /// recognised by their content.
+    pub fn answer_side(
+        &self,
+        side: impl Fn(&RecordedRequest) -> Option<Reply> + Send + Sync + 'static,
+    ) {
+        lock(&self.shared).side = Some(Arc::new(side));
     }
 
     /// The requests received so far, in order.
@@ -209,17 +211,10 @@ async fn serve(mut socket: TcpStream, shared: Arc<Mutex<Shared>>) {
     };
     let reply = {
         let mut shared = lock(&shared);
-        let routed = shared
-            .routes
-            .iter()
-            .position(|(needle, _)| request.body.contains(needle.as_str()));
+        let side = shared.side.as_ref().and_then(|side| side(&request));
         shared.requests.push(request);
         let number = shared.requests.len();
-        let next = match routed {
-            Some(at) => shared.routes[at].1.pop_front(),
-            None => shared.replies.pop_front(),
-        };
-        next.unwrap_or_else(|| {
+        side.or_else(|| shared.replies.pop_front()).unwrap_or_else(|| {
             Reply::status(
                 400,
                 format!(
