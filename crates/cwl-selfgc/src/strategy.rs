@@ -19,8 +19,10 @@
 //! A planner that errs, times out or answers no valid plan changes
 //! nothing. The budget is a hard line: when the prompt is over τ and no
 //! plan brought it under, the oldest tool results go (pruned, oldest
-//! first, down to the low-water mark), then whole old conversations; the
-//! planner is a refinement, never what the budget depends on.
+//! first, down to the low-water mark), then whole old conversations; only
+//! if that is not enough, protected work (instruction reads, the active
+//! episode) and folded or masked results go the same way. The planner is
+//! a refinement, never what the budget depends on.
 //!
 //! The state (transcript, committed actions, pending plan, counters) saves
 //! to JSON; every state change happens in a call the harness records
@@ -543,10 +545,24 @@ impl SelfGc {
             .iter()
             .filter_map(|id| self.table.get(id)?.parent)
             .collect();
-        let acted: HashSet<ObjectId> = self.committed.iter().map(|t| t.id.clone()).collect();
+        let pruned: HashSet<&ObjectId> = self
+            .committed
+            .iter()
+            .filter(|t| t.action == Action::Prune)
+            .map(|t| &t.id)
+            .collect();
+        let acted: HashSet<&ObjectId> = self.committed.iter().map(|t| &t.id).collect();
         let mut prunes: Vec<Target> = Vec::new();
         let counter = self.counter.as_ref();
-        for kind in [ObjectKind::Function, ObjectKind::Conversation] {
+        // First what no plan rule protects, then, as a last resort for the
+        // budget, protected work and what plans folded or masked.
+        let tiers = [
+            (ObjectKind::Function, true),
+            (ObjectKind::Conversation, true),
+            (ObjectKind::Function, false),
+            (ObjectKind::Conversation, false),
+        ];
+        for (kind, strict) in tiers {
             for object in self.table.objects() {
                 if need == 0 {
                     break;
@@ -555,14 +571,21 @@ impl SelfGc {
                     ObjectId::User(k) => Some(*k),
                     ObjectId::Function { .. } => object.parent,
                 };
+                let spared = if strict {
+                    acted.contains(&object.id)
+                        || protected.contains(&object.id)
+                        || parent.is_some_and(|k| {
+                            guarded.contains(&k) && kind == ObjectKind::Conversation
+                        })
+                } else {
+                    pruned.contains(&object.id)
+                };
                 let eligible = object.id.kind() == kind
+                    && !spared
                     && parent.is_some_and(|k| !acted.contains(&ObjectId::User(k)))
-                    && !acted.contains(&object.id)
-                    && !protected.contains(&object.id)
                     && object.messages.end <= in_flight
                     && object.call.as_ref().is_none_or(|(at, _)| *at < in_flight)
-                    && (kind == ObjectKind::Function
-                        || (parent != latest && parent.is_some_and(|k| !guarded.contains(&k))))
+                    && (kind == ObjectKind::Function || parent != latest)
                     && !prunes.iter().any(|t| {
                         matches!(&t.id, ObjectId::User(k) if Some(*k) == parent)
                             || t.id == object.id
@@ -750,7 +773,8 @@ impl Strategy for SelfGc {
         if !warnings.is_empty() {
             self.rebuild_view();
         }
-        if let Some(text) = self.backstop() {
+        // Each round prunes at least one object, so this ends.
+        while let Some(text) = self.backstop() {
             warnings.push(text);
             self.rebuild_view();
         }

@@ -424,3 +424,187 @@ fn instruction_reads_and_the_active_episode_are_never_collected() {
     );
     assert!(!gc.committed().iter().any(|t| t.action == Action::Fold));
 }
+
+/// A tiny deterministic generator (xorshift), so the random sessions
+/// below are the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}
+
+/// A random planner answer: a plan over random ids (some unknown, some
+/// in the latest turn), garbage, malformed XML or an error.
+fn random_answer(rng: &mut Rng) -> Result<String, String> {
+    match rng.next(8) {
+        0 => Err("the planner call timed out after 60.0s".into()),
+        1 => Ok("no plan today".into()),
+        2 => Ok("<gc_plan><fold>read:1</mask></gc_plan>".into()),
+        _ => {
+            let mut xml = String::from("<gc_plan>");
+            for _ in 0..1 + rng.next(6) {
+                let tag = ["fold", "mask", "prune"][rng.next(3) as usize];
+                let id = if rng.next(4) == 0 {
+                    format!("user:{}", 1 + rng.next(8))
+                } else {
+                    let tool = ["read", "delimiter", "bash"][rng.next(3) as usize];
+                    format!("{tool}:{}", 1 + rng.next(60))
+                };
+                xml.push_str(&format!("<{tag}>{id}</{tag}>"));
+            }
+            Ok(xml + "</gc_plan>")
+        }
+    }
+}
+
+/// One random step: sometimes a user turn, then a response with text,
+/// reasoning and any number of calls (delimiter ones included), then
+/// their results.
+fn random_step(strategy: &mut dyn Strategy, rng: &mut Rng, step: u64) -> usize {
+    let user = rng.next(7) == 0;
+    if user {
+        strategy
+            .push(Message::user(format!("task {step}")))
+            .unwrap();
+    }
+    let mut content = Vec::new();
+    if rng.next(3) == 0 {
+        content.push(Block::Reasoning {
+            text: "think ".repeat(1 + rng.next(30) as usize),
+            signature: Some("sig".into()),
+        });
+    }
+    content.push(Block::Text {
+        text: format!("step {step}"),
+    });
+    let calls = rng.next(3);
+    for n in 0..calls {
+        let name = match rng.next(6) {
+            0 => "delimiter",
+            1 => "bash",
+            _ => "read",
+        };
+        let arguments = if name == "delimiter" {
+            if rng.next(2) == 0 {
+                format!(r#"{{"action":"start","name":"e{step}","type":"expl"}}"#)
+            } else {
+                r#"{"action":"end","description":"done"}"#.to_string()
+            }
+        } else {
+            format!(r#"{{"path":"m{}.rs"}}"#, rng.next(9))
+        };
+        content.push(Block::ToolCall(ToolCall::new(
+            format!("s{step}c{n}"),
+            name,
+            arguments,
+        )));
+    }
+    let outcomes = strategy.push(Message::Assistant { content }).unwrap();
+    for n in 0..calls {
+        let id = format!("s{step}c{n}");
+        let (name, text) = match outcomes.iter().find(|o| o.call_id == id) {
+            Some(outcome) => ("delimiter", outcome.text()),
+            None => (
+                "read",
+                format!("line of step {step}\n").repeat(1 + rng.next(50) as usize),
+            ),
+        };
+        strategy
+            .push(Message::tool_result(id, name, text, false))
+            .unwrap();
+    }
+    usize::from(user)
+}
+
+#[test]
+fn random_sessions_and_answers_keep_every_guarantee_and_restore_anywhere() {
+    let (mut commits, mut folds, mut backstops) = (0, 0, 0);
+    for seed in 1..=16u64 {
+        let budget = 1_500 + 400 * (seed as usize % 6);
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut gc = SelfGc::new(
+            Config::with_budget(budget),
+            Arc::new(Estimate),
+            vec![delimiter_spec()],
+        );
+        gc.push(Message::system("system")).unwrap();
+        gc.push(Message::user("first task")).unwrap();
+        let mut users = 1;
+        let mut restored: Option<SelfGc> = None;
+        let files = Files::default();
+        for step in 0..90 {
+            let view: Vec<Message> = gc.view().cloned().collect();
+            let latest = view
+                .iter()
+                .rposition(|m| matches!(m, Message::Assistant { .. }))
+                .map(|at| view[at..].to_vec())
+                .unwrap_or_default();
+            let mut answers = Vec::new();
+            while let Some(request) = gc.side_request() {
+                let answer = random_answer(&mut rng);
+                answers.push(answer.clone());
+                gc.side_result(request.id, answer);
+            }
+            let report = gc.enforce();
+            for file in gc.take_sidecars() {
+                files.0.borrow_mut().insert(file.name, file.content);
+            }
+            let view: Vec<Message> = gc.view().cloned().collect();
+            assert!(
+                view.ends_with(&latest),
+                "seed {seed} step {step}: the latest response is untouched"
+            );
+            assert_eq!(report.tokens_after, gc.tokens());
+            assert!(
+                report.budget_met || report.deferred,
+                "seed {seed} step {step}: {report:?}"
+            );
+            check_view(&view, users);
+            assert_eq!(
+                gc.tokens(),
+                gc.counted_tokens(),
+                "no calibration in this test"
+            );
+            if let Some(other) = restored.as_mut() {
+                let mut replayed = answers.into_iter();
+                while let Some(request) = other.side_request() {
+                    other.side_result(request.id, replayed.next().expect("same requests"));
+                }
+                assert!(replayed.next().is_none(), "seed {seed} step {step}");
+                other.enforce();
+                other.take_sidecars();
+                assert!(
+                    other.view().eq(gc.view()),
+                    "seed {seed} step {step}: the restored copy agrees"
+                );
+            }
+            if step == 45 {
+                let saved = gc.save().unwrap();
+                restored = Some(SelfGc::restore(&saved.state, Arc::new(Estimate)).unwrap());
+            }
+            let mut copy = Rng(rng.0);
+            users += random_step(&mut gc, &mut rng, step);
+            if let Some(other) = restored.as_mut() {
+                random_step(other, &mut copy, step);
+            }
+        }
+        for target in gc.committed().iter().filter(|t| t.action == Action::Fold) {
+            let arguments = format!("{{\"id\":\"{}\"}}", target.id);
+            let exact = gc.recall(&arguments, &NoStore).unwrap();
+            assert_eq!(gc.recall_with(&arguments, &NoStore, &files).unwrap(), exact);
+        }
+        assert!(gc.stats().rounds > 0, "seed {seed}: the planner was asked");
+        commits += gc.stats().commits;
+        backstops += gc.stats().backstops;
+        folds += files.0.borrow().len();
+    }
+    assert!(
+        commits > 0 && folds > 0 && backstops > 0,
+        "plans committed ({commits}), payloads folded ({folds}), backstops ({backstops})"
+    );
+}
