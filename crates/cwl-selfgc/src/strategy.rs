@@ -772,6 +772,8 @@ impl Strategy for SelfGc {
         warnings.extend(self.commit_pending());
         if !warnings.is_empty() {
             self.rebuild_view();
+            // The next round waits for growth from the committed view.
+            self.last_round = Some(self.tokens());
         }
         // Each round prunes at least one object, so this ends.
         while let Some(text) = self.backstop() {
