@@ -29,12 +29,12 @@
 //! (a push, a side result, a pass that changed the view), so a resumed
 //! session shows the same view.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cwl::strategy::{NoSidecars, Saved, SideRequest, SidecarFile, SidecarStore, Strategy};
-use cwl::tokens::{block_tokens, message_tokens};
+use cwl::tokens::message_tokens;
 use cwl::{
     Accepted, Annotation, Block, Checkpoint, Config, Context, DELIMITER, DelimiterError,
     DelimiterOutcome, Graph, Message, PaperOrder, Report, Source, TokenCounter, ToolCall, ToolSpec,
@@ -42,13 +42,17 @@ use cwl::{
 };
 use serde::{Deserialize, Serialize};
 
+mod backstop;
+mod recall;
+mod round;
+
 use crate::annotate::annotate_ids;
-use crate::commit::{Commit, DEFAULT_COMMIT_PRUNE, decide};
+use crate::commit::DEFAULT_COMMIT_PRUNE;
 use crate::contract::PLANNER_CONTRACT;
 use crate::fold::FoldRecord;
-use crate::objects::{ObjectId, ObjectKind, ObjectTable};
-use crate::plan::{Action, Plan, Target, parse_plan};
-use crate::rehearsal::{Dropped, Rehearsal, Rehearsed, project};
+use crate::objects::{ObjectId, ObjectTable};
+use crate::plan::{Action, Target};
+use crate::rehearsal::project;
 
 /// The strategy's name as `--strategy` spells it.
 pub const NAME: &str = "self-gc";
@@ -114,7 +118,6 @@ impl Default for SelfGcOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct Asked {
     id: u64,
-    tokens: usize,
 }
 
 /// An accepted plan waiting for its commit.
@@ -355,349 +358,6 @@ impl SelfGc {
             .rposition(|m| matches!(m, Message::Assistant { .. }))
             .unwrap_or(self.transcript.len())
     }
-
-    /// Objects no plan may touch besides the cut turn: reads of
-    /// instruction files and the tool results of the active episode.
-    fn protected(&self) -> HashSet<ObjectId> {
-        let active_from = self.shadow.graph().active().map(|id| {
-            let (first, _) = self.shadow.graph().episode(id).span();
-            usize::try_from(first).unwrap_or(usize::MAX)
-        });
-        self.table
-            .objects()
-            .iter()
-            .filter(|object| object.id.kind() == ObjectKind::Function)
-            .filter(|object| {
-                let instructions = object.call.as_ref().is_some_and(|(at, id)| {
-                    self.transcript[*at].tool_calls().any(|call| {
-                        call.id == *id
-                            && INSTRUCTION_FILES
-                                .iter()
-                                .any(|file| call.arguments.contains(file))
-                    })
-                });
-                let active = active_from.is_some_and(|first| object.messages.start >= first);
-                instructions || active
-            })
-            .map(|object| object.id.clone())
-            .collect()
-    }
-
-    fn rehearse(&self, plan: &Plan, min_prune: f64) -> Result<Rehearsed, crate::Rejected> {
-        let protected = self.protected();
-        Rehearsal {
-            messages: &self.transcript,
-            table: &self.table,
-            counter: self.counter.as_ref(),
-            protected: &protected,
-            min_prune,
-            in_flight: self.in_flight(),
-            committed: &self.committed,
-        }
-        .run(plan)
-    }
-
-    /// Whether some object could still be collected: otherwise a planner
-    /// call could only come back empty.
-    fn collectable(&self) -> bool {
-        let in_flight = self.in_flight();
-        let latest = self.table.latest_user();
-        let acted: HashSet<&ObjectId> = self.committed.iter().map(|t| &t.id).collect();
-        self.table.objects().iter().any(|object| {
-            let parent = match &object.id {
-                ObjectId::User(k) => Some(*k),
-                ObjectId::Function { .. } => object.parent,
-            };
-            parent.is_some_and(|k| !acted.contains(&ObjectId::User(k)))
-                && !acted.contains(&object.id)
-                && object.messages.end <= in_flight
-                && (object.id.kind() == ObjectKind::Function || parent != latest)
-        })
-    }
-
-    fn note(&mut self, text: String) {
-        tracing::info!(target: "cwl_selfgc", "{text}");
-        self.notes.push(text);
-    }
-
-    fn reject(&mut self, reason: String) {
-        tracing::warn!(target: "cwl_selfgc", "{reason}");
-        self.stats.rejected += 1;
-        self.notes
-            .push(format!("self-gc: {reason}; the view is unchanged"));
-    }
-
-    /// Rehearses the planner's answer; an accepted plan becomes pending.
-    fn take_answer(&mut self, answer: Result<String, String>) {
-        let text = match answer {
-            Ok(text) => text,
-            Err(reason) => return self.reject(format!("the planner gave no plan ({reason})")),
-        };
-        let plan = match parse_plan(&text) {
-            Ok(plan) => plan,
-            Err(error) => {
-                return self.reject(format!("the planner's answer is no plan: {error}"));
-            }
-        };
-        match self.rehearse(&plan, self.options.min_prune) {
-            Ok(rehearsed) => {
-                self.stats.accepted += 1;
-                let prune = rehearsed.prune();
-                self.note(format!(
-                    "self-gc: plan accepted ({}), would prune {:.0}% of the view ({} → {} tokens){}; {}",
-                    describe(&rehearsed.accepted),
-                    prune * 100.0,
-                    rehearsed.tokens_before,
-                    rehearsed.tokens_after,
-                    dropped_text(&rehearsed.dropped),
-                    if prune >= self.options.commit_prune {
-                        "commits at the next turn boundary"
-                    } else {
-                        "pending until the next task boundary or the budget"
-                    }
-                ));
-                self.pending = Some(Pending {
-                    targets: rehearsed.accepted,
-                    summary: plan.summary,
-                    prune,
-                });
-            }
-            Err(rejected) => {
-                let dropped = match &rejected {
-                    crate::Rejected::Empty { dropped } => dropped,
-                    crate::Rejected::TooLittle { dropped, .. } => dropped,
-                };
-                let text = format!("plan rejected: {rejected}{}", dropped_text(dropped));
-                self.reject(text);
-            }
-        }
-    }
-
-    /// Commits the pending plan if the rule says so now; a description of
-    /// what it did.
-    fn commit_pending(&mut self) -> Option<String> {
-        let pending = self.pending.as_ref()?;
-        if !self.shadow.pending_calls().is_empty() {
-            return None;
-        }
-        let task_boundary = matches!(self.transcript.last(), Some(Message::User { .. }));
-        let over = self.tokens() > self.config.budget;
-        if decide(
-            pending.prune,
-            self.options.commit_prune,
-            task_boundary || over,
-        ) == Commit::Pending
-        {
-            return None;
-        }
-        let plan = Plan {
-            summary: pending.summary.clone(),
-            targets: pending.targets.clone(),
-            invalid: Vec::new(),
-        };
-        // What changed since planning (a new latest turn, a backstop)
-        // may drop targets; a plan left with no effect stays pending.
-        let rehearsed = self
-            .rehearse(&plan, 0.0)
-            .ok()
-            .filter(|r| r.tokens_after < r.tokens_before)?;
-        for sidecar in &rehearsed.projection.sidecars {
-            let record = FoldRecord::of(&sidecar.id, &sidecar.payload);
-            self.sidecars_out.push(SidecarFile {
-                name: record.file.clone(),
-                content: sidecar.payload.clone(),
-            });
-            self.folds.insert(sidecar.id.clone(), record);
-        }
-        self.committed.extend(rehearsed.accepted.iter().cloned());
-        self.pending = None;
-        self.stats.commits += 1;
-        Some(format!(
-            "self-gc: plan committed ({}), {:.0}% of the view pruned ({} → {} tokens){}",
-            describe(&rehearsed.accepted),
-            rehearsed.prune() * 100.0,
-            rehearsed.tokens_before,
-            rehearsed.tokens_after,
-            if rehearsed.projection.sidecars.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; {} payloads folded to sidecars",
-                    rehearsed.projection.sidecars.len()
-                )
-            }
-        ))
-    }
-
-    /// The hard backstop: over τ, prunes the oldest tool results, then
-    /// whole old conversations, down to the low-water mark.
-    fn backstop(&mut self) -> Option<String> {
-        let budget = self.config.budget;
-        if self.tokens() <= budget {
-            return None;
-        }
-        let floor = (budget as f64 * self.config.low_water.get()) as usize;
-        let mut need = self.tokens().saturating_sub(floor);
-        let in_flight = self.in_flight();
-        let latest = self.table.latest_user();
-        let protected = self.protected();
-        let guarded: HashSet<u32> = protected
-            .iter()
-            .filter_map(|id| self.table.get(id)?.parent)
-            .collect();
-        let pruned: HashSet<&ObjectId> = self
-            .committed
-            .iter()
-            .filter(|t| t.action == Action::Prune)
-            .map(|t| &t.id)
-            .collect();
-        let acted: HashSet<&ObjectId> = self.committed.iter().map(|t| &t.id).collect();
-        let mut prunes: Vec<Target> = Vec::new();
-        let counter = self.counter.as_ref();
-        // First what no plan rule protects, then, as a last resort for the
-        // budget, protected work and what plans folded or masked.
-        let tiers = [
-            (ObjectKind::Function, true),
-            (ObjectKind::Conversation, true),
-            (ObjectKind::Function, false),
-            (ObjectKind::Conversation, false),
-        ];
-        for (kind, strict) in tiers {
-            for object in self.table.objects() {
-                if need == 0 {
-                    break;
-                }
-                let parent = match &object.id {
-                    ObjectId::User(k) => Some(*k),
-                    ObjectId::Function { .. } => object.parent,
-                };
-                let spared = if strict {
-                    acted.contains(&object.id)
-                        || protected.contains(&object.id)
-                        || parent.is_some_and(|k| {
-                            guarded.contains(&k) && kind == ObjectKind::Conversation
-                        })
-                } else {
-                    pruned.contains(&object.id)
-                };
-                let eligible = object.id.kind() == kind
-                    && !spared
-                    && parent.is_some_and(|k| !acted.contains(&ObjectId::User(k)))
-                    && object.messages.end <= in_flight
-                    && object.call.as_ref().is_none_or(|(at, _)| *at < in_flight)
-                    && (kind == ObjectKind::Function || parent != latest)
-                    && !prunes.iter().any(|t| {
-                        matches!(&t.id, ObjectId::User(k) if Some(*k) == parent)
-                            || t.id == object.id
-                    });
-                if !eligible {
-                    continue;
-                }
-                let saved: usize = match &object.id {
-                    ObjectId::Function { .. } => {
-                        let call = object
-                            .call
-                            .as_ref()
-                            .and_then(|(at, id)| {
-                                self.transcript[*at].tool_calls().find(|c| c.id == *id)
-                            })
-                            .map_or(0, |c| block_tokens(counter, &Block::ToolCall(c.clone())));
-                        call + message_tokens(counter, &self.transcript[object.messages.start])
-                    }
-                    ObjectId::User(_) => self.transcript
-                        [object.messages.start + 1..object.messages.end]
-                        .iter()
-                        .map(|m| message_tokens(counter, m))
-                        .sum(),
-                };
-                if saved == 0 {
-                    continue;
-                }
-                need = need.saturating_sub(saved);
-                prunes.push(Target {
-                    action: Action::Prune,
-                    id: object.id.clone(),
-                    kind: Some(kind),
-                    reason: BACKSTOP_REASON.to_string(),
-                });
-            }
-        }
-        if prunes.is_empty() {
-            return None;
-        }
-        let count = prunes.len();
-        self.committed.extend(prunes);
-        self.stats.backstops += 1;
-        Some(format!(
-            "self-gc: the prompt was over the budget of {budget} with no plan committed; the budget backstop pruned the {count} oldest objects"
-        ))
-    }
-
-    /// The object a recall names, and the action that took it out of the
-    /// view: its own, or its conversation's.
-    fn collected(&self, id: &ObjectId) -> Result<(Action, &ObjectId), String> {
-        let object = self.table.get(id).ok_or_else(|| {
-            format!("no object `{id}` in this session; use an id shown in a fold reminder or a `[folded as …]` pointer")
-        })?;
-        let own = self.committed.iter().rev().find(|t| &t.id == id);
-        let parent = match id {
-            ObjectId::Function { .. } => object.parent.map(ObjectId::User),
-            ObjectId::User(_) => None,
-        };
-        let covering = parent
-            .as_ref()
-            .and_then(|p| self.committed.iter().rev().find(|t| &t.id == p));
-        match (own, covering) {
-            (Some(target), _) => Ok((target.action, &target.id)),
-            (None, Some(target)) => Ok((target.action, &target.id)),
-            (None, None) => Err(format!(
-                "`{id}` is still whole in the context; nothing to recall"
-            )),
-        }
-    }
-
-    /// The exact payload of `id` from the transcript: a tool result's
-    /// content, or a conversation's folded span as a JSON array.
-    fn payload(&self, id: &ObjectId) -> Option<String> {
-        let object = self.table.get(id)?;
-        match id {
-            ObjectId::Function { .. } => match &self.transcript[object.messages.start] {
-                Message::ToolResult(result) => Some(result.content.clone()),
-                _ => None,
-            },
-            ObjectId::User(_) => {
-                let span: Vec<&Message> = self.transcript
-                    [object.messages.start + 1..object.messages.end]
-                    .iter()
-                    .collect();
-                serde_json::to_string(&span).ok()
-            }
-        }
-    }
-}
-
-/// `fold 2, prune 1 over user:3, read:7, …`.
-fn describe(targets: &[Target]) -> String {
-    let count = |action| targets.iter().filter(|t| t.action == action).count();
-    let ids: Vec<String> = targets.iter().map(|t| t.id.short()).collect();
-    format!(
-        "fold {}, mask {}, prune {} over {}",
-        count(Action::Fold),
-        count(Action::Mask),
-        count(Action::Prune),
-        ids.join(", ")
-    )
-}
-
-fn dropped_text(dropped: &[Dropped]) -> String {
-    if dropped.is_empty() {
-        return String::new();
-    }
-    let items: Vec<String> = dropped
-        .iter()
-        .map(|d| format!("{} {} ({:?})", d.action, d.target, d.reason))
-        .collect();
-    format!("; dropped {}", items.join(", "))
 }
 
 /// The message with every text emptied, delimiter calls kept: all the
@@ -728,20 +388,6 @@ fn skeleton(message: &Message) -> Message {
             Message::tool_result(&result.call_id, &result.tool_name, "", result.is_error)
         }
     }
-}
-
-/// The id a recall names: `{"id": "function:read:3"}` or, as CWL's
-/// recall is called, `{"episode": "read:3"}`.
-fn recall_id(arguments: &str) -> Result<ObjectId, String> {
-    let usage = "recall needs {\"id\": ID} with an object id shown in the context (function:read:3, conversation:user:2)";
-    let value: serde_json::Value =
-        serde_json::from_str(arguments).map_err(|_| usage.to_string())?;
-    let text = value
-        .get("id")
-        .or_else(|| value.get("episode"))
-        .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| usage.to_string())?;
-    text.parse::<ObjectId>().map_err(|error| error.to_string())
 }
 
 impl Strategy for SelfGc {
@@ -892,7 +538,7 @@ impl Strategy for SelfGc {
         _: &dyn TranscriptStore,
         sidecars: &dyn SidecarStore,
     ) -> Result<String, String> {
-        let id = recall_id(arguments)?;
+        let id = recall::recall_id(arguments)?;
         let (action, by) = self.collected(&id)?;
         if action == Action::Fold
             && by == &id
@@ -956,7 +602,7 @@ impl Strategy for SelfGc {
         }
         self.next_request += 1;
         let id = self.next_request;
-        self.asked = Some(Asked { id, tokens });
+        self.asked = Some(Asked { id });
         Some(SideRequest {
             id,
             purpose: "planner".to_string(),
