@@ -24,6 +24,34 @@
 //! The planner call, sidecar files and the main loop belong to the
 //! harness: the strategy asks for them through the seam (side requests,
 //! sidecar writes) and does no I/O itself.
+//!
+//! Driving [`SelfGc`] (what `cwl run` does before every model call):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use cwl::{Config, Estimate, Message, Strategy};
+//! use cwl_selfgc::SelfGc;
+//!
+//! let mut gc = SelfGc::new(Config::with_budget(2_000), Arc::new(Estimate), Vec::new());
+//! gc.push(Message::system("You are a coding agent.")).unwrap();
+//! gc.push(Message::user("Fix the parser.")).unwrap();
+//! // Before each model call: answer the planner calls it asks for (the
+//! // model's text, or why there is none) ...
+//! while let Some(request) = gc.side_request() {
+//!     gc.side_result(request.id, Err("no planner here".into()));
+//! }
+//! // ... enforce the budget, write the folded payloads, send the view.
+//! let report = gc.enforce();
+//! for sidecar in gc.take_sidecars() {
+//!     let _ = (sidecar.name, sidecar.content); // to <session>.sidecars/
+//! }
+//! assert!(report.budget_met);
+//! assert_eq!(gc.view().count(), 2);
+//! // The state for the session file, and back.
+//! let saved = gc.save().unwrap();
+//! let restored = SelfGc::restore(&saved.state, Arc::new(Estimate)).unwrap();
+//! assert!(restored.view().eq(gc.view()));
+//! ```
 
 pub mod annotate;
 pub mod commit;
