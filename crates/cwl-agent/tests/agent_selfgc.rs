@@ -29,8 +29,18 @@ const PLANNER: &str = "context garbage collector";
 /// A long first task (many reads of a few hundred tokens each), then a
 /// second one that recalls the first read.
 fn script() -> Vec<Vec<Message>> {
+    let second = vec![
+        assistant(vec![call("k1", "recall", json!({"id": "function:read:1"}))]),
+        assistant(vec![text("Here it is.")]),
+    ];
+    vec![first_task(16), second]
+}
+
+/// The first task: `reads` reads of a few hundred tokens each, then the
+/// answer.
+fn first_task(reads: usize) -> Vec<Message> {
     let mut first = Vec::new();
-    for i in 0..16 {
+    for i in 0..reads {
         let path = if i % 2 == 0 {
             "src/auth.rs"
         } else {
@@ -48,11 +58,7 @@ fn script() -> Vec<Vec<Message>> {
     first.push(assistant(vec![text(
         "auth has 40 checks, store 40 loaders.",
     )]));
-    let second = vec![
-        assistant(vec![call("k1", "recall", json!({"id": "function:read:1"}))]),
-        assistant(vec![text("Here it is.")]),
-    ];
-    vec![first, second]
+    first
 }
 
 fn replies() -> Vec<Reply> {
@@ -268,7 +274,12 @@ async fn self_gc_folds_to_sidecars_recalls_byte_exact_and_resumes_with_the_same_
 async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_run_finishes() {
     let mut chosen = selfgc_options();
     chosen.planner_model = Some("small-planner".into());
-    let t = Scripted::start(replies(), chosen).await;
+    let long = first_task(30);
+    let t = Scripted::start(
+        long.iter().map(|m| Reply::openai(m, Usage::default())),
+        chosen,
+    )
+    .await;
     let mut answers = vec![
         Reply::openai(
             &Message::assistant_text("Sure! I would fold read:1 and read:2."),
@@ -294,7 +305,7 @@ async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_r
         "the hang cost one timeout"
     );
     let requests = main_requests(&t.server);
-    assert_eq!(requests.len(), 17);
+    assert_eq!(requests.len(), 31);
     for (index, body) in requests.iter().enumerate() {
         check_openai_request(body);
         let tokens = openai_request_tokens(body);
@@ -355,7 +366,7 @@ async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_r
             )
         })
         .count();
-    assert_eq!(results, 16);
+    assert_eq!(results, 30);
     let config = Settings {
         strategy: StrategyName::SelfGc,
         ..Settings::default()

@@ -608,3 +608,32 @@ fn random_sessions_and_answers_keep_every_guarantee_and_restore_anywhere() {
         "plans committed ({commits}), payloads folded ({folds}), backstops ({backstops})"
     );
 }
+
+#[test]
+fn an_answered_round_is_not_asked_again_until_the_prompt_grows() {
+    let mut gc = SelfGc::new(Config::with_budget(1_000), Arc::new(Estimate), Vec::new());
+    gc.push(Message::user("go")).unwrap();
+    for i in 0..6 {
+        step(&mut gc, i);
+    }
+    assert!(gc.tokens() > 1_000, "over the budget before the pass");
+    let request = gc.side_request().expect("a round over the trigger");
+    gc.side_result(request.id, Err("offline".into()));
+    assert!(
+        gc.side_request().is_none(),
+        "no second round at the same size, even over the budget"
+    );
+    gc.enforce();
+    assert!(gc.tokens() <= 1_000);
+    assert!(gc.side_request().is_none(), "nor after the backstop");
+    let mut asked = false;
+    for i in 6..12 {
+        step(&mut gc, i);
+        gc.enforce();
+        asked |= gc.side_request().is_some();
+        if asked {
+            break;
+        }
+    }
+    assert!(asked, "the grown prompt is planned again");
+}

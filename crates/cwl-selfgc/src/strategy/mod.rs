@@ -68,7 +68,10 @@ pub const INSTRUCTION_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 pub const DEFAULT_TRIGGER: f64 = 0.3;
 
 /// The share of τ the prompt must grow by after a round before the next.
-pub const DEFAULT_REGROWTH: f64 = 0.1;
+pub const DEFAULT_REGROWTH: f64 = 0.2;
+
+/// The least growth, as a share of τ, between two planner rounds.
+const MIN_REGROWTH: f64 = 0.02;
 
 /// The smallest pruning rate a plan must reach to be accepted at all.
 pub const DEFAULT_MIN_PRUNE: f64 = 0.05;
@@ -91,7 +94,7 @@ pub struct SelfGcOptions {
     /// The share of τ the prompt must pass before the planner is asked.
     pub trigger: f64,
     /// The share of τ the prompt must grow by after a round before the
-    /// planner is asked again.
+    /// planner is asked again (or half the way to τ, if that is less).
     pub regrowth: f64,
     /// The smallest pruning rate a plan must reach to be accepted.
     pub min_prune: f64,
@@ -418,13 +421,16 @@ impl Strategy for SelfGc {
         warnings.extend(self.commit_pending());
         if !warnings.is_empty() {
             self.rebuild_view();
-            // The next round waits for growth from the committed view.
-            self.last_round = Some(self.tokens());
         }
         // Each round prunes at least one object, so this ends.
         while let Some(text) = self.backstop() {
             warnings.push(text);
             self.rebuild_view();
+        }
+        if !warnings.is_empty() {
+            // The next planner round waits for growth from the smaller view.
+            let now = self.tokens();
+            self.last_round = self.last_round.map(|last| last.min(now));
         }
         let first_changed = old.and_then(|old| {
             old.iter()
@@ -591,10 +597,17 @@ impl Strategy for SelfGc {
         if (tokens as f64) < self.options.trigger * budget {
             return None;
         }
-        if self
-            .last_round
-            .is_some_and(|last| (tokens as f64) < last as f64 + self.options.regrowth * budget)
-        {
+        // After a round: once the prompt grew by the regrowth share, or
+        // got half-way from that round's level to the budget, if sooner;
+        // never with no growth at all.
+        let next = self.last_round.map(|last| {
+            let last = last as f64;
+            let growth = (self.options.regrowth * budget)
+                .min((budget - last) / 2.0)
+                .max(MIN_REGROWTH * budget);
+            last + growth
+        });
+        if next.is_some_and(|next| (tokens as f64) < next) {
             return None;
         }
         if !self.collectable() {
