@@ -17,7 +17,8 @@
 //! keep_recent = "10%"             # recent work evicted last, or "off"
 //! superseded = "50%"              # repeated old content evicted first, or "off"
 //! act_outputs = "stub"            # old acts reduced to their calls first, or "keep"
-//! strategy = "cwl"                # what manages the context: "cwl" or "cwm"
+//! strategy = "cwl"                # what manages the context: "cwl", "cwm" or "self-gc"
+//! planner_model = "gpt-4o-mini"   # the model of side calls (Self-GC's planner)
 //! env_deny = ["*_API_KEY", "*_TOKEN", "*SECRET*"]  # variables `bash` does not get
 //! stream_idle_timeout = "90s"     # a model stream silent this long is retried
 //! approval = "on-mutate"          # or "never", "always": which tool calls ask first
@@ -76,8 +77,10 @@ pub struct FileConfig {
     pub superseded: Option<String>,
     /// Old acts' outputs first (`stub` or `keep`).
     pub act_outputs: Option<String>,
-    /// What manages the context (`cwl` or `cwm`).
+    /// What manages the context (`cwl`, `cwm` or `self-gc`).
     pub strategy: Option<String>,
+    /// The model of the strategy's side calls (Self-GC's planner).
+    pub planner_model: Option<String>,
     /// Name patterns of environment variables withheld from child
     /// processes and redacted (`None`: [`crate::secrets::DEFAULT_ENV_DENY`]).
     pub env_deny: Option<EnvDeny>,

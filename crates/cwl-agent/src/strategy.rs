@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use cwl::{Checkpoint, Config, Context, PaperOrder, Strategy, TokenCounter, ToolSpec};
 use cwl_cwm::Cwm;
+use cwl_selfgc::SelfGc;
 use serde::Deserialize;
 
 /// A strategy this build offers.
@@ -19,6 +20,10 @@ pub enum StrategyName {
     /// The context-window manager: pressure zones, lowest-scored content
     /// evicted first ([`cwl_cwm::Cwm`]).
     Cwm,
+    /// Self-GC: a side-channel planner folds, masks and prunes indexed
+    /// objects, rehearsed and committed at turn boundaries
+    /// ([`cwl_selfgc::SelfGc`]).
+    SelfGc,
 }
 
 /// A `--strategy` value (or recorded name) this build does not offer.
@@ -28,13 +33,14 @@ pub struct UnknownStrategy(pub String);
 
 impl StrategyName {
     /// Every strategy, the default first.
-    pub const ALL: [StrategyName; 2] = [StrategyName::Cwl, StrategyName::Cwm];
+    pub const ALL: [StrategyName; 3] = [StrategyName::Cwl, StrategyName::Cwm, StrategyName::SelfGc];
 
     /// Its name as `--strategy` spells it.
     pub fn as_str(self) -> &'static str {
         match self {
             StrategyName::Cwl => "cwl",
             StrategyName::Cwm => cwl_cwm::strategy::NAME,
+            StrategyName::SelfGc => cwl_selfgc::strategy::NAME,
         }
     }
 
@@ -57,6 +63,7 @@ impl StrategyName {
         match self {
             StrategyName::Cwl => Box::new(Context::new(config, counter, tools)),
             StrategyName::Cwm => Box::new(Cwm::new(config, counter, tools)),
+            StrategyName::SelfGc => Box::new(SelfGc::new(config, counter, tools)),
         }
     }
 
@@ -75,6 +82,7 @@ impl StrategyName {
                 Ok(Box::new(context))
             }
             StrategyName::Cwm => Ok(Box::new(Cwm::restore(state, counter)?)),
+            StrategyName::SelfGc => Ok(Box::new(SelfGc::restore(state, counter)?)),
         }
     }
 }
@@ -123,7 +131,7 @@ mod tests {
             assert_eq!(name.as_str().parse::<StrategyName>(), Ok(name));
         }
         let error = "foo".parse::<StrategyName>().unwrap_err().to_string();
-        assert_eq!(error, "unknown strategy `foo` (choices: cwl, cwm)");
+        assert_eq!(error, "unknown strategy `foo` (choices: cwl, cwm, self-gc)");
     }
 
     #[test]

@@ -284,7 +284,7 @@ fn a_bad_strategy_is_refused_with_the_choices() {
         .unwrap()
         .to_string();
     assert!(
-        error.contains("unknown strategy `foo` (choices: cwl, cwm)"),
+        error.contains("unknown strategy `foo` (choices: cwl, cwm, self-gc)"),
         "{error}"
     );
     let parsed = Command::try_parse_from(["cwl", "--strategy", "cwm"]).unwrap();
@@ -294,7 +294,7 @@ fn a_bad_strategy_is_refused_with_the_choices() {
     let work = workspace();
     let sessions = tempfile::tempdir().unwrap();
     let config = sessions.path().join("config.toml");
-    std::fs::write(&config, "strategy = \"self-gc\"\n").unwrap();
+    std::fs::write(&config, "strategy = \"later\"\n").unwrap();
     let error = cli::run_run(RunArgs {
         agent: agent_args(&server, work.path(), sessions.path(), &config),
         tasks: vec!["go".into()],
@@ -304,7 +304,7 @@ fn a_bad_strategy_is_refused_with_the_choices() {
     let text = format!("{error:#}");
     assert!(text.contains("strategy"), "{text}");
     assert!(
-        text.contains("unknown strategy `self-gc` (choices: cwl, cwm)"),
+        text.contains("unknown strategy `later` (choices: cwl, cwm, self-gc)"),
         "{text}"
     );
     assert!(server.requests().is_empty(), "nothing was sent");
@@ -338,7 +338,7 @@ async fn a_session_naming_an_unknown_strategy_is_not_resumed_and_stays_intact() 
     .unwrap_err()
     .to_string();
     assert!(
-        error.contains("unknown strategy `later` (choices: cwl, cwm)"),
+        error.contains("unknown strategy `later` (choices: cwl, cwm, self-gc)"),
         "{error}"
     );
     assert_eq!(std::fs::read_to_string(&closed.path).unwrap(), edited);

@@ -58,8 +58,10 @@ pub struct ProxyArgs {
     /// bring folded items back, so user turns are never folded away).
     #[arg(long, value_name = "SHARE", default_value = "off")]
     pub residue_share: ResidueCap,
-    /// What manages each conversation's context: `cwl` (inferred episodes, the paper's order)
-    /// or `cwm` (the context-window manager: lowest-scored blocks first past 75% of the budget).
+    /// What manages each conversation's context: `cwl` (inferred episodes, the paper's order),
+    /// `cwm` (the context-window manager: lowest-scored blocks first past 75% of the budget) or
+    /// `self-gc` (Self-GC; the proxy makes no planner calls, so its budget backstop prunes the
+    /// oldest tool results first).
     #[arg(long, value_name = "NAME", default_value = "cwl")]
     pub strategy: StrategyName,
     /// Where conversations are stored as sessions [default: the `cwl sessions` directory].

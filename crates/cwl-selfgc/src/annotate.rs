@@ -5,31 +5,40 @@
 
 use cwl::Message;
 
-use crate::objects::ObjectTable;
+use crate::objects::{ObjectId, ObjectTable};
 
-/// The planner's copy of `messages`, each object marked with its id.
-/// `label` names the channel in the header metadata (the paper's
-/// `"webchat"`; e.g. `"cli"`).
+/// The planner's copy of a whole transcript `messages` indexed in `table`,
+/// each object marked with its id. `label` names the channel in the
+/// header metadata (the paper's `"webchat"`; e.g. `"cli"`).
 pub fn annotate(messages: &[Message], table: &ObjectTable, label: &str) -> Vec<Message> {
+    let ids: Vec<Option<&ObjectId>> = (0..messages.len()).map(|at| table.id_at(at)).collect();
+    annotate_ids(messages, &ids, label)
+}
+
+/// The planner's copy of `messages` (a view), the message at `i` marked
+/// with `ids[i]` when it opens an object.
+pub fn annotate_ids(messages: &[Message], ids: &[Option<&ObjectId>], label: &str) -> Vec<Message> {
     messages
         .iter()
         .enumerate()
-        .map(|(index, message)| match (message, table.id_at(index)) {
-            (Message::User { content }, Some(id)) => {
-                let header = serde_json::to_string_pretty(&serde_json::json!({
-                    "label": label,
-                    "turn_id": id.to_string(),
-                }))
-                .unwrap_or_default();
-                Message::user(format!("Header metadata:\n{header}\n{content}"))
-            }
-            (Message::ToolResult(result), Some(id)) => {
-                let mut result = result.clone();
-                result.content = format!("{}\n<turn id=\"{id}\" />", result.content);
-                Message::ToolResult(result)
-            }
-            _ => message.clone(),
-        })
+        .map(
+            |(index, message)| match (message, ids.get(index).copied().flatten()) {
+                (Message::User { content }, Some(id)) => {
+                    let header = serde_json::to_string_pretty(&serde_json::json!({
+                        "label": label,
+                        "turn_id": id.to_string(),
+                    }))
+                    .unwrap_or_default();
+                    Message::user(format!("Header metadata:\n{header}\n{content}"))
+                }
+                (Message::ToolResult(result), Some(id)) => {
+                    let mut result = result.clone();
+                    result.content = format!("{}\n<turn id=\"{id}\" />", result.content);
+                    Message::ToolResult(result)
+                }
+                _ => message.clone(),
+            },
+        )
         .collect()
 }
 

@@ -14,10 +14,12 @@ use std::ops::Range;
 use std::str::FromStr;
 
 use cwl::Message;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
 /// Which of the two kinds of object an id names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ObjectKind {
     /// A user request and its execution span.
     Conversation,
@@ -73,6 +75,19 @@ impl fmt::Display for ObjectId {
             ObjectId::User(k) => write!(f, "conversation:user:{k}"),
             ObjectId::Function { tool, n } => write!(f, "function:{tool}:{n}"),
         }
+    }
+}
+
+impl Serialize for ObjectId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for ObjectId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -139,6 +154,8 @@ pub struct ObjectTable {
     calls: HashMap<String, usize>,
     current: Option<usize>,
     pushed: usize,
+    /// Object index by the transcript index of the message opening it.
+    starts: HashMap<usize, usize>,
 }
 
 impl ObjectTable {
@@ -210,6 +227,8 @@ impl ObjectTable {
     }
 
     fn insert(&mut self, object: Object) {
+        self.starts
+            .insert(object.messages.start, self.objects.len());
         self.by_id.insert(object.id.clone(), self.objects.len());
         self.objects.push(object);
     }
@@ -226,10 +245,7 @@ impl ObjectTable {
 
     /// The id given to the message at `index`, if it opened an object.
     pub fn id_at(&self, index: usize) -> Option<&ObjectId> {
-        self.objects
-            .iter()
-            .find(|object| object.messages.start == index)
-            .map(|object| &object.id)
+        self.starts.get(&index).map(|&at| &self.objects[at].id)
     }
 
     /// The latest user request: its conversation is the cut turn, never

@@ -10,12 +10,14 @@ use std::fmt;
 
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::objects::{ObjectId, ObjectKind};
 
 /// A lifecycle action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Action {
     /// Gone from the view; still in the transcript on disk.
     Prune,
@@ -36,7 +38,7 @@ impl fmt::Display for Action {
 }
 
 /// One action on one object.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target {
     /// What to do.
     pub action: Action,

@@ -1,13 +1,16 @@
 //! Rehearsal: a plan tried on a copy of the view before anything changes.
 //!
 //! Targets are resolved against the object table; edits to unknown ids,
-//! to the latest turn (the cut turn, always kept whole), to protected
-//! objects (instruction files, the active work) and to objects before the
-//! first user turn are dropped; overlapping actions are normalised (an
+//! to the latest turn (the latest user request as a whole, and the
+//! latest model response with its results, which go back unmodified), to
+//! protected objects (instruction files, the active work), to objects
+//! before the first user turn and to objects an earlier committed plan
+//! already acted on are dropped; overlapping actions are normalised (an
 //! action on a conversation covers the functions inside it; two actions on
 //! one object keep the more conservative: fold, then mask, then prune).
-//! The projection is materialised and counted; a plan that saves too
-//! little is rejected, and a rejected plan changes nothing.
+//! The projection (the committed actions and the plan's, over the whole
+//! transcript) is materialised and counted; a plan that saves too little
+//! is rejected, and a rejected plan changes nothing.
 //!
 //! The projection keeps the guarantees every strategy keeps: user turns
 //! stay (a fold attaches its recovery pointer to the user message as a
@@ -72,6 +75,9 @@ pub struct Sidecar {
 pub struct Projection {
     /// The messages of the projected view.
     pub messages: Vec<Message>,
+    /// For each message of the view: its index in the transcript, and
+    /// whether the projection altered it.
+    pub origins: Vec<(usize, bool)>,
     /// The payloads to persist before the view is committed.
     pub sidecars: Vec<Sidecar>,
 }
@@ -131,6 +137,11 @@ pub struct Rehearsal<'a> {
     pub protected: &'a HashSet<ObjectId>,
     /// The smallest pruning rate a plan must reach to be accepted.
     pub min_prune: f64,
+    /// Index of the first in-flight message (the latest model response;
+    /// it and what follows are never edited); `messages.len()` when none.
+    pub in_flight: usize,
+    /// Actions already committed: the plan comes on top of them.
+    pub committed: &'a [Target],
 }
 
 impl Rehearsal<'_> {
@@ -141,14 +152,19 @@ impl Rehearsal<'_> {
         if accepted.is_empty() {
             return Err(Rejected::Empty { dropped });
         }
-        let projection = self.project(&accepted);
+        let current = project(self.messages, self.table, self.counter, self.committed);
+        let all: Vec<Target> = self.committed.iter().chain(&accepted).cloned().collect();
+        let mut projection = project(self.messages, self.table, self.counter, &all);
+        projection
+            .sidecars
+            .retain(|sidecar| accepted.iter().any(|target| target.id == sidecar.id));
         let count = |messages: &[Message]| {
             messages
                 .iter()
                 .map(|m| message_tokens(self.counter, m))
                 .sum::<usize>()
         };
-        let tokens_before = count(self.messages);
+        let tokens_before = count(&current.messages);
         let tokens_after = count(&projection.messages);
         let rate = prune(tokens_before, tokens_after);
         if rate < self.min_prune {
@@ -183,6 +199,20 @@ impl Rehearsal<'_> {
             reason,
         };
         let cut = self.table.latest_user();
+        let done: HashSet<&ObjectId> = self.committed.iter().map(|t| &t.id).collect();
+        let done_users: HashSet<u32> = done
+            .iter()
+            .filter_map(|id| match id {
+                ObjectId::User(k) => Some(*k),
+                ObjectId::Function { .. } => None,
+            })
+            .collect();
+        // Conversations holding a protected object: no whole-turn action.
+        let guarded: HashSet<u32> = self
+            .protected
+            .iter()
+            .filter_map(|id| self.table.get(id)?.parent)
+            .collect();
         // The target kept for each object, by its place in the plan.
         let mut chosen: BTreeMap<ObjectId, (usize, &Target, Option<u32>)> = BTreeMap::new();
         for (at, target) in plan.targets.iter().enumerate() {
@@ -194,13 +224,25 @@ impl Rehearsal<'_> {
                 ObjectId::User(k) => Some(*k),
                 ObjectId::Function { .. } => object.parent,
             };
+            let in_flight = object.messages.end > self.in_flight
+                || object
+                    .call
+                    .as_ref()
+                    .is_some_and(|(at, _)| *at >= self.in_flight);
             let reason = if target.kind.is_some_and(|kind| kind != target.id.kind()) {
                 Some(DropReason::KindMismatch)
-            } else if conversation.is_some() && conversation == cut {
+            } else if in_flight
+                || (target.id.kind() == ObjectKind::Conversation && conversation == cut)
+            {
                 Some(DropReason::CutTurn)
+            } else if done.contains(&target.id)
+                || conversation.is_some_and(|k| done_users.contains(&k))
+            {
+                Some(DropReason::Covered)
             } else if conversation.is_none()
                 || self.protected.contains(&target.id)
                 || conversation.is_some_and(|k| self.protected.contains(&ObjectId::User(k)))
+                || matches!(target.id, ObjectId::User(k) if guarded.contains(&k))
             {
                 Some(DropReason::Protected)
             } else {
@@ -243,9 +285,35 @@ impl Rehearsal<'_> {
         }
         (accepted, dropped)
     }
+}
 
+/// The view `targets` leave of the transcript `messages` (indexed in
+/// `table`): a strategy's committed view is the projection of every
+/// action it committed. Targets naming no object are skipped.
+pub fn project(
+    messages: &[Message],
+    table: &ObjectTable,
+    counter: &dyn TokenCounter,
+    targets: &[Target],
+) -> Projection {
+    Projector {
+        messages,
+        table,
+        counter,
+    }
+    .project(targets)
+}
+
+struct Projector<'a> {
+    messages: &'a [Message],
+    table: &'a ObjectTable,
+    counter: &'a dyn TokenCounter,
+}
+
+impl Projector<'_> {
     fn project(&self, accepted: &[Target]) -> Projection {
         let mut messages: Vec<Option<Message>> = self.messages.iter().cloned().map(Some).collect();
+        let mut altered = vec![false; messages.len()];
         let mut sidecars = Vec::new();
         let mut reminders: BTreeMap<usize, Vec<String>> = BTreeMap::new();
         let mut pruned_calls: HashSet<(usize, String)> = HashSet::new();
@@ -259,6 +327,7 @@ impl Rehearsal<'_> {
                     let Some(Message::ToolResult(result)) = messages[at].as_mut() else {
                         continue;
                     };
+                    altered[at] = true;
                     match action {
                         Action::Fold => {
                             sidecars.push(Sidecar {
@@ -284,6 +353,7 @@ impl Rehearsal<'_> {
                                     .entry(user.messages.start)
                                     .or_default()
                                     .push(format!("{} ({what}, {tokens} tokens)", target.id));
+                                altered[user.messages.start] = true;
                             }
                         }
                         Action::Mask => result.content = mask(&result.content),
@@ -307,6 +377,7 @@ impl Rehearsal<'_> {
                                 id: target.id.clone(),
                                 payload: serde_json::to_string(&folded).unwrap_or_default(),
                             });
+                            altered[object.messages.start] = true;
                             reminders
                                 .entry(object.messages.start)
                                 .or_default()
@@ -321,6 +392,7 @@ impl Rehearsal<'_> {
                             for at in span {
                                 if let Some(Message::ToolResult(result)) = messages[at].as_mut() {
                                     result.content = mask(&result.content);
+                                    altered[at] = true;
                                 }
                             }
                         }
@@ -331,10 +403,15 @@ impl Rehearsal<'_> {
         }
         for (at, message) in messages.iter_mut().enumerate() {
             if let Some(Message::Assistant { content }) = message {
+                let before = content.len();
                 content.retain(|block| {
                     !matches!(block, Block::ToolCall(call) if pruned_calls.contains(&(at, call.id.clone())))
                 });
-                if content.is_empty() {
+                altered[at] |= content.len() != before;
+                if content
+                    .iter()
+                    .all(|block| matches!(block, Block::Reasoning { .. }))
+                {
                     *message = None;
                 }
             }
@@ -347,8 +424,14 @@ impl Rehearsal<'_> {
                 ));
             }
         }
+        let (messages, origins) = messages
+            .into_iter()
+            .enumerate()
+            .filter_map(|(at, message)| message.map(|m| (m, (at, altered[at]))))
+            .unzip();
         Projection {
-            messages: messages.into_iter().flatten().collect(),
+            messages,
+            origins,
             sidecars,
         }
     }

@@ -44,6 +44,14 @@ fn session() -> Vec<Message> {
     ]
 }
 
+/// Where the latest model response starts.
+fn in_flight(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .rposition(|m| matches!(m, Message::Assistant { .. }))
+        .unwrap()
+}
+
 /// Every call has its result and every result its call; user turns are
 /// the original ones, in order, possibly with a reminder appended.
 fn check(view: &[Message], original: &[Message]) {
@@ -95,6 +103,8 @@ fn a_plan_is_normalised_projected_and_counted() {
         counter: &counter,
         protected: &protected,
         min_prune: 0.1,
+        in_flight: in_flight(&messages),
+        committed: &[],
     };
     let plan = parse_plan(
         r#"<above_conversation_summary>A coding session.</above_conversation_summary>
@@ -198,6 +208,8 @@ fn a_folded_conversation_round_trips_and_protected_objects_stay() {
         counter: &counter,
         protected: &protected,
         min_prune: 0.0,
+        in_flight: in_flight(&messages),
+        committed: &[],
     };
     let plan = parse_plan("<gc_plan><fold>user:2</fold><prune>bash:2</prune></gc_plan>").unwrap();
     let rehearsed = rehearsal.run(&plan).unwrap();
@@ -231,6 +243,8 @@ fn plans_that_do_nothing_useful_are_rejected() {
         counter: &counter,
         protected: &protected,
         min_prune: 0.9,
+        in_flight: in_flight(&messages),
+        committed: &[],
     };
     let only_cut = parse_plan("<gc_plan><prune>user:3</prune></gc_plan>").unwrap();
     assert!(matches!(
@@ -270,4 +284,112 @@ fn mask_keeps_the_boundaries() {
     assert!(masked.ends_with("x line 30 with some words in it"));
     assert!(masked.contains("[… 20 lines masked …]"));
     assert_eq!(masked.lines().count(), 11);
+}
+
+#[test]
+fn the_latest_response_is_cut_not_the_whole_latest_request() {
+    let mut messages = session();
+    messages.push(call("c5", "bash", r#"{"command":"make docs"}"#));
+    messages.push(Message::tool_result("c5", "bash", lines("docs", 40), false));
+    let table = ObjectTable::of(&messages);
+    let protected = HashSet::new();
+    let counter = O200k::new();
+    let rehearsal = Rehearsal {
+        messages: &messages,
+        table: &table,
+        counter: &counter,
+        protected: &protected,
+        min_prune: 0.0,
+        in_flight: in_flight(&messages),
+        committed: &[],
+    };
+    let plan = parse_plan("<gc_plan><prune>read:4 bash:5</prune></gc_plan>").unwrap();
+    let rehearsed = rehearsal.run(&plan).unwrap();
+    let accepted: Vec<String> = rehearsed.accepted.iter().map(|t| t.id.short()).collect();
+    assert_eq!(
+        accepted,
+        ["read:4"],
+        "an earlier result of the latest request may go"
+    );
+    assert_eq!(rehearsed.dropped[0].target, "bash:5");
+    assert_eq!(rehearsed.dropped[0].reason, DropReason::CutTurn);
+    let view = &rehearsed.projection.messages;
+    check(view, &messages);
+    assert!(
+        view.ends_with(&messages[14..]),
+        "the latest response is untouched"
+    );
+}
+
+#[test]
+fn a_turn_holding_protected_work_is_not_folded_whole() {
+    let messages = session();
+    let table = ObjectTable::of(&messages);
+    let protected: HashSet<ObjectId> = ["read:1".parse().unwrap()].into();
+    let counter = O200k::new();
+    let rehearsal = Rehearsal {
+        messages: &messages,
+        table: &table,
+        counter: &counter,
+        protected: &protected,
+        min_prune: 0.0,
+        in_flight: in_flight(&messages),
+        committed: &[],
+    };
+    let plan = parse_plan("<gc_plan><fold>user:1</fold><prune>bash:2</prune></gc_plan>").unwrap();
+    let rehearsed = rehearsal.run(&plan).unwrap();
+    assert_eq!(rehearsed.dropped.len(), 1);
+    assert_eq!(rehearsed.dropped[0].target, "user:1");
+    assert_eq!(rehearsed.dropped[0].reason, DropReason::Protected);
+    assert_eq!(rehearsed.accepted.len(), 1, "bash:2 alone goes");
+}
+
+#[test]
+fn a_plan_comes_on_top_of_the_committed_actions() {
+    let messages = session();
+    let table = ObjectTable::of(&messages);
+    let protected = HashSet::new();
+    let counter = O200k::new();
+    let first = parse_plan("<gc_plan><fold>read:1</fold><prune>user:2</prune></gc_plan>").unwrap();
+    let base = Rehearsal {
+        messages: &messages,
+        table: &table,
+        counter: &counter,
+        protected: &protected,
+        min_prune: 0.0,
+        in_flight: in_flight(&messages),
+        committed: &[],
+    };
+    let committed = base.run(&first).unwrap();
+    let rehearsal = Rehearsal {
+        committed: &committed.accepted,
+        ..base
+    };
+    let second =
+        parse_plan("<gc_plan><prune>read:1 grep:3</prune><mask>bash:2</mask></gc_plan>").unwrap();
+    let rehearsed = rehearsal.run(&second).unwrap();
+    let accepted: Vec<String> = rehearsed.accepted.iter().map(|t| t.id.short()).collect();
+    assert_eq!(accepted, ["bash:2"]);
+    let covered: Vec<&str> = rehearsed
+        .dropped
+        .iter()
+        .filter(|d| d.reason == DropReason::Covered)
+        .map(|d| d.target.as_str())
+        .collect();
+    assert_eq!(
+        covered,
+        ["read:1", "grep:3"],
+        "already folded; inside a pruned turn"
+    );
+    assert_eq!(
+        rehearsed.tokens_before, committed.tokens_after,
+        "savings are counted from the committed view"
+    );
+    assert!(rehearsed.projection.sidecars.is_empty(), "only new folds");
+    let view = &rehearsed.projection.messages;
+    check(view, &messages);
+    assert!(view.iter().any(|m| matches!(m, Message::ToolResult(r)
+        if r.content.starts_with("[folded as function:read:1"))));
+    assert!(view.iter().any(|m| matches!(m, Message::ToolResult(r)
+        if r.content.contains("lines masked"))));
 }

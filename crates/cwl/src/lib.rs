@@ -72,5 +72,5 @@ pub use protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind, delimiter
 pub use recall::{RECALL, RecallError, TranscriptStore, recall_spec};
 pub use record::{Record, Usage};
 pub use report::{EpisodeReport, LevelReport, Report};
-pub use strategy::{Health, Saved, SideRequest, Strategy};
+pub use strategy::{Health, NoSidecars, Saved, SideRequest, SidecarFile, SidecarStore, Strategy};
 pub use tokens::{Estimate, O200k, TokenCounter};

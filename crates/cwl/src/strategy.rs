@@ -50,6 +50,33 @@ pub struct SideRequest {
     pub max_output_tokens: Option<u32>,
 }
 
+/// A file a strategy wants kept beside the session (a folded payload):
+/// strategies do no I/O, so the harness writes it before the view that
+/// points to it is sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SidecarFile {
+    /// The file name, unique in the session (no directory parts).
+    pub name: String,
+    /// The exact bytes to write.
+    pub content: String,
+}
+
+/// Where a harness keeps the session's sidecar files, for `recall`.
+pub trait SidecarStore {
+    /// The content of sidecar `name`, or why it cannot be read.
+    fn read_sidecar(&self, name: &str) -> Result<String, String>;
+}
+
+/// A sidecar store that holds nothing (harnesses without sidecars).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoSidecars;
+
+impl SidecarStore for NoSidecars {
+    fn read_sidecar(&self, name: &str) -> Result<String, String> {
+        Err(format!("no sidecar store: `{name}` cannot be read"))
+    }
+}
+
 /// How full the window is, for health events; strategies that do not
 /// measure pressure give none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,6 +177,30 @@ pub trait Strategy: Send + fmt::Debug {
     /// Answers a `recall` call (pushed already) from `store`: the tool
     /// result text, or an error to send as the result.
     fn recall(&self, arguments: &str, store: &dyn TranscriptStore) -> Result<String, String>;
+
+    /// Answers a `recall` call with the session's sidecar files at hand
+    /// too; strategies that write none answer as [`Strategy::recall`].
+    fn recall_with(
+        &self,
+        arguments: &str,
+        store: &dyn TranscriptStore,
+        sidecars: &dyn SidecarStore,
+    ) -> Result<String, String> {
+        let _ = sidecars;
+        self.recall(arguments, store)
+    }
+
+    /// Sidecar files to write before the next request, taken once each
+    /// (none for strategies that fold nothing to files).
+    fn take_sidecars(&mut self) -> Vec<SidecarFile> {
+        Vec::new()
+    }
+
+    /// What the strategy wants logged since the last call (a plan
+    /// rejected, a plan committed), taken once each, for session notes.
+    fn take_notes(&mut self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// The state now, to save in the session file.
     fn save(&self) -> Result<Saved, serde_json::Error>;

@@ -79,7 +79,11 @@ impl Agent {
                     ),
                 }
             } else if call.name == RECALL {
-                match self.context.recall(&call.arguments, &self.transcript()) {
+                let sidecars = session::SidecarDir::of(self.writer.path());
+                match self
+                    .context
+                    .recall_with(&call.arguments, &self.transcript(), &sidecars)
+                {
                     Ok(text) => ToolOutput {
                         content: text,
                         is_error: false,

@@ -84,6 +84,9 @@ pub struct AgentOptions {
     /// The longest a strategy's side call (a summary, a plan) may take
     /// (`None`: the timeout the strategy asks for).
     pub side_timeout: Option<std::time::Duration>,
+    /// The model for the strategy's side calls (Self-GC's planner) on the
+    /// same provider (`None`: the session's model).
+    pub planner_model: Option<String>,
 }
 
 impl AgentOptions {
@@ -104,6 +107,7 @@ impl AgentOptions {
             act_outputs: None,
             strategy: None,
             side_timeout: None,
+            planner_model: None,
         }
     }
 
@@ -398,6 +402,10 @@ impl Agent {
             counter,
             writer,
         );
+        // The replay retold what was noted already; sidecars it folded
+        // again are rewritten if they went missing.
+        agent.context.take_notes();
+        agent.write_sidecars()?;
         for warning in loaded.warnings.iter().chain(&replayed.warnings) {
             agent.note(warning.clone())?;
         }

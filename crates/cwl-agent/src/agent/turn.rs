@@ -6,6 +6,7 @@ use cwl::{Block, Message, Record};
 use super::status::{self, Status};
 use super::{Agent, AgentError, Event, TaskOutcome};
 use crate::provider::{Request, Response, StopReason, StreamEvent};
+use crate::session;
 
 /// A model call ready to send: the messages (view plus status block) and
 /// what they count.
@@ -226,7 +227,10 @@ impl Agent {
     async fn side_calls(&mut self) -> Result<(), AgentError> {
         let done = super::side::run_side_calls(
             self.provider.as_ref(),
-            &self.options.model.name,
+            self.options
+                .planner_model
+                .as_deref()
+                .unwrap_or(&self.options.model.name),
             self.context.as_mut(),
             self.options.side_timeout,
         )
@@ -244,7 +248,32 @@ impl Agent {
                 result,
             })?;
         }
-        self.write_notes()
+        self.write_notes()?;
+        self.strategy_notes()
+    }
+
+    /// Notes what the strategy wants logged (plans rejected or committed).
+    fn strategy_notes(&mut self) -> Result<(), AgentError> {
+        for text in self.context.take_notes() {
+            self.note(text)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the sidecar files the strategy folded payloads to, before
+    /// the view pointing to them is sent; a file that cannot be written is
+    /// noted (recall then reads the payload from the transcript).
+    pub(super) fn write_sidecars(&mut self) -> Result<(), AgentError> {
+        let sidecars = session::SidecarDir::of(self.writer.path());
+        for file in self.context.take_sidecars() {
+            if let Err(error) = sidecars.write(&file) {
+                self.note(format!(
+                    "sidecar {} was not written ({error}); recall reads it from the transcript",
+                    file.name
+                ))?;
+            }
+        }
+        Ok(())
     }
 
     /// Notes the strategy's health when its zone or alerts change (CWL
@@ -297,6 +326,8 @@ impl Agent {
     /// Runs the eviction pass; records and reports it when it did anything.
     fn enforce(&mut self) -> Result<(), AgentError> {
         let report = self.context.enforce();
+        self.write_sidecars()?;
+        self.strategy_notes()?;
         self.pressure()?;
         self.over_budget = !report.budget_met;
         // A pass that evicted nothing changed no state; only a real miss is

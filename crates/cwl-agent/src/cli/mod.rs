@@ -95,11 +95,17 @@ pub struct AgentArgs {
     pub act_outputs: Option<cwl::ActOutputs>,
 
     /// What manages the context: `cwl` (episodes the model marks, evicted
-    /// in the paper's order) or `cwm` (the context-window manager: pressure
-    /// zones, lowest-scored content evicted first). Default: the config
-    /// file's, else cwl (a resumed session keeps its own).
+    /// in the paper's order), `cwm` (the context-window manager: pressure
+    /// zones, lowest-scored content evicted first) or `self-gc` (a
+    /// side-channel planner folds, masks and prunes indexed objects).
+    /// Default: the config file's, else cwl (a resumed session keeps its own).
     #[arg(long, value_name = "NAME")]
     pub strategy: Option<crate::strategy::StrategyName>,
+
+    /// The model for the strategy's side calls (Self-GC's planner), on the
+    /// same provider. Default: the config file's, else the session's model.
+    #[arg(long, value_name = "NAME")]
+    pub planner_model: Option<String>,
 
     /// Directory the agent works in; write and edit are refused outside it.
     /// Default: the current directory (a resumed session's own directory).

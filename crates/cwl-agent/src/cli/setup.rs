@@ -194,6 +194,11 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     options.strategy = setting(args.strategy, &file.strategy, from_file, "strategy")?;
     // A side call (a strategy's summary) silent this long is given up too.
     options.side_timeout = Some(idle_timeout);
+    // Not a session setting: a resumed session takes the file's too.
+    options.planner_model = args
+        .planner_model
+        .clone()
+        .or_else(|| file.planner_model.clone());
     if kind == ProviderKind::Anthropic {
         let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
         options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;

@@ -25,6 +25,7 @@ mod read;
 mod resume;
 mod settings;
 pub mod show;
+mod sidecars;
 mod store;
 mod transcript;
 
@@ -39,6 +40,7 @@ pub use resume::{
     replay_with, unfinished_task,
 };
 pub use settings::Settings;
+pub use sidecars::SidecarDir;
 pub use store::{SessionWriter, new_id, notes_path, pid_path};
 pub use transcript::SessionTranscript;
 

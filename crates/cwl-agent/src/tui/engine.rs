@@ -10,7 +10,7 @@ use cwl::{EpisodeState, O200k, Origin, Report, Strategy};
 
 use super::screen::EpisodeRow;
 use crate::agent::status::human_tokens;
-use crate::session::SessionTranscript;
+use crate::session::{SessionTranscript, SidecarDir};
 
 /// The engine's episodes as panel rows, oldest first: those the model
 /// annotated and those `recall` brought back (unannotated segments are
@@ -164,7 +164,11 @@ pub fn recall_text(
     reference: &str,
 ) -> Result<String, String> {
     let arguments = serde_json::json!({ "episode": reference }).to_string();
-    context.recall(&arguments, &SessionTranscript::new(session))
+    context.recall_with(
+        &arguments,
+        &SessionTranscript::new(session),
+        &SidecarDir::of(session),
+    )
 }
 
 #[cfg(test)]
