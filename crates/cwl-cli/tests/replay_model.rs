@@ -40,12 +40,12 @@ fn session(dir: &Path) -> String {
     path
 }
 
-fn replay_json(extra: &[&str], path: &str) -> serde_json::Value {
+fn replay_json(policies: &str, extra: &[&str], path: &str) -> serde_json::Value {
     let mut args = vec![
         "replay",
         path,
         "--policy",
-        "cwl,none,cwm",
+        policies,
         "--budget",
         "20k",
         "--tokenizer",
@@ -66,7 +66,7 @@ fn replay_json(extra: &[&str], path: &str) -> serde_json::Value {
 fn prune_and_side_requests_are_reported_with_and_without_a_model() {
     let dir = tempfile::tempdir().unwrap();
     let path = session(dir.path());
-    let without = replay_json(&[], &path);
+    let without = replay_json("cwl,none,cwm", &[], &path);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -78,11 +78,14 @@ fn prune_and_side_requests_are_reported_with_and_without_a_model() {
             Usage::default(),
         )]))
         .unwrap();
-    let with = replay_json(&["--model-url", server.url(), "--side-model", "m"], &path);
-    assert!(
-        server.requests().is_empty(),
-        "neither cwl nor cwm asks for a side request"
+    let with = replay_json(
+        "cwl,none,cwm",
+        &["--model-url", server.url(), "--side-model", "m"],
+        &path,
     );
+    let requests = server.requests();
+    assert!(!requests.is_empty(), "cwm asks for summaries");
+    assert!(requests.iter().all(|r| r.json()["model"] == "m"));
     for report in [&without, &with] {
         let aggregate = &report["aggregate"];
         assert_eq!(aggregate["none"]["prune"], 0.0);
@@ -90,11 +93,28 @@ fn prune_and_side_requests_are_reported_with_and_without_a_model() {
         for name in ["cwl", "cwm"] {
             let prune = aggregate[name]["prune"].as_f64().unwrap();
             assert!(prune > 0.1 && prune < 1.0, "{name}: {prune}");
-            assert_eq!(aggregate[name]["side_requests_skipped"], 0);
-            assert_eq!(aggregate[name]["side_requests_failed"], 0);
         }
+        assert_eq!(aggregate["cwl"]["side_requests_skipped"], 0);
+        assert_eq!(aggregate["cwl"]["side_requests_failed"], 0);
     }
-    assert_eq!(without["aggregate"], with["aggregate"]);
+    let skipped = |report: &serde_json::Value| {
+        report["aggregate"]["cwm"]["side_requests_skipped"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(skipped(&without) > 0, "no model: cwm's summaries skipped");
+    assert_eq!(skipped(&with), 0, "with a model none is skipped");
+    assert!(
+        with["aggregate"]["cwm"]["side_requests_failed"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "the script ran out: the rest failed, and were counted"
+    );
+    assert_eq!(
+        without["aggregate"]["cwl"], with["aggregate"]["cwl"],
+        "cwl asks nothing of a model"
+    );
 }
 
 #[test]
@@ -118,7 +138,10 @@ fn the_table_has_a_prune_column() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("prune"), "{text}");
-    assert!(!text.contains("side requests skipped"), "{text}");
+    assert!(
+        text.contains("cwm: ") && text.contains("side requests skipped (no --model-url)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -170,12 +193,13 @@ fn judge_measures_no_impact_through_the_model_url() {
         .build()
         .unwrap();
     let server = runtime
-        .block_on(ScriptedServer::start([verdict(true), verdict(true)]))
+        .block_on(ScriptedServer::start([verdict(true)]))
         .unwrap();
-    // One judgment per policy (the first pruned request), then the script
-    // is out and the server answers 400: the rest would fail, so sample
-    // sparsely enough that there is none.
+    // One judgment (cwl's first pruned request), then the script is out
+    // and the server answers 400: the rest would fail, so sample sparsely
+    // enough that there is none.
     let report = replay_json(
+        "cwl,none",
         &[
             "--model-url",
             server.url(),
@@ -188,11 +212,7 @@ fn judge_measures_no_impact_through_the_model_url() {
         &path,
     );
     let requests = server.requests();
-    assert_eq!(
-        requests.len(),
-        2,
-        "cwl and cwm each judged once; none never prunes"
-    );
+    assert_eq!(requests.len(), 1, "cwl judged once; none never prunes");
     for request in &requests {
         let body = request.json();
         assert_eq!(body["model"], "judge-m");
@@ -200,11 +220,9 @@ fn judge_measures_no_impact_through_the_model_url() {
         assert!(text.contains("<retained_prefix>") && text.contains("<future_turn>"));
     }
     let aggregate = &report["aggregate"];
-    for name in ["cwl", "cwm"] {
-        assert_eq!(aggregate[name]["judged"], 1, "{name}");
-        assert_eq!(aggregate[name]["no_impact_rate"], 1.0, "{name}");
-        assert_eq!(aggregate[name]["judge_failed"], 0, "{name}");
-    }
+    assert_eq!(aggregate["cwl"]["judged"], 1);
+    assert_eq!(aggregate["cwl"]["no_impact_rate"], 1.0);
+    assert_eq!(aggregate["cwl"]["judge_failed"], 0);
     assert_eq!(aggregate["none"]["judged"], 0);
     assert!(aggregate["none"]["no_impact_rate"].is_null());
 

@@ -27,9 +27,14 @@ pub struct Entry {
 
 /// Every strategy replayed through the seam, in report order (after the
 /// lab's own policies).
-pub const STRATEGIES: &[Entry] = &[Entry::new(cwl_cwm::strategy::NAME, CWM, cwm)];
+pub const STRATEGIES: &[Entry] = &[
+    Entry::new(cwl_cwm::strategy::NAME, CWM, cwm),
+    Entry::new(cwl_selfgc::strategy::NAME, SELF_GC, self_gc),
+];
 
-const CWM: &str = "the context-window manager: the weighted scorer with BM25 relevance to the latest user turn, evicting from the orange zone, 75% of the budget, down to it; system and user messages are never evicted";
+const CWM: &str = "the context-window manager: summaries through side calls from 50% of the budget (skipped without --model-url), then the weighted scorer with BM25 relevance to the latest user turn, evicting from the orange zone, 75% of the budget, down to it; system and user messages are never evicted";
+
+const SELF_GC: &str = "Self-GC: a planner side call from 30% of the budget folds, masks and prunes indexed objects (skipped without --model-url); its budget backstop prunes the oldest tool results when no plan fits";
 
 impl Entry {
     /// The strategy `name`, described by `about`, built by `build`.
@@ -41,6 +46,16 @@ impl Entry {
 /// The context-window manager ([`cwl_cwm::Cwm`]) at the policy budget.
 fn cwm(config: &PolicyConfig, lab: &Lab) -> Box<dyn Strategy> {
     Box::new(cwl_cwm::Cwm::new(
+        config.engine(),
+        lab.counter_arc(),
+        lab.tools().to_vec(),
+    ))
+}
+
+/// Self-GC ([`cwl_selfgc::SelfGc`]) at the policy budget; its folds stay
+/// in memory (the lab writes no sidecars).
+fn self_gc(config: &PolicyConfig, lab: &Lab) -> Box<dyn Strategy> {
+    Box::new(cwl_selfgc::SelfGc::new(
         config.engine(),
         lab.counter_arc(),
         lab.tools().to_vec(),

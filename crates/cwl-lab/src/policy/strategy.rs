@@ -178,6 +178,10 @@ impl Policy for StrategyPolicy {
     fn request(&mut self, lab: &mut Lab) -> Result<Request, PolicyError> {
         let (side_calls, side) = self.side_requests(lab);
         let report = self.strategy.enforce();
+        // The lab keeps no session directory: folded payloads stay in the
+        // strategy's transcript, and its log lines are not reports.
+        drop(self.strategy.take_sidecars());
+        drop(self.strategy.take_notes());
         let mut pieces = Vec::new();
         let mut pushed = HashMap::with_capacity(self.pushed.len());
         let mut written = HashMap::with_capacity(self.written.len());
