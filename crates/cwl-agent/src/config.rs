@@ -19,6 +19,7 @@
 //! act_outputs = "stub"            # old acts reduced to their calls first, or "keep"
 //! strategy = "cwl"                # what manages the context: "cwl", "cwm" or "self-gc"
 //! planner_model = "gpt-4o-mini"   # the model of side calls (Self-GC's planner)
+//! strategy_options = { trigger = 0.4 }  # the strategy's own settings (see --strategy-option)
 //! env_deny = ["*_API_KEY", "*_TOKEN", "*SECRET*"]  # variables `bash` does not get
 //! stream_idle_timeout = "90s"     # a model stream silent this long is retried
 //! approval = "on-mutate"          # or "never", "always": which tool calls ask first
@@ -81,6 +82,9 @@ pub struct FileConfig {
     pub strategy: Option<String>,
     /// The model of the strategy's side calls (Self-GC's planner).
     pub planner_model: Option<String>,
+    /// The strategy's own settings (`[strategy_options]`; see
+    /// `--strategy-option`).
+    pub strategy_options: Option<serde_json::Value>,
     /// Name patterns of environment variables withheld from child
     /// processes and redacted (`None`: [`crate::secrets::DEFAULT_ENV_DENY`]).
     pub env_deny: Option<EnvDeny>,

@@ -177,6 +177,7 @@ fn the_config_file_sets_models_and_budgets() {
         superseded: None,
         stub_act_outputs: false,
         strategy: cwl_agent::strategy::StrategyName::Cwl,
+        strategy_options: serde_json::Value::Null,
     };
     let settings: Vec<_> = session::list(sessions.path())
         .unwrap()

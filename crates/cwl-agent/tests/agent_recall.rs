@@ -332,6 +332,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
         superseded: Some(Share::new(0.3).unwrap()),
         stub_act_outputs: true,
         strategy: cwl_agent::strategy::StrategyName::Cwl,
+        strategy_options: serde_json::Value::Null,
     };
     assert_eq!(Settings::of(t.agent.context().config()), wanted);
     let t = t.close();
@@ -364,7 +365,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
     let (agent, notes) = resume(&server, &t, changed);
     let now = Settings {
         residue_share: Some(Share::new(0.2).unwrap()),
-        ..wanted
+        ..wanted.clone()
     };
     assert_eq!(Settings::of(agent.context().config()), now);
     assert!(

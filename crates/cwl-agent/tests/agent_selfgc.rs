@@ -458,3 +458,83 @@ fn cwl_run_with_strategy_self_gc_takes_the_planner_model_from_the_config_file() 
         "sidecars beside the session file"
     );
 }
+
+/// Runs the first script under self-gc with `options`, returning the
+/// number of planner calls and the session's settings record.
+fn run_with_options(options: &[&str]) -> Result<(usize, cwl::Record), String> {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let first = script().into_iter().next().unwrap();
+    let server = runtime
+        .block_on(ScriptedServer::start(
+            first.iter().map(|m| Reply::openai(m, Usage::default())),
+        ))
+        .unwrap();
+    planner_answers(&server, (0..40).map(|_| fold_every_read()));
+    let work = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    cwl_agent::cli::run_run(cwl_agent::cli::RunArgs {
+        agent: AgentArgs {
+            provider: Some(cwl_agent::provider::ProviderKind::OpenAi),
+            model: Some("gpt-test".into()),
+            base_url: Some(format!("{}/v1", server.url())),
+            cwd: Some(work.path().to_owned()),
+            session_dir: Some(sessions.path().to_owned()),
+            approval: Some(cwl_agent::agent::ApprovalMode::Never),
+            budget: Some("6000".parse().unwrap()),
+            strategy: Some(StrategyName::SelfGc),
+            strategy_options: options.iter().map(|o| o.to_string()).collect(),
+            ..AgentArgs::default()
+        },
+        tasks: vec![T1.into()],
+        prompt: None,
+    })
+    .map_err(|error| format!("{error:#}"))?;
+    let planner = server
+        .requests()
+        .iter()
+        .filter(|r| r.body.contains(PLANNER))
+        .count();
+    let listed = session::list(sessions.path()).unwrap();
+    let loaded = session::read(&listed[0].path).unwrap();
+    let settings = loaded
+        .records
+        .iter()
+        .map(|(_, record)| record.clone())
+        .find(|record| matches!(record, cwl::Record::Settings { .. }))
+        .unwrap();
+    Ok((planner, settings))
+}
+
+#[test]
+fn strategy_options_are_recorded_and_change_the_run_and_bad_ones_are_refused() {
+    let (default_calls, settings) = run_with_options(&[]).unwrap();
+    assert!(
+        matches!(&settings, cwl::Record::Settings { strategy_options, .. } if strategy_options.is_null()),
+        "{settings:?}"
+    );
+    let (late_calls, settings) = run_with_options(&["trigger=0.95", "regrowth=0.5"]).unwrap();
+    let cwl::Record::Settings {
+        strategy_options, ..
+    } = &settings
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        strategy_options,
+        &serde_json::json!({"trigger": 0.95, "regrowth": 0.5})
+    );
+    assert!(
+        late_calls < default_calls,
+        "a later trigger asks the planner less: {late_calls} vs {default_calls}"
+    );
+
+    let error = run_with_options(&["trigr=0.5"]).unwrap_err();
+    assert!(
+        error.contains("self-gc has no option `trigr`") && error.contains("trigger"),
+        "{error}"
+    );
+    let error = run_with_options(&["trigger=1.5"]).unwrap_err();
+    assert!(error.contains("trigger 1.5 must be a share"), "{error}");
+    let error = run_with_options(&["trigger"]).unwrap_err();
+    assert!(error.contains("is not KEY=VALUE"), "{error}");
+}

@@ -112,6 +112,11 @@ pub enum Record {
         /// `cwl::Strategy`). Files written before it existed ran CWL.
         #[serde(default = "default_strategy")]
         strategy: String,
+        /// The strategy's own settings, as given (`self-gc`: `trigger`,
+        /// `regrowth`...; `cwm`: the cascade and component budgets); null:
+        /// its defaults. Files written before it existed ran the defaults.
+        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+        strategy_options: serde_json::Value,
     },
     /// The engine's whole state after the message records before it (see
     /// `cwl::Checkpoint`), so a resume restores it and replays only the

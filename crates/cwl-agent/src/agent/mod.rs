@@ -84,6 +84,10 @@ pub struct AgentOptions {
     /// The longest a strategy's side call (a summary, a plan) may take
     /// (`None`: the timeout the strategy asks for).
     pub side_timeout: Option<std::time::Duration>,
+    /// The strategy's own settings (`--strategy-option`, the config table
+    /// `strategy_options`; `None`: the resumed session's, else the
+    /// defaults).
+    pub strategy_options: Option<serde_json::Value>,
     /// The model for the strategy's side calls (Self-GC's planner) on the
     /// same provider (`None`: the session's model).
     pub planner_model: Option<String>,
@@ -106,6 +110,7 @@ impl AgentOptions {
             superseded: None,
             act_outputs: None,
             strategy: None,
+            strategy_options: None,
             side_timeout: None,
             planner_model: None,
         }
@@ -124,6 +129,11 @@ impl AgentOptions {
                 .act_outputs
                 .map_or(base.stub_act_outputs, cwl::ActOutputs::stubbed),
             strategy: self.strategy.unwrap_or(base.strategy),
+            strategy_options: match (&self.strategy_options, self.strategy) {
+                (Some(options), _) => options.clone(),
+                (None, Some(strategy)) if strategy != base.strategy => serde_json::Value::Null,
+                (None, _) => base.strategy_options,
+            },
         }
     }
 
@@ -202,6 +212,9 @@ pub enum AgentError {
         /// What stopped it (e.g. `SIGINT`).
         cause: String,
     },
+    /// The strategy refused its options.
+    #[error(transparent)]
+    StrategyOptions(crate::strategy::OptionError),
     /// The session runs with a strategy this build does not offer.
     #[error("cannot resume: the session runs with an {0}")]
     Strategy(UnknownStrategy),
@@ -323,13 +336,17 @@ impl Agent {
         let mut writer = SessionWriter::create(session_dir, &info)?;
         writer.append(&settings.record())?;
         let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
-        let context = settings.strategy.create(
-            settings
-                .config(options.engine_budget())
-                .classes(toolbox.classes()),
-            Arc::clone(&counter),
-            tools,
-        );
+        let context = settings
+            .strategy
+            .create_with(
+                settings
+                    .config(options.engine_budget())
+                    .classes(toolbox.classes()),
+                Arc::clone(&counter),
+                tools,
+                &settings.strategy_options,
+            )
+            .map_err(AgentError::StrategyOptions)?;
         let mut agent = Agent::assemble(
             provider, toolbox, options, observer, context, counter, writer,
         );
@@ -380,8 +397,8 @@ impl Agent {
         let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
         let recorded = Settings::try_last(loaded.records.iter().map(|(_, record)| record))
             .map_err(AgentError::Strategy)?;
-        let settings = options.settings(recorded);
-        let replayed = session::replay_with(
+        let settings = options.settings(recorded.clone());
+        let replayed = session::replay_configured(
             &loaded,
             path,
             Arc::clone(&counter),
@@ -389,8 +406,9 @@ impl Agent {
                 .config(options.engine_budget())
                 .classes(toolbox.classes()),
             settings.strategy,
+            &settings.strategy_options,
         )?;
-        if recorded != Some(settings) {
+        if recorded.as_ref() != Some(&settings) {
             writer.append(&settings.record())?;
         }
         let mut agent = Agent::assemble(
@@ -430,7 +448,7 @@ impl Agent {
         if let Some(changes) = mcp_changes {
             agent.note(changes)?;
         }
-        if let Some(recorded) = recorded.filter(|&r| r != settings) {
+        if let Some(recorded) = recorded.filter(|r| *r != settings) {
             agent.note(format!(
                 "eviction settings changed from {recorded} to {settings}; the history was replayed with the new ones"
             ))?;

@@ -107,6 +107,15 @@ pub struct AgentArgs {
     #[arg(long, value_name = "NAME")]
     pub planner_model: Option<String>,
 
+    /// One of the strategy's own settings, repeatable: `self-gc` takes
+    /// `trigger`, `regrowth`, `min_prune`, `commit_prune`,
+    /// `planner_timeout_ms`; `cwm` takes `cascade.prepare`, `cascade.active`,
+    /// `cascade.emergency`, `allocation=[0.06,0.04,0.65,0.12,0.08,0.05]`,
+    /// `summarise_over` and more. Default: the config file's
+    /// `[strategy_options]` (a resumed session keeps its own).
+    #[arg(long = "strategy-option", value_name = "KEY=VALUE")]
+    pub strategy_options: Vec<String>,
+
     /// Directory the agent works in; write and edit are refused outside it.
     /// Default: the current directory (a resumed session's own directory).
     #[arg(long, value_name = "DIR")]

@@ -192,6 +192,25 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         "act_outputs",
     )?;
     options.strategy = setting(args.strategy, &file.strategy, from_file, "strategy")?;
+    options.strategy_options = if !args.strategy_options.is_empty() {
+        Some(
+            crate::strategy::parse_pairs(&args.strategy_options)
+                .map_err(|e| UsageError::new(e.to_string()))?,
+        )
+    } else if from_file {
+        file.strategy_options.clone()
+    } else {
+        None
+    };
+    if let Some(given) = &options.strategy_options
+        && (from_file || options.strategy.is_some())
+    {
+        options
+            .strategy
+            .unwrap_or_default()
+            .resolve(given)
+            .map_err(|e| UsageError::new(e.to_string()))?;
+    }
     // A side call (a strategy's summary) silent this long is given up too.
     options.side_timeout = Some(idle_timeout);
     // Not a session setting: a resumed session takes the file's too.

@@ -36,8 +36,8 @@ use cwl::{Record, ToolSpec};
 pub use list::{SessionSummary, list};
 pub use read::{Loaded, read};
 pub use resume::{
-    MAY_HAVE_RUN, NOT_RUN_ANSWER, PendingCall, Replayed, find, replay, replay_all, replay_all_with,
-    replay_with, unfinished_task,
+    MAY_HAVE_RUN, NOT_RUN_ANSWER, PendingCall, Replayed, find, replay, replay_all,
+    replay_all_configured, replay_all_with, replay_configured, replay_with, unfinished_task,
 };
 pub use settings::Settings;
 pub use sidecars::SidecarDir;
@@ -64,6 +64,14 @@ pub enum SessionError {
         line: usize,
         /// Why it could not be read.
         reason: String,
+    },
+    /// The strategy options the file records are refused by this build.
+    #[error("session file {path}: its strategy options are refused: {source}")]
+    StrategyOptions {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: crate::strategy::OptionError,
     },
     /// The file does not start with a session header.
     #[error("session file {0} does not start with a session header")]

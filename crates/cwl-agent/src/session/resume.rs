@@ -81,9 +81,22 @@ impl std::fmt::Debug for Replayed {
 /// The strategy the session's last settings record names (CWL when it has
 /// none or names one this build does not offer).
 fn recorded_strategy(loaded: &Loaded) -> StrategyName {
-    Settings::last(loaded.records.iter().map(|(_, record)| record))
-        .map(|settings| settings.strategy)
-        .unwrap_or_default()
+    recorded(loaded).strategy
+}
+
+fn recorded(loaded: &Loaded) -> Settings {
+    Settings::last(loaded.records.iter().map(|(_, record)| record)).unwrap_or_default()
+}
+
+/// The options the session records for `strategy` (null when it recorded
+/// another strategy).
+fn recorded_options(loaded: &Loaded, strategy: StrategyName) -> serde_json::Value {
+    let settings = recorded(loaded);
+    if settings.strategy == strategy {
+        settings.strategy_options
+    } else {
+        serde_json::Value::Null
+    }
 }
 
 /// Rebuilds the engine state of `loaded` with `config` (its budget is the
@@ -112,26 +125,53 @@ pub fn replay_with(
     config: Config,
     strategy: StrategyName,
 ) -> Result<Replayed, SessionError> {
+    let options = recorded_options(loaded, strategy);
+    replay_configured(loaded, path, counter, config, strategy, &options)
+}
+
+/// [`replay_with`] with the strategy's own settings `options`: a
+/// checkpoint taken with other ones is not used.
+pub fn replay_configured(
+    loaded: &Loaded,
+    path: &Path,
+    counter: Arc<dyn TokenCounter>,
+    config: Config,
+    strategy: StrategyName,
+    options: &serde_json::Value,
+) -> Result<Replayed, SessionError> {
     let Some(index) = loaded
         .records
         .iter()
         .rposition(|(_, record)| matches!(record, Record::Checkpoint { .. }))
     else {
-        return replay_all_with(loaded, path, counter, config, strategy);
+        return replay_all_configured(loaded, path, counter, config, strategy, options);
     };
     let (line, Record::Checkpoint { pushes, checkpoint }) = &loaded.records[index] else {
         unreachable!("rposition found a checkpoint");
     };
-    match restore(
-        loaded, index, *pushes, checkpoint, &counter, &config, strategy,
-    ) {
+    let taken_with = Settings::last(loaded.records[..index].iter().map(|(_, record)| record))
+        .filter(|settings| settings.strategy == strategy)
+        .map_or(serde_json::Value::Null, |settings| {
+            settings.strategy_options
+        });
+    let restored = if &taken_with != options {
+        Err(format!(
+            "it was taken with strategy options {taken_with}, the session now runs with {options}"
+        ))
+    } else {
+        restore(
+            loaded, index, *pushes, checkpoint, &counter, &config, strategy,
+        )
+    };
+    match restored {
         Ok(context) => {
             let mut replayed = replay_from(loaded, path, context, index + 1, config.budget)?;
             replayed.checkpoint = Some(*line);
             Ok(replayed)
         }
         Err(reason) => {
-            let mut replayed = replay_all_with(loaded, path, counter, config, strategy)?;
+            let mut replayed =
+                replay_all_configured(loaded, path, counter, config, strategy, options)?;
             replayed.warnings.insert(
                 0,
                 format!("line {line}: checkpoint not used ({reason}); replayed the whole session instead"),
@@ -160,8 +200,26 @@ pub fn replay_all_with(
     config: Config,
     strategy: StrategyName,
 ) -> Result<Replayed, SessionError> {
+    let options = recorded_options(loaded, strategy);
+    replay_all_configured(loaded, path, counter, config, strategy, &options)
+}
+
+/// [`replay_all_with`] with the strategy's own settings `options`.
+pub fn replay_all_configured(
+    loaded: &Loaded,
+    path: &Path,
+    counter: Arc<dyn TokenCounter>,
+    config: Config,
+    strategy: StrategyName,
+    options: &serde_json::Value,
+) -> Result<Replayed, SessionError> {
     let budget = config.budget;
-    let context = strategy.create(config, counter, loaded.info.tools.clone());
+    let context = strategy
+        .create_with(config, counter, loaded.info.tools.clone(), options)
+        .map_err(|source| SessionError::StrategyOptions {
+            path: path.to_path_buf(),
+            source,
+        })?;
     replay_from(loaded, path, context, 0, budget)
 }
 
@@ -191,7 +249,7 @@ fn restore(
         ..Settings::of(config)
     };
     let taken = Settings::of_strategy(context.as_ref());
-    if taken != Some(now) {
+    if taken.as_ref() != Some(&now) {
         return Err(format!(
             "it was taken with {}, the session now runs with {now}",
             taken.map_or_else(|| format!("strategy {}", context.name()), |t| t.to_string()),

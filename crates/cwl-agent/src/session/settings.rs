@@ -6,8 +6,8 @@ use cwl::{Config, Record, Share, Strategy};
 use crate::strategy::{StrategyName, UnknownStrategy};
 
 /// The low-water mark, residue cap, recent working set and superseded
-/// share of a session.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// share of a session, and its strategy with that strategy's settings.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Where a pass that starts over τ stops, as a share of τ.
     pub low_water: Share,
@@ -22,6 +22,9 @@ pub struct Settings {
     pub stub_act_outputs: bool,
     /// The strategy managing the context.
     pub strategy: StrategyName,
+    /// The strategy's own settings as given (null: its defaults; see
+    /// [`crate::strategy::options`]).
+    pub strategy_options: serde_json::Value,
 }
 
 impl Default for Settings {
@@ -34,6 +37,7 @@ impl Default for Settings {
             superseded: config.superseded,
             stub_act_outputs: config.stub_act_outputs,
             strategy: StrategyName::default(),
+            strategy_options: serde_json::Value::Null,
         }
     }
 }
@@ -58,6 +62,7 @@ impl Settings {
             superseded: config.superseded,
             stub_act_outputs: config.stub_act_outputs,
             strategy: StrategyName::Cwl,
+            strategy_options: serde_json::Value::Null,
         }
     }
 
@@ -79,6 +84,7 @@ impl Settings {
             superseded: self.superseded,
             stub_act_outputs: self.stub_act_outputs,
             strategy: self.strategy.as_str().to_string(),
+            strategy_options: self.strategy_options.clone(),
         }
     }
 
@@ -101,6 +107,7 @@ impl Settings {
             superseded,
             stub_act_outputs,
             strategy,
+            strategy_options,
         }) = records
             .into_iter()
             .filter(|record| matches!(record, Record::Settings { .. }))
@@ -115,6 +122,7 @@ impl Settings {
             superseded: *superseded,
             stub_act_outputs: *stub_act_outputs,
             strategy: strategy.parse()?,
+            strategy_options: strategy_options.clone(),
         }))
     }
 }
@@ -132,6 +140,9 @@ impl std::fmt::Display for Settings {
         )?;
         if self.strategy != StrategyName::Cwl {
             write!(f, ", strategy {}", self.strategy)?;
+        }
+        if !self.strategy_options.is_null() {
+            write!(f, " ({})", self.strategy_options)?;
         }
         Ok(())
     }

@@ -1,6 +1,9 @@
 //! Which strategy manages a session's context (`--strategy`, the config
 //! key `strategy`, the session's settings record): built new or restored
-//! from a checkpoint behind the engine's [`cwl::Strategy`] seam.
+//! from a checkpoint behind the engine's [`cwl::Strategy`] seam, with its
+//! own settings ([`options`]).
+
+pub mod options;
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,6 +13,8 @@ use cwl::{Checkpoint, Config, Context, PaperOrder, Strategy, TokenCounter, ToolS
 use cwl_cwm::Cwm;
 use cwl_selfgc::SelfGc;
 use serde::Deserialize;
+
+pub use options::{OptionError, Resolved, parse_pairs};
 
 /// A strategy this build offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -53,18 +58,38 @@ impl StrategyName {
             .join(", ")
     }
 
-    /// A new, empty strategy of this kind offering `tools`.
+    /// A new, empty strategy of this kind offering `tools`, with its
+    /// defaults.
     pub fn create(
         self,
         config: Config,
         counter: Arc<dyn TokenCounter>,
         tools: Vec<ToolSpec>,
     ) -> Box<dyn Strategy> {
-        match self {
-            StrategyName::Cwl => Box::new(Context::new(config, counter, tools)),
-            StrategyName::Cwm => Box::new(Cwm::new(config, counter, tools)),
-            StrategyName::SelfGc => Box::new(SelfGc::new(config, counter, tools)),
-        }
+        let defaults = self.resolve(&serde_json::Value::Null);
+        Resolved::build(
+            defaults.expect("every strategy's defaults resolve"),
+            config,
+            counter,
+            tools,
+        )
+    }
+
+    /// A new, empty strategy of this kind offering `tools`, with its own
+    /// settings `options` (see [`options`]; null: the defaults).
+    pub fn create_with(
+        self,
+        config: Config,
+        counter: Arc<dyn TokenCounter>,
+        tools: Vec<ToolSpec>,
+        options: &serde_json::Value,
+    ) -> Result<Box<dyn Strategy>, OptionError> {
+        Ok(Resolved::build(
+            self.resolve(options)?,
+            config,
+            counter,
+            tools,
+        ))
     }
 
     /// The strategy saved as `state` (a checkpoint this kind wrote); the
@@ -83,6 +108,25 @@ impl StrategyName {
             }
             StrategyName::Cwm => Ok(Box::new(Cwm::restore(state, counter)?)),
             StrategyName::SelfGc => Ok(Box::new(SelfGc::restore(state, counter)?)),
+        }
+    }
+}
+
+impl Resolved {
+    fn build(
+        self,
+        config: Config,
+        counter: Arc<dyn TokenCounter>,
+        tools: Vec<ToolSpec>,
+    ) -> Box<dyn Strategy> {
+        match self {
+            Resolved::Cwl => Box::new(Context::new(config, counter, tools)),
+            Resolved::Cwm(options) => {
+                Box::new(Cwm::new(config, counter, tools).with_compression(*options))
+            }
+            Resolved::SelfGc(options) => {
+                Box::new(SelfGc::with_options(config, counter, tools, options))
+            }
         }
     }
 }
