@@ -157,6 +157,9 @@ pub struct CompressionOptions {
     pub enabled: bool,
     /// The component budgets' shares of the window.
     pub allocation: Allocation,
+    /// Where the pressure zones begin (yellow 0.50, orange 0.75, red
+    /// 0.90); eviction holds the prompt at the orange line.
+    pub zones: crate::pressure::Thresholds,
     /// Whether each taken summary is judged for fidelity by one more
     /// call (default off).
     pub judge: bool,
@@ -177,6 +180,7 @@ impl Default for CompressionOptions {
             max_ratio: 0.8,
             enabled: true,
             allocation: Allocation::default(),
+            zones: crate::pressure::Thresholds::default(),
             judge: false,
         }
     }

@@ -189,6 +189,8 @@ impl Cwm {
     /// The same with other compression settings (the cascade's
     /// thresholds, summary sizes, timeouts; `enabled: false` evicts only).
     pub fn with_compression(mut self, options: CompressionOptions) -> Self {
+        self.thresholds = options.zones;
+        self.monitor = Monitor::new(self.config.budget).with_thresholds(options.zones);
         self.compression = options;
         self
     }
@@ -226,7 +228,7 @@ impl Cwm {
         let shadow = Context::restore(state.shadow, Arc::clone(&counter), Arc::new(PaperOrder))
             .map_err(|e| e.to_string())?;
         Ok(Cwm {
-            monitor: Monitor::new(state.config.budget),
+            monitor: Monitor::new(state.config.budget).with_thresholds(state.compression.zones),
             config: state.config,
             counter,
             shadow,
@@ -239,7 +241,7 @@ impl Cwm {
             refs: state.refs,
             dropped: state.dropped,
             evictions: state.evictions,
-            thresholds: Thresholds::default(),
+            thresholds: state.compression.zones,
             reading: None,
             compression: state.compression,
             jobs: state.jobs,

@@ -85,6 +85,13 @@ impl StrategyName {
                     options.cascade.emergency,
                 )
                 .map_err(|error| OptionError(format!("cwm: {error}")))?;
+                let zones = options.zones;
+                if cwl_cwm::Thresholds::new(zones.yellow, zones.orange, zones.red).is_none() {
+                    return Err(OptionError(format!(
+                        "cwm: zones must rise within (0, 1]: yellow {} < orange {} < red {}",
+                        zones.yellow, zones.orange, zones.red
+                    )));
+                }
                 cwl_cwm::Allocation::new(options.allocation.0)
                     .map_err(|error| OptionError(format!("cwm: allocation: {error}")))?;
                 Ok(Resolved::Cwm(Box::new(options)))
@@ -229,6 +236,17 @@ mod tests {
             .resolve(&json!({"cascade": {"prepar": 0.4}}))
             .unwrap_err();
         assert!(error.0.contains("`cascade.prepar`"), "{error}");
+        let Resolved::Cwm(options) = StrategyName::Cwm
+            .resolve(&json!({"zones": {"orange": 0.6}}))
+            .unwrap()
+        else {
+            panic!("cwm")
+        };
+        assert_eq!(options.zones.orange, 0.6);
+        let error = StrategyName::Cwm
+            .resolve(&json!({"zones": {"orange": 0.95}}))
+            .unwrap_err();
+        assert!(error.0.contains("zones must rise"), "{error}");
         let error = StrategyName::Cwm
             .resolve(&json!({"summarise_over": "lots"}))
             .unwrap_err();
