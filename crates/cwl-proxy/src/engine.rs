@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use cwl::{
-    Config, Message, Record, Report, Source, Strategy, TokenCounter, ToolSpec, TranscriptError,
+    Config, Message, Record, Report, SideRequest, SidecarFile, Source, Strategy, TokenCounter,
+    ToolSpec, TranscriptError,
 };
 use cwl_agent::strategy::StrategyName;
 use cwl_infer::Inferrer;
@@ -116,10 +117,33 @@ impl Engine {
                     let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
                     engine.context.calibrate(size(*local), size(*reported));
                 }
+                Record::SideCall { id, result, .. } => {
+                    // The strategy asks again at the same point and gets
+                    // the stored answer; asking anything else means the
+                    // stored state cannot be reached.
+                    match engine.context.side_request() {
+                        Some(request) if request.id == *id => {}
+                        Some(request) => {
+                            return Err(format!(
+                                "the strategy asks for side call {} where the store answers {id}",
+                                request.id
+                            ));
+                        }
+                        None => {
+                            return Err(format!(
+                                "the strategy does not ask for the stored side call {id}"
+                            ));
+                        }
+                    }
+                    engine.context.side_result(*id, result.clone());
+                }
                 _ => {}
             }
         }
         engine.rejected.clear();
+        // Written or logged when they first came.
+        engine.context.take_notes();
+        engine.context.take_sidecars();
         for unit in &units {
             engine.layout.add(unit);
         }
@@ -209,6 +233,27 @@ impl Engine {
             .zip(cache)
             .map(|(source, control)| Mark { source, control });
         render(wire, items, &self.layout, self.context.view_sources(), mark)
+    }
+
+    /// A model call the strategy wants made before the request goes
+    /// upstream, if any (each is asked once).
+    pub fn side_request(&mut self) -> Option<SideRequest> {
+        self.context.side_request()
+    }
+
+    /// Gives the strategy the answer to side request `id`.
+    pub fn side_result(&mut self, id: u64, result: Result<String, String>) {
+        self.context.side_result(id, result);
+    }
+
+    /// Sidecar files to write before the view pointing to them is sent.
+    pub fn take_sidecars(&mut self) -> Vec<SidecarFile> {
+        self.context.take_sidecars()
+    }
+
+    /// What the strategy wants logged since the last call.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        self.context.take_notes()
     }
 
     /// The engine's context strategy, for inspection.

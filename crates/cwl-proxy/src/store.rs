@@ -142,6 +142,16 @@ impl Log {
         });
     }
 
+    /// Records a side call's answer, so a rebuilt conversation gives its
+    /// strategy the same answer at the same point.
+    pub fn side_call(&mut self, id: u64, purpose: &str, result: &Result<String, String>) {
+        self.append(&Record::SideCall {
+            id,
+            purpose: purpose.to_string(),
+            result: result.clone(),
+        });
+    }
+
     /// Records a note (a warning about the conversation).
     pub fn note(&mut self, text: &str) {
         self.append(&Record::Note {
