@@ -443,3 +443,105 @@ async fn cwm_asks_for_summaries_through_the_proxy_and_forwards_them() {
         |r| matches!(r, Record::SideCall { purpose, result: Ok(_), .. } if purpose == "summary")
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_gc_plans_over_anthropic_messages_with_the_clients_key() {
+    let anthropic = Scripted::start().await;
+    let openai = Scripted::start().await;
+    anthropic.respond(|seen| {
+        seen.text().contains(PLANNER).then(|| Reply::Whole {
+            status: 200,
+            headers: vec![("content-type", "application/json")],
+            body: json!({
+                "type": "message",
+                "content": [{"type": "text", "text": fold_plan(seen)}],
+                "usage": {"input_tokens": 900, "output_tokens": 40},
+            })
+            .to_string(),
+        })
+    });
+    let budget = 3_000;
+    let proxy = support::proxy_side(
+        StrategyName::SelfGc,
+        budget,
+        &anthropic.url(),
+        &openai.url(),
+        None,
+        None,
+        Duration::from_secs(600),
+        None,
+        Some(Duration::from_secs(5)),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let tools =
+        r#"[{"name": "read", "description": "Reads a file", "input_schema": {"type": "object"}}]"#;
+    let mut messages = vec![r#"{"role": "user", "content": "Task: port the module"}"#.to_string()];
+    for step in 1..=30 {
+        let id = format!("toolu_{step}");
+        messages.push(format!(
+            r#"{{"role": "assistant", "content": [{{"type": "text", "text": "step {step}"}}, {{"type": "tool_use", "id": "{id}", "name": "read", "input": {{"path": "src/mod_{step}.py"}}}}]}}"#
+        ));
+        messages.push(format!(
+            r#"{{"role": "user", "content": [{{"type": "tool_result", "tool_use_id": "{id}", "content": {}}}]}}"#,
+            quoted(&output(step, 8))
+        ));
+        let body = format!(
+            r#"{{"model": "claude-test", "max_tokens": 1000, "system": "You are Claude Code.", "tools": {tools}, "stream": true, "messages": [{}]}}"#,
+            messages.join(", ")
+        );
+        let response = client
+            .post(proxy.url("/v1/messages?beta=true"))
+            .header("x-api-key", "sk-ant-client")
+            .header("anthropic-version", "2023-06-01")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    let (main, side) = split(&anthropic.seen());
+    assert_eq!(main.len(), 30);
+    assert!(!side.is_empty(), "the planner was asked");
+    let planner = anthropic
+        .seen()
+        .into_iter()
+        .find(|s| s.text().contains(PLANNER))
+        .unwrap();
+    assert_eq!(planner.path, "/v1/messages?beta=true");
+    assert_eq!(planner.headers["x-api-key"], "sk-ant-client");
+    assert_eq!(planner.headers["anthropic-version"], "2023-06-01");
+    let body = planner.json();
+    assert_eq!(body["model"], "claude-test");
+    assert_eq!(body["stream"], false);
+    assert_eq!(
+        body["system"][0]["text"], "You are Claude Code.",
+        "the planner's fork keeps the system prompt"
+    );
+    assert!(body.get("tools").is_none());
+    for (at, body) in main.iter().enumerate() {
+        let size: usize = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(content_tokens)
+            .sum();
+        assert!(size <= budget, "request {at}: {size} tokens");
+    }
+    let last = main.last().unwrap();
+    let first = &last["messages"][0];
+    assert_eq!(first["role"], "user");
+    assert_eq!(first["content"][0]["text"], "Task: port the module");
+    let reminder = first["content"][1]["text"].as_str().unwrap();
+    assert!(
+        reminder.contains("Folded to sidecars") && reminder.contains("function:read:1"),
+        "{reminder}"
+    );
+    assert!(
+        last.to_string().contains("[folded as function:read:"),
+        "{last}"
+    );
+    let events = side_events(&proxy);
+    assert!(events.iter().all(|e| e.ok));
+    assert_eq!(events[0].input_tokens, Some(900));
+}
