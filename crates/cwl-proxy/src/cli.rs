@@ -215,3 +215,34 @@ async fn stop() {
     }
     let _ = tokio::signal::ctrl_c().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        proxy: ProxyArgs,
+    }
+
+    fn options(args: &[&str]) -> anyhow::Result<Options> {
+        let mut line = vec!["cwl-proxy", "--no-store"];
+        line.extend_from_slice(args);
+        Cli::try_parse_from(line)?.proxy.options()
+    }
+
+    #[test]
+    fn side_call_flags_reach_the_options_and_a_zero_timeout_is_refused() {
+        let set = options(&["--planner-model", "small", "--side-timeout", "7"]).unwrap();
+        assert_eq!(set.planner_model.as_deref(), Some("small"));
+        assert_eq!(set.side_timeout, Duration::from_secs(7));
+        let defaults = options(&[]).unwrap();
+        assert_eq!(defaults.planner_model, None);
+        assert_eq!(defaults.side_timeout, DEFAULT_SIDE_TIMEOUT);
+        let error = options(&["--side-timeout", "0"]).unwrap_err().to_string();
+        assert!(error.contains("--side-timeout"), "{error}");
+    }
+}

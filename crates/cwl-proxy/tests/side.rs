@@ -545,3 +545,85 @@ async fn self_gc_plans_over_anthropic_messages_with_the_clients_key() {
     assert!(events.iter().all(|e| e.ok));
     assert_eq!(events[0].input_tokens, Some(900));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_gc_plans_over_openai_responses() {
+    let anthropic = Scripted::start().await;
+    let openai = Scripted::start().await;
+    openai.respond(|seen| {
+        seen.text().contains(PLANNER).then(|| Reply::Whole {
+            status: 200,
+            headers: vec![("content-type", "application/json")],
+            body: json!({
+                "output": [{"type": "message", "role": "assistant",
+                    "content": [{"type": "output_text", "text": fold_plan(seen)}]}],
+                "usage": {"input_tokens": 700, "output_tokens": 30},
+            })
+            .to_string(),
+        })
+    });
+    let budget = 3_000;
+    let proxy = support::proxy_side(
+        StrategyName::SelfGc,
+        budget,
+        &anthropic.url(),
+        &openai.url(),
+        None,
+        None,
+        Duration::from_secs(600),
+        None,
+        Some(Duration::from_secs(5)),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let tools = r#"[{"type": "function", "name": "read", "parameters": {"type": "object"}}]"#;
+    let mut input = vec![
+        r#"{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Task: port the module"}]}"#.to_string(),
+    ];
+    for step in 1..=30 {
+        let id = format!("call_{step}");
+        input.push(format!(
+            r#"{{"type": "function_call", "call_id": "{id}", "name": "read", "arguments": {}}}"#,
+            quoted(&format!(r#"{{"path": "src/mod_{step}.py"}}"#))
+        ));
+        input.push(format!(
+            r#"{{"type": "function_call_output", "call_id": "{id}", "output": {}}}"#,
+            quoted(&output(step, 8))
+        ));
+        let body = format!(
+            r#"{{"model": "codex-test", "instructions": "You are Codex.", "tools": {tools}, "stream": true, "store": false, "input": [{}]}}"#,
+            input.join(", ")
+        );
+        let response = client
+            .post(proxy.url("/v1/responses"))
+            .header("authorization", "Bearer sk-codex")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    let (main, side) = split(&openai.seen());
+    assert_eq!(main.len(), 30);
+    assert!(!side.is_empty(), "the planner was asked");
+    let planner = &side[0];
+    assert_eq!(planner.path, "/v1/responses");
+    assert_eq!(planner.headers["authorization"], "Bearer sk-codex");
+    let body = planner.json();
+    assert_eq!(body["model"], "codex-test");
+    assert_eq!(body["stream"], false);
+    assert_eq!(body["store"], false);
+    assert_eq!(body["instructions"], "You are Codex.");
+    let last = main.last().unwrap();
+    let first = &last["input"][0];
+    assert_eq!(first["content"][0]["text"], "Task: port the module");
+    let reminder = first["content"][1]["text"].as_str().unwrap();
+    assert!(
+        reminder.contains("Folded to sidecars") && reminder.contains("function:read:1"),
+        "{reminder}"
+    );
+    assert!(last.to_string().contains("[folded as function:read:"));
+    let events = side_events(&proxy);
+    assert!(events.iter().all(|e| e.ok));
+    assert_eq!(events[0].input_tokens, Some(700));
+}
