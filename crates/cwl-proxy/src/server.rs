@@ -436,12 +436,16 @@ impl Proxy {
         done
     }
 
-    /// Logs what the strategy wants logged and writes the sidecar files
-    /// it folded payloads to (beside the session file), before the view
-    /// pointing to them is sent; a file that cannot be written is noted.
+    /// Logs what the strategy wants logged, writes its working notes and
+    /// the sidecar files it folded payloads to (beside the session file),
+    /// before the view pointing to them is sent; a file that cannot be
+    /// written is noted.
     fn strategy_output(&self, conversation: &mut Conversation) {
         for text in conversation.engine.take_notes() {
             conversation.log.note(&text);
+        }
+        if let Some(notes) = conversation.engine.context().notes() {
+            conversation.log.working_notes(&notes);
         }
         let sidecars = conversation.engine.take_sidecars();
         let Some(path) = conversation.log.path() else {

@@ -438,10 +438,12 @@ async fn cwm_asks_for_summaries_through_the_proxy_and_forwards_them() {
             .any(|b| b.to_string().contains("KEY POINTS: value_")),
         "a summary replaced a result in a forwarded request"
     );
-    let (_, records) = stored(store.path());
+    let (path, records) = stored(store.path());
     assert!(records.iter().any(
         |r| matches!(r, Record::SideCall { purpose, result: Ok(_), .. } if purpose == "summary")
     ));
+    let notes = std::fs::read_to_string(path.with_extension("notes.md")).unwrap();
+    assert!(notes.contains("Goal: port the module"), "{notes}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
