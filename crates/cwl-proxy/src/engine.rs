@@ -261,3 +261,51 @@ impl Engine {
         self.context.as_ref()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::openai_chat::OpenAiChat;
+
+    fn rebuild(strategy: StrategyName, records: &[Record]) -> Result<Engine, String> {
+        let raw = serde_json::value::RawValue::from_string(
+            r#"{"role": "user", "content": "hi"}"#.to_string(),
+        )
+        .unwrap();
+        Engine::rebuild(
+            strategy,
+            Config::with_budget(1_000),
+            Arc::new(cwl::Estimate),
+            Vec::new(),
+            &OpenAiChat,
+            &[Item::new(raw)],
+            records,
+        )
+    }
+
+    fn message() -> Record {
+        Record::Message {
+            timestamp: None,
+            message: Message::user("hi"),
+            usage: None,
+            cost_usd: None,
+        }
+    }
+
+    #[test]
+    fn a_stored_side_call_the_strategy_does_not_ask_for_is_no_rebuild() {
+        let side_call = Record::SideCall {
+            id: 1,
+            purpose: "planner".into(),
+            result: Ok("<gc_plan></gc_plan>".into()),
+        };
+        let error = rebuild(StrategyName::Cwl, &[message(), side_call.clone()]).unwrap_err();
+        assert_eq!(
+            error,
+            "the strategy does not ask for the stored side call 1"
+        );
+        for strategy in StrategyName::ALL {
+            assert!(rebuild(strategy, &[message()]).is_ok(), "{strategy}");
+        }
+    }
+}
