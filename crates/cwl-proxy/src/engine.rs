@@ -10,6 +10,7 @@ use cwl::{
 use cwl_agent::strategy::StrategyName;
 use cwl_infer::Inferrer;
 
+use crate::side::Asks;
 use crate::wire::{CallNames, Item, Layout, Mark, Wire, render};
 
 /// The engine of one conversation.
@@ -235,17 +236,6 @@ impl Engine {
         render(wire, items, &self.layout, self.context.view_sources(), mark)
     }
 
-    /// A model call the strategy wants made before the request goes
-    /// upstream, if any (each is asked once).
-    pub fn side_request(&mut self) -> Option<SideRequest> {
-        self.context.side_request()
-    }
-
-    /// Gives the strategy the answer to side request `id`.
-    pub fn side_result(&mut self, id: u64, result: Result<String, String>) {
-        self.context.side_result(id, result);
-    }
-
     /// Sidecar files to write before the view pointing to them is sent.
     pub fn take_sidecars(&mut self) -> Vec<SidecarFile> {
         self.context.take_sidecars()
@@ -259,6 +249,17 @@ impl Engine {
     /// The engine's context strategy, for inspection.
     pub fn context(&self) -> &dyn Strategy {
         self.context.as_ref()
+    }
+}
+
+/// The strategy's side calls, asked and answered through the engine.
+impl Asks for Engine {
+    fn side_request(&mut self) -> Option<SideRequest> {
+        self.context.side_request()
+    }
+
+    fn side_result(&mut self, id: u64, result: Result<String, String>) {
+        self.context.side_result(id, result);
     }
 }
 

@@ -39,7 +39,7 @@ use crate::engine::Engine;
 use crate::event::{Event, Sink, warn};
 use crate::identity::Identities;
 use crate::live::{Conversation, Pending, Slot, lock, metered};
-use crate::side::{MAX_SIDE_CALLS, SideCallEvent, SideCaller};
+use crate::side::{SideCallEvent, SideCaller, run_side_calls};
 use crate::store::{Log, Store};
 use crate::upstream::{ProxyBody, Shape, Upstream, full};
 use crate::wire::{Item, Wire, anthropic};
@@ -405,7 +405,7 @@ impl Proxy {
     }
 
     /// Runs the side calls the conversation's strategy asks for (at most
-    /// [`MAX_SIDE_CALLS`]), gives it each answer and stores it; a failed
+    /// [`crate::side::MAX_SIDE_CALLS`]), gives it each answer and stores it; a failed
     /// one is also noted and warned about.
     fn side_calls(
         &self,
@@ -413,27 +413,22 @@ impl Proxy {
         caller: &SideCaller,
         runtime: &tokio::runtime::Handle,
     ) -> Vec<SideCallEvent> {
-        let mut done = Vec::new();
-        for _ in 0..MAX_SIDE_CALLS {
-            let Some(request) = conversation.engine.side_request() else {
-                break;
-            };
-            let (result, event) = runtime.block_on(caller.call(&self.client, &request));
-            if let Err(why) = &result {
-                let text = format!(
-                    "{why}; the {} strategy goes on without it",
-                    self.options.strategy
-                );
-                warn(&format!("conversation {}: {text}", conversation.label));
-                conversation.log.note(&text);
-            }
-            conversation.engine.side_result(request.id, result.clone());
-            conversation
-                .log
-                .side_call(request.id, &request.purpose, &result);
-            done.push(event);
-        }
-        done
+        let strategy = self.options.strategy;
+        let Conversation {
+            engine, log, label, ..
+        } = conversation;
+        run_side_calls(
+            engine,
+            |request| runtime.block_on(caller.call(&self.client, request)),
+            |request, result| {
+                if let Err(why) = result {
+                    let text = format!("{why}; the {strategy} strategy goes on without it");
+                    warn(&format!("conversation {label}: {text}"));
+                    log.note(&text);
+                }
+                log.side_call(request.id, &request.purpose, result);
+            },
+        )
     }
 
     /// Logs what the strategy wants logged, writes its working notes and

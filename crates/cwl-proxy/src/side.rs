@@ -74,6 +74,36 @@ pub struct SideCallEvent {
     pub ms: u64,
 }
 
+/// What asks for side calls and takes their answers (a conversation's
+/// engine).
+pub trait Asks {
+    /// The next call wanted, if any (each is asked once).
+    fn side_request(&mut self) -> Option<SideRequest>;
+    /// The answer to call `id`.
+    fn side_result(&mut self, id: u64, result: Result<String, String>);
+}
+
+/// Runs the calls `asker` asks for, at most [`MAX_SIDE_CALLS`], each
+/// through `call`; gives each answer back to it and to `done` (to store
+/// it), in order; returns their events.
+pub fn run_side_calls(
+    asker: &mut dyn Asks,
+    mut call: impl FnMut(&SideRequest) -> (Result<String, String>, SideCallEvent),
+    mut done: impl FnMut(&SideRequest, &Result<String, String>),
+) -> Vec<SideCallEvent> {
+    let mut events = Vec::new();
+    for _ in 0..MAX_SIDE_CALLS {
+        let Some(request) = asker.side_request() else {
+            break;
+        };
+        let (result, event) = call(&request);
+        asker.side_result(request.id, result.clone());
+        done(&request, &result);
+        events.push(event);
+    }
+    events
+}
+
 /// Token usage an answer reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SideUsage {
@@ -306,6 +336,63 @@ mod tests {
             timeout: Duration::from_secs(1),
             max_output_tokens: Some(100),
         }
+    }
+
+    #[derive(Default)]
+    struct Asker {
+        asked: Vec<SideRequest>,
+        answers: Vec<(u64, Result<String, String>)>,
+    }
+
+    impl Asks for Asker {
+        fn side_request(&mut self) -> Option<SideRequest> {
+            self.asked.pop()
+        }
+        fn side_result(&mut self, id: u64, result: Result<String, String>) {
+            self.answers.push((id, result));
+        }
+    }
+
+    #[test]
+    fn at_most_four_calls_run_and_every_answer_goes_back_and_is_stored() {
+        let mut asker = Asker::default();
+        for id in (1..=6).rev() {
+            asker.asked.push(SideRequest { id, ..request() });
+        }
+        let mut stored = Vec::new();
+        let events = run_side_calls(
+            &mut asker,
+            |request| {
+                let result = if request.id % 2 == 0 {
+                    Err(format!("no {}", request.id))
+                } else {
+                    Ok(format!("plan {}", request.id))
+                };
+                let event = SideCallEvent {
+                    id: request.id,
+                    purpose: request.purpose.clone(),
+                    ok: result.is_ok(),
+                    error: result.clone().err(),
+                    input_tokens: None,
+                    output_tokens: None,
+                    ms: 0,
+                };
+                (result, event)
+            },
+            |request, result| stored.push((request.id, result.clone())),
+        );
+        assert_eq!(events.len(), MAX_SIDE_CALLS);
+        assert_eq!(asker.asked.len(), 2, "the rest wait for the next request");
+        assert_eq!(asker.answers, stored);
+        assert_eq!(
+            stored,
+            vec![
+                (1, Ok("plan 1".to_string())),
+                (2, Err("no 2".to_string())),
+                (3, Ok("plan 3".to_string())),
+                (4, Err("no 4".to_string())),
+            ]
+        );
     }
 
     #[test]
