@@ -36,7 +36,7 @@ pub const DEFAULT_SIDE_TIMEOUT: Duration = Duration::from_secs(90);
 const ERROR_SNIPPET: usize = 300;
 
 /// Where a conversation's side calls go and as what.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SideCaller {
     /// The client's upstream.
     pub upstream: Upstream,
@@ -50,6 +50,19 @@ pub struct SideCaller {
     pub model: String,
     /// The longest any call may take.
     pub cap: Duration,
+}
+
+impl std::fmt::Debug for SideCaller {
+    /// Everything but the headers, which carry the client's key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SideCaller")
+            .field("upstream", &self.upstream)
+            .field("uri", &self.uri)
+            .field("api", &self.api)
+            .field("model", &self.model)
+            .field("cap", &self.cap)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What one side call cost and how it went, for events.
@@ -392,6 +405,25 @@ mod tests {
                 (3, Ok("plan 3".to_string())),
                 (4, Err("no 4".to_string())),
             ]
+        );
+    }
+
+    #[test]
+    fn the_clients_key_is_never_in_debug_output() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-api-key", HeaderValue::from_static("sk-secret"));
+        let caller = SideCaller {
+            upstream: Upstream::new("http://127.0.0.1:1"),
+            uri: Uri::from_static("/v1/messages"),
+            headers,
+            api: Api::Anthropic,
+            model: "m".into(),
+            cap: Duration::from_secs(1),
+        };
+        let shown = format!("{caller:?}");
+        assert!(
+            shown.contains("/v1/messages") && !shown.contains("sk-secret"),
+            "{shown}"
         );
     }
 
