@@ -179,6 +179,8 @@ async fn main() -> Result<(), String> {
                 max_body: DEFAULT_MAX_BODY,
                 idle: DEFAULT_IDLE,
                 events: None,
+                planner_model: None,
+                side_timeout: cwl_proxy::side::DEFAULT_SIDE_TIMEOUT,
             };
             let proxy = Arc::new(
                 Proxy::new(options, Arc::new(cwl::O200k::new())).map_err(|e| e.to_string())?,

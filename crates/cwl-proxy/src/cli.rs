@@ -14,6 +14,7 @@ use cwl_agent::session::{Settings, default_dir};
 use cwl_agent::strategy::StrategyName;
 
 use crate::server::{DEFAULT_IDLE, DEFAULT_MAX_BODY, Options, Proxy, serve};
+use crate::side::DEFAULT_SIDE_TIMEOUT;
 use crate::store::Store;
 use crate::upstream::Upstream;
 
@@ -60,8 +61,9 @@ pub struct ProxyArgs {
     pub residue_share: ResidueCap,
     /// What manages each conversation's context: `cwl` (inferred episodes, the paper's order),
     /// `cwm` (the context-window manager: lowest-scored blocks first past 75% of the budget) or
-    /// `self-gc` (Self-GC; the proxy makes no planner calls, so its budget backstop prunes the
-    /// oldest tool results first).
+    /// `self-gc` (Self-GC: planner calls fold, mask and prune old results, and a budget backstop
+    /// prunes the oldest tool results first). Side calls go to the client's upstream with its
+    /// own headers before its request is forwarded.
     #[arg(long, value_name = "NAME", default_value = "cwl")]
     pub strategy: StrategyName,
     /// Where conversations are stored as sessions [default: the `cwl sessions` directory].
@@ -77,6 +79,13 @@ pub struct ProxyArgs {
     /// it rebuilds it from its session file, or starts afresh with --no-store).
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_IDLE.as_secs())]
     pub idle: u64,
+    /// The model the strategy's side calls ask (Self-GC's planner, cwm's summaries and notes)
+    /// [default: the model of the client's request].
+    #[arg(long, value_name = "NAME")]
+    pub planner_model: Option<String>,
+    /// Longest wait, in seconds, for one side call (a strategy asking for longer is cut here).
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SIDE_TIMEOUT.as_secs())]
+    pub side_timeout: u64,
     /// Print one JSON line per request on stdout (conversation, tokens before/after, evicted episodes).
     #[arg(long)]
     pub json: bool,
@@ -104,6 +113,12 @@ impl ProxyArgs {
                 ))
                 .into());
             }
+        }
+        if self.side_timeout == 0 {
+            return Err(UsageError::new(
+                "--side-timeout must be at least 1 second (0 would fail every side call)",
+            )
+            .into());
         }
         let mut config = Config::with_budget(budget);
         if let Some(low_water) = self.low_water {
@@ -141,6 +156,8 @@ impl ProxyArgs {
             max_body: self.max_body,
             idle: Duration::from_secs(self.idle),
             events,
+            planner_model: self.planner_model.clone(),
+            side_timeout: Duration::from_secs(self.side_timeout),
         })
     }
 }
@@ -197,4 +214,35 @@ async fn stop() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        proxy: ProxyArgs,
+    }
+
+    fn options(args: &[&str]) -> anyhow::Result<Options> {
+        let mut line = vec!["cwl-proxy", "--no-store"];
+        line.extend_from_slice(args);
+        Cli::try_parse_from(line)?.proxy.options()
+    }
+
+    #[test]
+    fn side_call_flags_reach_the_options_and_a_zero_timeout_is_refused() {
+        let set = options(&["--planner-model", "small", "--side-timeout", "7"]).unwrap();
+        assert_eq!(set.planner_model.as_deref(), Some("small"));
+        assert_eq!(set.side_timeout, Duration::from_secs(7));
+        let defaults = options(&[]).unwrap();
+        assert_eq!(defaults.planner_model, None);
+        assert_eq!(defaults.side_timeout, DEFAULT_SIDE_TIMEOUT);
+        let error = options(&["--side-timeout", "0"]).unwrap_err().to_string();
+        assert!(error.contains("--side-timeout"), "{error}");
+    }
 }

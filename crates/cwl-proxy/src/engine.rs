@@ -4,11 +4,13 @@
 use std::sync::Arc;
 
 use cwl::{
-    Config, Message, Record, Report, Source, Strategy, TokenCounter, ToolSpec, TranscriptError,
+    Config, Message, Record, Report, SideRequest, SidecarFile, Source, Strategy, TokenCounter,
+    ToolSpec, TranscriptError,
 };
 use cwl_agent::strategy::StrategyName;
 use cwl_infer::Inferrer;
 
+use crate::side::Asks;
 use crate::wire::{CallNames, Item, Layout, Mark, Wire, render};
 
 /// The engine of one conversation.
@@ -116,10 +118,33 @@ impl Engine {
                     let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
                     engine.context.calibrate(size(*local), size(*reported));
                 }
+                Record::SideCall { id, result, .. } => {
+                    // The strategy asks again at the same point and gets
+                    // the stored answer; asking anything else means the
+                    // stored state cannot be reached.
+                    match engine.context.side_request() {
+                        Some(request) if request.id == *id => {}
+                        Some(request) => {
+                            return Err(format!(
+                                "the strategy asks for side call {} where the store answers {id}",
+                                request.id
+                            ));
+                        }
+                        None => {
+                            return Err(format!(
+                                "the strategy does not ask for the stored side call {id}"
+                            ));
+                        }
+                    }
+                    engine.context.side_result(*id, result.clone());
+                }
                 _ => {}
             }
         }
         engine.rejected.clear();
+        // Written or logged when they first came.
+        engine.context.take_notes();
+        engine.context.take_sidecars();
         for unit in &units {
             engine.layout.add(unit);
         }
@@ -211,8 +236,77 @@ impl Engine {
         render(wire, items, &self.layout, self.context.view_sources(), mark)
     }
 
+    /// Sidecar files to write before the view pointing to them is sent.
+    pub fn take_sidecars(&mut self) -> Vec<SidecarFile> {
+        self.context.take_sidecars()
+    }
+
+    /// What the strategy wants logged since the last call.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        self.context.take_notes()
+    }
+
     /// The engine's context strategy, for inspection.
     pub fn context(&self) -> &dyn Strategy {
         self.context.as_ref()
+    }
+}
+
+/// The strategy's side calls, asked and answered through the engine.
+impl Asks for Engine {
+    fn side_request(&mut self) -> Option<SideRequest> {
+        self.context.side_request()
+    }
+
+    fn side_result(&mut self, id: u64, result: Result<String, String>) {
+        self.context.side_result(id, result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::openai_chat::OpenAiChat;
+
+    fn rebuild(strategy: StrategyName, records: &[Record]) -> Result<Engine, String> {
+        let raw = serde_json::value::RawValue::from_string(
+            r#"{"role": "user", "content": "hi"}"#.to_string(),
+        )
+        .unwrap();
+        Engine::rebuild(
+            strategy,
+            Config::with_budget(1_000),
+            Arc::new(cwl::Estimate),
+            Vec::new(),
+            &OpenAiChat,
+            &[Item::new(raw)],
+            records,
+        )
+    }
+
+    fn message() -> Record {
+        Record::Message {
+            timestamp: None,
+            message: Message::user("hi"),
+            usage: None,
+            cost_usd: None,
+        }
+    }
+
+    #[test]
+    fn a_stored_side_call_the_strategy_does_not_ask_for_is_no_rebuild() {
+        let side_call = Record::SideCall {
+            id: 1,
+            purpose: "planner".into(),
+            result: Ok("<gc_plan></gc_plan>".into()),
+        };
+        let error = rebuild(StrategyName::Cwl, &[message(), side_call.clone()]).unwrap_err();
+        assert_eq!(
+            error,
+            "the strategy does not ask for the stored side call 1"
+        );
+        for strategy in StrategyName::ALL {
+            assert!(rebuild(strategy, &[message()]).is_ok(), "{strategy}");
+        }
     }
 }

@@ -4,6 +4,8 @@ use serde::Serialize;
 
 use cwl::Report;
 
+use crate::side::SideCallEvent;
+
 /// Where events go (`--json` prints them; tests collect them).
 pub type Sink = Box<dyn Fn(&Event) + Send + Sync>;
 
@@ -34,6 +36,10 @@ pub struct Event {
     pub evicted: Vec<String>,
     /// Anything worth knowing (budget not met, rejected annotations).
     pub warnings: Vec<String>,
+    /// The side calls the strategy had made before the request went
+    /// upstream, with their token usage.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub side_calls: Vec<SideCallEvent>,
 }
 
 impl Event {
@@ -59,6 +65,7 @@ impl Event {
             budget_met: report.budget_met,
             evicted: report.episodes.iter().map(|e| e.name.clone()).collect(),
             warnings: report.warnings.clone(),
+            side_calls: Vec::new(),
         }
     }
 }

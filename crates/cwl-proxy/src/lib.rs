@@ -23,6 +23,7 @@ pub mod event;
 pub mod identity;
 mod live;
 pub mod server;
+pub mod side;
 pub mod store;
 pub mod upstream;
 pub mod usage;

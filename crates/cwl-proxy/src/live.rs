@@ -51,10 +51,23 @@ impl Drop for Calibration {
         };
         let reported = usize::try_from(reported).unwrap_or(usize::MAX);
         let local = self.pending.local;
-        if let Some(conversation) = lock(&self.pending.slot.0).as_mut()
-            && conversation.engine.calibrate(local, reported)
-        {
-            conversation.log.calibrate(local, reported);
+        let slot = Arc::clone(&self.pending.slot);
+        let apply = move || {
+            if let Some(conversation) = lock(&slot.0).as_mut()
+                && conversation.engine.calibrate(local, reported)
+            {
+                conversation.log.calibrate(local, reported);
+            }
+        };
+        // A conversation busy with its next request (side calls may take
+        // minutes) is waited for on a blocking thread, not a runtime one.
+        let busy = matches!(
+            self.pending.slot.0.try_lock(),
+            Err(std::sync::TryLockError::WouldBlock)
+        );
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if busy => drop(runtime.spawn_blocking(apply)),
+            _ => apply(),
         }
     }
 }

@@ -39,6 +39,7 @@ use crate::engine::Engine;
 use crate::event::{Event, Sink, warn};
 use crate::identity::Identities;
 use crate::live::{Conversation, Pending, Slot, lock, metered};
+use crate::side::{SideCallEvent, SideCaller, run_side_calls};
 use crate::store::{Log, Store};
 use crate::upstream::{ProxyBody, Shape, Upstream, full};
 use crate::wire::{Item, Wire, anthropic};
@@ -71,6 +72,10 @@ pub struct Options {
     pub idle: Duration,
     /// Called with each handled request's event.
     pub events: Option<Sink>,
+    /// The model side calls ask (`None`: the client's model).
+    pub planner_model: Option<String>,
+    /// The longest one side call may take, whatever its strategy allows.
+    pub side_timeout: Duration,
 }
 
 impl std::fmt::Debug for Options {
@@ -82,6 +87,8 @@ impl std::fmt::Debug for Options {
             .field("strategy", &self.strategy)
             .field("store", &self.store)
             .field("max_body", &self.max_body)
+            .field("planner_model", &self.planner_model)
+            .field("side_timeout", &self.side_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -188,7 +195,13 @@ impl Proxy {
             Some(api) => {
                 let proxy = Arc::clone(&self);
                 let original = bytes.clone();
-                tokio::task::spawn_blocking(move || proxy.prepare(api, bytes))
+                let side = Side {
+                    runtime: tokio::runtime::Handle::current(),
+                    upstream: upstream.clone(),
+                    uri: parts.uri.clone(),
+                    headers: parts.headers.clone(),
+                };
+                tokio::task::spawn_blocking(move || proxy.prepare(api, bytes, &side))
                     .await
                     .unwrap_or_else(|error| {
                         warn(&format!("{path}: {error}; request forwarded unchanged"));
@@ -229,8 +242,8 @@ impl Proxy {
 
     /// The body to send upstream: the history replaced by the engine's
     /// view, or the body unchanged (with a warning) when that cannot be.
-    fn prepare(&self, api: Api, bytes: Bytes) -> (Bytes, Option<Pending>) {
-        match self.rewrite(api, &bytes) {
+    fn prepare(&self, api: Api, bytes: Bytes, side: &Side) -> (Bytes, Option<Pending>) {
+        match self.rewrite(api, &bytes, side) {
             Ok(Some((rewritten, pending))) => (Bytes::from(rewritten), Some(pending)),
             Ok(None) => (bytes, None),
             Err(why) => {
@@ -246,7 +259,12 @@ impl Proxy {
     /// The rewritten body; `None` when it goes as it is with nothing to
     /// warn about (a Responses request whose input is one string, or that
     /// continues a response stored upstream).
-    fn rewrite(&self, api: Api, bytes: &[u8]) -> Result<Option<(Vec<u8>, Pending)>, String> {
+    fn rewrite(
+        &self,
+        api: Api,
+        bytes: &[u8],
+        side: &Side,
+    ) -> Result<Option<(Vec<u8>, Pending)>, String> {
         let wire = api.wire();
         let key = wire.history_key();
         let body = Body::parse(bytes).map_err(|e| format!("body is not a JSON object ({e})"))?;
@@ -326,8 +344,23 @@ impl Proxy {
             }
         };
         conversation.log.messages(&pushed);
+        let caller = SideCaller {
+            upstream: side.upstream.clone(),
+            uri: side.uri.clone(),
+            headers: side.headers.clone(),
+            api,
+            model: self
+                .options
+                .planner_model
+                .clone()
+                .or_else(|| body.read::<String>("model"))
+                .unwrap_or_default(),
+            cap: self.options.side_timeout,
+        };
+        let side_calls = self.side_calls(conversation, &caller, &side.runtime);
         let report = conversation.engine.enforce();
         conversation.log.enforce(&report);
+        self.strategy_output(conversation);
         let cache = match api {
             Api::Anthropic => match anthropic::breakpoints(&body, &items) {
                 (count, last) if count < MAX_BREAKPOINTS => last,
@@ -344,14 +377,16 @@ impl Proxy {
                 Route::Resume { .. } => "resume",
                 Route::Branch { .. } => "branch",
             };
-            events(&Event::new(
+            let mut event = Event::new(
                 api.name(),
                 conversation.label.clone(),
                 route_name,
                 items.len(),
                 pushed.len(),
                 &report,
-            ));
+            );
+            event.side_calls = side_calls;
+            events(&event);
         }
         if !report.budget_met {
             warn(&format!(
@@ -367,6 +402,58 @@ impl Proxy {
             local: conversation.engine.counted(),
         };
         Ok(Some((body.with(key, &history), pending)))
+    }
+
+    /// Runs the side calls the conversation's strategy asks for (at most
+    /// [`crate::side::MAX_SIDE_CALLS`]), gives it each answer and stores it; a failed
+    /// one is also noted and warned about.
+    fn side_calls(
+        &self,
+        conversation: &mut Conversation,
+        caller: &SideCaller,
+        runtime: &tokio::runtime::Handle,
+    ) -> Vec<SideCallEvent> {
+        let strategy = self.options.strategy;
+        let Conversation {
+            engine, log, label, ..
+        } = conversation;
+        run_side_calls(
+            engine,
+            |request| runtime.block_on(caller.call(&self.client, request)),
+            |request, result| {
+                if let Err(why) = result {
+                    let text = format!("{why}; the {strategy} strategy goes on without it");
+                    warn(&format!("conversation {label}: {text}"));
+                    log.note(&text);
+                }
+                log.side_call(request.id, &request.purpose, result);
+            },
+        )
+    }
+
+    /// Logs what the strategy wants logged, writes its working notes and
+    /// the sidecar files it folded payloads to (beside the session file),
+    /// before the view pointing to them is sent; a file that cannot be
+    /// written is noted.
+    fn strategy_output(&self, conversation: &mut Conversation) {
+        for text in conversation.engine.take_notes() {
+            conversation.log.note(&text);
+        }
+        if let Some(notes) = conversation.engine.context().notes() {
+            conversation.log.working_notes(&notes);
+        }
+        let sidecars = conversation.engine.take_sidecars();
+        let Some(path) = conversation.log.path() else {
+            return;
+        };
+        let dir = cwl_agent::session::SidecarDir::of(&path);
+        for file in sidecars {
+            if let Err(error) = dir.write(&file) {
+                let text = format!("sidecar {} not written: {error}", file.name);
+                warn(&format!("conversation {}: {text}", conversation.label));
+                conversation.log.note(&text);
+            }
+        }
     }
 
     /// A conversation rebuilt from the session at `path`, whose history
@@ -422,6 +509,15 @@ impl Proxy {
         );
         Conversation { engine, log, label }
     }
+}
+
+/// What a request's side calls need from its handler: the runtime to run
+/// them on, and where and how the client's request goes.
+struct Side {
+    runtime: tokio::runtime::Handle,
+    upstream: Upstream,
+    uri: Uri,
+    headers: HeaderMap,
 }
 
 /// Serves requests on `listener` until it fails.

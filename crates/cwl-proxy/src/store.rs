@@ -73,6 +73,7 @@ impl Store {
         writer.append(&self.settings.record())?;
         Ok(Log {
             writer: Some(writer),
+            notes_written: None,
         })
     }
 }
@@ -81,12 +82,14 @@ impl Store {
 #[derive(Debug, Default)]
 pub struct Log {
     writer: Option<SessionWriter>,
+    /// The strategy's working notes as last written beside the session.
+    notes_written: Option<String>,
 }
 
 impl Log {
     /// No session file.
     pub fn off() -> Self {
-        Log { writer: None }
+        Log::default()
     }
 
     /// Reopens a stored conversation to go on writing it, with what it
@@ -96,6 +99,7 @@ impl Log {
         Ok((
             Log {
                 writer: Some(writer),
+                notes_written: None,
             },
             loaded,
         ))
@@ -140,6 +144,40 @@ impl Log {
             local: local as u64,
             reported: reported as u64,
         });
+    }
+
+    /// Records a side call's answer, so a rebuilt conversation gives its
+    /// strategy the same answer at the same point.
+    pub fn side_call(&mut self, id: u64, purpose: &str, result: &Result<String, String>) {
+        self.append(&Record::SideCall {
+            id,
+            purpose: purpose.to_string(),
+            result: result.clone(),
+        });
+    }
+
+    /// Writes the strategy's working notes to the session's notes file
+    /// (`<id>.notes.md`, as `cwl run` does) when they changed; a file that
+    /// cannot be written is noted, the notes staying in the strategy's
+    /// state.
+    pub fn working_notes(&mut self, notes: &str) {
+        let Some(session) = self.path() else {
+            return;
+        };
+        if self.notes_written.as_deref() == Some(notes) {
+            return;
+        }
+        self.notes_written = Some(notes.to_string());
+        let path = cwl_agent::session::notes_path(&session);
+        let partial = path.with_extension("md.partial");
+        if let Err(error) =
+            std::fs::write(&partial, notes).and_then(|()| std::fs::rename(&partial, &path))
+        {
+            self.note(&format!(
+                "could not write the notes file {}: {error}",
+                path.display()
+            ));
+        }
     }
 
     /// Records a note (a warning about the conversation).

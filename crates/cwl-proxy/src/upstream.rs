@@ -152,7 +152,8 @@ impl Upstream {
     }
 }
 
-fn is_hop_by_hop(name: &HeaderName) -> bool {
+/// Whether a header belongs to one hop (never forwarded).
+pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
     HOP_BY_HOP.contains(&name.as_str())
 }
 

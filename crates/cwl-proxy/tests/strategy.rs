@@ -1,5 +1,6 @@
 //! `cwl proxy --strategy cwm`: the context-window manager behind the same
-//! seam, through the Chat Completions route.
+//! seam, through the Chat Completions route (its summary and notes calls
+//! are answered with no summary here; `tests/side.rs` answers them).
 
 mod support;
 
@@ -85,8 +86,12 @@ async fn cwm_keeps_chat_completions_within_budget_and_is_stored_as_the_strategy(
             .unwrap();
         assert_eq!(response.status(), 200);
     }
-    let seen = openai.seen();
+    let (seen, side): (Vec<_>, Vec<_>) = openai
+        .seen()
+        .into_iter()
+        .partition(|s| s.json().get("tools").is_some());
     assert_eq!(seen.len(), 40);
+    assert!(!side.is_empty(), "side calls were made, and failed");
     let full: usize = messages
         .iter()
         .map(|m| content_tokens(&serde_json::from_str(m).unwrap()))

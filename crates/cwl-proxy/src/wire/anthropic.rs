@@ -327,6 +327,21 @@ fn user_blocks(original: &Value, parts: &[Part<'_>]) -> Vec<Value> {
             None => {}
         }
     }
+    // A strategy's reminder appended to the client's text.
+    if let Some(Part {
+        message: Message::User { content },
+        altered: true,
+        ..
+    }) = part(results)
+        && let Some(Message::User { content: was }) = messages(original, &mut CallNames::default())
+            .into_iter()
+            .rev()
+            .find(|m| matches!(m, Message::User { .. }))
+        && let Some(added) = content.strip_prefix(was.as_str())
+        && !added.is_empty()
+    {
+        out.push(json!({"type": "text", "text": added}));
+    }
     out
 }
 

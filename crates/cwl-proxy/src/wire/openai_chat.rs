@@ -116,7 +116,22 @@ impl Wire for OpenAiChat {
             Message::ToolResult(result) => {
                 out["content"] = Value::String(result.content.clone());
             }
-            Message::System { .. } | Message::User { .. } => {}
+            Message::User { content } => {
+                // A strategy's control-plane reminder (Self-GC's fold
+                // pointer) appended to the client's text.
+                let original = content_text(out.get("content").unwrap_or(&Value::Null));
+                if let Some(added) = content.strip_prefix(original.as_str())
+                    && !added.is_empty()
+                {
+                    match out.get_mut("content") {
+                        Some(Value::Array(parts)) => {
+                            parts.push(json!({"type": "text", "text": added}));
+                        }
+                        _ => out["content"] = Value::String(content.clone()),
+                    }
+                }
+            }
+            Message::System { .. } => {}
         }
         vec![out]
     }

@@ -175,9 +175,27 @@ impl Wire for OpenAiResponses {
                     vec![out]
                 })
                 .unwrap_or_default(),
-            Message::System { .. } | Message::User { .. } => {
-                items.iter().map(|item| item.value().clone()).collect()
-            }
+            Message::User { content } => items
+                .iter()
+                .map(|item| {
+                    let mut out = item.value().clone();
+                    let was = content_text(out.get("content").unwrap_or(&Value::Null));
+                    // A strategy's reminder appended to the client's text.
+                    if role(&out) == "user"
+                        && let Some(added) = content.strip_prefix(was.as_str())
+                        && !added.is_empty()
+                    {
+                        match out.get_mut("content") {
+                            Some(Value::Array(parts)) => {
+                                parts.push(json!({"type": "input_text", "text": added}));
+                            }
+                            _ => out["content"] = Value::String(content.clone()),
+                        }
+                    }
+                    out
+                })
+                .collect(),
+            Message::System { .. } => items.iter().map(|item| item.value().clone()).collect(),
         }
     }
 

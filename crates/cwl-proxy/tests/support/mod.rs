@@ -59,7 +59,12 @@ pub enum Reply {
         gate: Option<Arc<Notify>>,
         drop: bool,
     },
+    /// No answer at all, ever.
+    Hang,
 }
+
+/// Answers requests it recognises (by their content) before the queue.
+pub type Responder = Arc<dyn Fn(&Seen) -> Option<Reply> + Send + Sync>;
 
 /// A scripted upstream.
 #[derive(Clone)]
@@ -67,6 +72,7 @@ pub struct Scripted {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<Seen>>>,
     replies: Arc<Mutex<VecDeque<Reply>>>,
+    responder: Arc<Mutex<Option<Responder>>>,
 }
 
 impl Scripted {
@@ -76,6 +82,7 @@ impl Scripted {
             addr: listener.local_addr().unwrap(),
             seen: Arc::default(),
             replies: Arc::default(),
+            responder: Arc::default(),
         };
         let state = scripted.clone();
         tokio::spawn(async move {
@@ -106,6 +113,12 @@ impl Scripted {
         self.replies.lock().unwrap().push_back(reply);
     }
 
+    /// Answers the requests `responder` recognises with its reply; the
+    /// others from the queue.
+    pub fn respond(&self, responder: impl Fn(&Seen) -> Option<Reply> + Send + Sync + 'static) {
+        *self.responder.lock().unwrap() = Some(Arc::new(responder));
+    }
+
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
@@ -113,7 +126,7 @@ impl Scripted {
     async fn answer(&self, request: Request<Incoming>) -> Response<Body> {
         let (parts, body) = request.into_parts();
         let body = body.collect().await.unwrap().to_bytes().to_vec();
-        self.seen.lock().unwrap().push(Seen {
+        let seen = Seen {
             method: parts.method.to_string(),
             path: parts
                 .uri
@@ -122,8 +135,13 @@ impl Scripted {
                 .unwrap_or_default(),
             headers: parts.headers,
             body,
-        });
-        let reply = self.replies.lock().unwrap().pop_front();
+        };
+        self.seen.lock().unwrap().push(seen.clone());
+        let responder = self.responder.lock().unwrap().clone();
+        let reply = match responder.and_then(|responder| responder(&seen)) {
+            Some(reply) => Some(reply),
+            None => self.replies.lock().unwrap().pop_front(),
+        };
         match reply.unwrap_or(Reply::Whole {
             status: 200,
             headers: vec![("content-type", "application/json")],
@@ -145,6 +163,7 @@ impl Scripted {
                 }
                 response
             }
+            Reply::Hang => std::future::pending().await,
             Reply::Chunks { chunks, gate, drop } => {
                 let (tx, rx) = mpsc::channel::<
                     Result<Frame<Bytes>, Box<dyn std::error::Error + Send + Sync>>,
@@ -255,6 +274,26 @@ pub async fn proxy_strategy(
     max_body: Option<usize>,
     idle: Duration,
 ) -> Running {
+    proxy_side(
+        strategy, budget, anthropic, openai, store, max_body, idle, None, None,
+    )
+    .await
+}
+
+/// Starts a proxy managing conversations with `strategy` whose side calls
+/// ask `planner_model` and wait at most `side_timeout`.
+#[allow(clippy::too_many_arguments)]
+pub async fn proxy_side(
+    strategy: StrategyName,
+    budget: usize,
+    anthropic: &str,
+    openai: &str,
+    store: Option<&std::path::Path>,
+    max_body: Option<usize>,
+    idle: Duration,
+    planner_model: Option<&str>,
+    side_timeout: Option<Duration>,
+) -> Running {
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let sink = Arc::clone(&events);
     let config = cwl::Config::with_budget(budget).residue_share(None);
@@ -278,6 +317,8 @@ pub async fn proxy_strategy(
         events: Some(Box::new(move |event: &Event| {
             sink.lock().unwrap().push(event.clone())
         })),
+        planner_model: planner_model.map(str::to_string),
+        side_timeout: side_timeout.unwrap_or(cwl_proxy::side::DEFAULT_SIDE_TIMEOUT),
     };
     let proxy = Arc::new(Proxy::new(options, Arc::new(cwl::O200k::new())).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
