@@ -175,6 +175,7 @@ async fn main() -> Result<(), String> {
                 openai: Upstream::new(&upstream_url),
                 config: cwl::Config::with_budget(args.budget).residue_share(None),
                 strategy: cwl_agent::strategy::StrategyName::Cwl,
+                strategy_options: serde_json::Value::Null,
                 store: None,
                 max_body: DEFAULT_MAX_BODY,
                 idle: DEFAULT_IDLE,

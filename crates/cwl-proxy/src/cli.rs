@@ -66,6 +66,10 @@ pub struct ProxyArgs {
     /// own headers before its request is forwarded.
     #[arg(long, value_name = "NAME", default_value = "cwl")]
     pub strategy: StrategyName,
+    /// One of the strategy's own settings, repeatable (`trigger=0.4` for
+    /// self-gc, `zones.orange=0.7` for cwm; see `cwl run --help`).
+    #[arg(long = "strategy-option", value_name = "KEY=VALUE")]
+    pub strategy_options: Vec<String>,
     /// Where conversations are stored as sessions [default: the `cwl sessions` directory].
     #[arg(long, value_name = "DIR")]
     pub session_dir: Option<PathBuf>,
@@ -125,6 +129,8 @@ impl ProxyArgs {
             config = config.low_water(low_water);
         }
         config = config.residue_share(self.residue_share.0);
+        let strategy_options = cwl_agent::strategy::parse_pairs(&self.strategy_options)?;
+        self.strategy.resolve(&strategy_options)?;
         let store = if self.no_store {
             None
         } else {
@@ -134,6 +140,7 @@ impl ProxyArgs {
             };
             let settings = Settings {
                 strategy: self.strategy,
+                strategy_options: strategy_options.clone(),
                 ..Settings::of(&config)
             };
             Some(Store::new(dir, settings, budget))
@@ -152,6 +159,7 @@ impl ProxyArgs {
             openai: Upstream::new(&self.openai_upstream),
             config,
             strategy: self.strategy,
+            strategy_options,
             store,
             max_body: self.max_body,
             idle: Duration::from_secs(self.idle),
@@ -244,5 +252,23 @@ mod tests {
         assert_eq!(defaults.side_timeout, DEFAULT_SIDE_TIMEOUT);
         let error = options(&["--side-timeout", "0"]).unwrap_err().to_string();
         assert!(error.contains("--side-timeout"), "{error}");
+    }
+
+    #[test]
+    fn strategy_options_are_checked_against_the_strategy() {
+        let set = options(&["--strategy", "self-gc", "--strategy-option", "trigger=0.4"]).unwrap();
+        assert_eq!(set.strategy_options, serde_json::json!({"trigger": 0.4}));
+        assert_eq!(
+            options(&[]).unwrap().strategy_options,
+            serde_json::Value::Null
+        );
+        let error = options(&["--strategy", "self-gc", "--strategy-option", "trigr=0.4"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no option `trigr`"), "{error}");
+        let error = options(&["--strategy-option", "trigger=0.4"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("cwl takes no strategy options"), "{error}");
     }
 }

@@ -1,13 +1,7 @@
 //! One conversation's engine: what the proxy pushed, the episodes it
 //! inferred, and where each engine message came from on the wire.
 
-use std::sync::Arc;
-
-use cwl::{
-    Config, Message, Record, Report, SideRequest, SidecarFile, Source, Strategy, TokenCounter,
-    ToolSpec, TranscriptError,
-};
-use cwl_agent::strategy::StrategyName;
+use cwl::{Message, Record, Report, SideRequest, SidecarFile, Source, Strategy, TranscriptError};
 use cwl_infer::Inferrer;
 
 use crate::side::Asks;
@@ -33,16 +27,9 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// A new conversation under `strategy` offering `tools`, whose system
-    /// prompt (sent in its own field) counts toward the budget.
-    pub fn new(
-        strategy: StrategyName,
-        config: Config,
-        counter: Arc<dyn TokenCounter>,
-        tools: Vec<ToolSpec>,
-        system: Option<String>,
-    ) -> Self {
-        let mut context = strategy.create(config, counter, tools);
+    /// A new conversation managed by `context` (a fresh strategy), whose
+    /// system prompt (sent in its own field) counts toward the budget.
+    pub fn new(mut context: Box<dyn Strategy>, system: Option<String>) -> Self {
         let mut prologue = 0;
         if let Some(system) = system {
             // A system message is always accepted.
@@ -66,10 +53,7 @@ impl Engine {
     /// be exactly those of `items` (after the system prompt, if the
     /// conversation had one); otherwise nothing is rebuilt.
     pub fn rebuild(
-        strategy: StrategyName,
-        config: Config,
-        counter: Arc<dyn TokenCounter>,
-        tools: Vec<ToolSpec>,
+        context: Box<dyn Strategy>,
         wire: &dyn Wire,
         items: &[Item],
         records: &[Record],
@@ -99,7 +83,7 @@ impl Engine {
             return Err("the stored messages differ from the request's history".into());
         }
         let mut engine = Engine {
-            context: strategy.create(config, counter, tools),
+            context,
             inferrer: Inferrer::new(),
             layout: Layout::new(prologue as u64),
             names,
@@ -265,6 +249,11 @@ impl Asks for Engine {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use cwl::Config;
+    use cwl_agent::strategy::StrategyName;
+
     use super::*;
     use crate::wire::openai_chat::OpenAiChat;
 
@@ -274,10 +263,11 @@ mod tests {
         )
         .unwrap();
         Engine::rebuild(
-            strategy,
-            Config::with_budget(1_000),
-            Arc::new(cwl::Estimate),
-            Vec::new(),
+            strategy.create(
+                Config::with_budget(1_000),
+                Arc::new(cwl::Estimate),
+                Vec::new(),
+            ),
             &OpenAiChat,
             &[Item::new(raw)],
             records,

@@ -64,6 +64,9 @@ pub struct Options {
     pub config: Config,
     /// The strategy managing every conversation's context.
     pub strategy: StrategyName,
+    /// The strategy's own settings (`--strategy-option`; null: its
+    /// defaults).
+    pub strategy_options: serde_json::Value,
     /// Where conversations are stored; `None`: not stored.
     pub store: Option<Store>,
     /// Largest request body accepted, in bytes.
@@ -461,15 +464,10 @@ impl Proxy {
     fn resume(&self, wire: &dyn Wire, items: &[Item], path: &Path) -> Result<Conversation, String> {
         let (mut log, loaded) = Log::reopen(path).map_err(|e| e.to_string())?;
         let records: Vec<cwl::Record> = loaded.records.into_iter().map(|(_, r)| r).collect();
-        let engine = Engine::rebuild(
-            self.options.strategy,
-            self.options.config.clone(),
-            Arc::clone(&self.counter),
-            loaded.info.tools,
-            wire,
-            items,
-            &records,
-        )?;
+        let context = self
+            .strategy(loaded.info.tools)
+            .map_err(|error| error.to_string())?;
+        let engine = Engine::rebuild(context, wire, items, &records)?;
         log.note("resumed after leaving memory idle");
         Ok(Conversation {
             engine,
@@ -500,14 +498,32 @@ impl Proxy {
         if let Some(system) = &system {
             log.messages(&[cwl::Message::system(system.clone())]);
         }
-        let engine = Engine::new(
-            self.options.strategy,
+        let context = self.strategy(tools.clone()).unwrap_or_else(|error| {
+            warn(&format!(
+                "{error}; the conversation runs the strategy's defaults"
+            ));
+            self.options.strategy.create(
+                self.options.config.clone(),
+                Arc::clone(&self.counter),
+                tools,
+            )
+        });
+        let engine = Engine::new(context, system);
+        Conversation { engine, log, label }
+    }
+
+    /// A fresh strategy of the proxy's kind with its options, offering
+    /// `tools`.
+    fn strategy(
+        &self,
+        tools: Vec<cwl::ToolSpec>,
+    ) -> Result<Box<dyn cwl::Strategy>, cwl_agent::strategy::OptionError> {
+        self.options.strategy.create_with(
             self.options.config.clone(),
             Arc::clone(&self.counter),
             tools,
-            system,
-        );
-        Conversation { engine, log, label }
+            &self.options.strategy_options,
+        )
     }
 }
 

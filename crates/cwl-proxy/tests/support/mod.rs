@@ -312,6 +312,7 @@ pub async fn proxy_side(
         }),
         config,
         strategy,
+        strategy_options: serde_json::Value::Null,
         max_body: max_body.unwrap_or(DEFAULT_MAX_BODY),
         idle,
         events: Some(Box::new(move |event: &Event| {
