@@ -518,43 +518,13 @@ fn calls(content: &[Block]) -> impl Iterator<Item = &ToolCall> {
     })
 }
 
-/// The message with every text emptied, delimiter calls kept: all the
-/// shadow context needs to answer the protocol and pair calls.
-fn skeleton(message: &Message) -> Message {
-    match message {
-        Message::System { .. } => Message::system(""),
-        Message::User { .. } => Message::user(""),
-        Message::Assistant { content } => Message::Assistant {
-            content: content
-                .iter()
-                .map(|block| match block {
-                    Block::ToolCall(call) if call.name == DELIMITER => block.clone(),
-                    Block::ToolCall(call) => {
-                        Block::ToolCall(ToolCall::new(&call.id, &call.name, "{}"))
-                    }
-                    Block::Text { .. } => Block::Text {
-                        text: String::new(),
-                    },
-                    Block::Reasoning { .. } => Block::Reasoning {
-                        text: String::new(),
-                        signature: None,
-                    },
-                })
-                .collect(),
-        },
-        Message::ToolResult(result) => {
-            Message::tool_result(&result.call_id, &result.tool_name, "", result.is_error)
-        }
-    }
-}
-
 impl Strategy for Cwm {
     fn name(&self) -> &'static str {
         NAME
     }
 
     fn push(&mut self, message: Message) -> Result<Vec<DelimiterOutcome>, TranscriptError> {
-        let outcomes = self.shadow.push(skeleton(&message))?;
+        let outcomes = self.shadow.push(message.skeleton())?;
         let push = self.pushes;
         self.pushes += 1;
         match &message {

@@ -1,6 +1,9 @@
-//! `cwl proxy --strategy cwm`: the context-window manager behind the same
-//! seam, through the Chat Completions route (its summary and notes calls
-//! are answered with no summary here; `tests/side.rs` answers them).
+//! `cwl proxy --strategy cwm|self-gc`: the context-window manager and
+//! Self-GC behind the same seam, through the Chat Completions route. The
+//! upstream answers their side calls (summaries, notes, plans) with no
+//! answer here (its scripted reply is not a Chat Completions response), so
+//! eviction and Self-GC's budget backstop keep each conversation within
+//! budget; `tests/side.rs` answers them.
 
 mod support;
 
@@ -36,12 +39,25 @@ fn content_tokens(value: &Value) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cwm_keeps_chat_completions_within_budget_and_is_stored_as_the_strategy() {
+    within_budget_and_stored(StrategyName::Cwm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_gc_keeps_chat_completions_within_budget_and_is_stored_as_the_strategy() {
+    let last = within_budget_and_stored(StrategyName::SelfGc).await;
+    let results = last.iter().filter(|m| m["role"] == "tool").count();
+    assert!(results < 40, "old results were pruned: {results} left");
+}
+
+/// Runs 40 reads through the proxy under `strategy`; returns the last
+/// request's messages.
+async fn within_budget_and_stored(strategy: StrategyName) -> Vec<Value> {
     let anthropic = Scripted::start().await;
     let openai = Scripted::start().await;
     let store = tempfile::tempdir().unwrap();
     let budget = 3_000;
     let proxy = support::proxy_strategy(
-        StrategyName::Cwm,
+        strategy,
         budget,
         &anthropic.url(),
         &openai.url(),
@@ -127,7 +143,7 @@ async fn cwm_keeps_chat_completions_within_budget_and_is_stored_as_the_strategy(
         assert_eq!(users, expected, "request {at} keeps every user turn");
     }
     let last = seen.last().unwrap().json();
-    let last = last["messages"].as_array().unwrap();
+    let last = last["messages"].as_array().unwrap().clone();
     let n = last.len();
     assert_eq!(
         last[n - 1]["tool_call_id"],
@@ -150,5 +166,6 @@ async fn cwm_keeps_chat_completions_within_budget_and_is_stored_as_the_strategy(
     assert_eq!(sessions.len(), 1);
     let loaded = cwl_agent::session::read(&sessions[0].path).unwrap();
     let settings = Settings::last(loaded.records.iter().map(|(_, r)| r)).unwrap();
-    assert_eq!(settings.strategy, StrategyName::Cwm);
+    assert_eq!(settings.strategy, strategy);
+    last
 }

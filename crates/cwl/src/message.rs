@@ -93,6 +93,38 @@ pub struct ToolSpec {
 }
 
 impl Message {
+    /// The message with every text emptied and every call's arguments
+    /// dropped, `delimiter` calls kept whole: all a shadow [`crate::Context`]
+    /// needs to answer the protocol, pair calls and keep the episode graph
+    /// of a transcript another strategy manages.
+    pub fn skeleton(&self) -> Message {
+        match self {
+            Message::System { .. } => Message::system(""),
+            Message::User { .. } => Message::user(""),
+            Message::Assistant { content } => Message::Assistant {
+                content: content
+                    .iter()
+                    .map(|block| match block {
+                        Block::ToolCall(call) if call.name == crate::DELIMITER => block.clone(),
+                        Block::ToolCall(call) => {
+                            Block::ToolCall(ToolCall::new(&call.id, &call.name, "{}"))
+                        }
+                        Block::Text { .. } => Block::Text {
+                            text: String::new(),
+                        },
+                        Block::Reasoning { .. } => Block::Reasoning {
+                            text: String::new(),
+                            signature: None,
+                        },
+                    })
+                    .collect(),
+            },
+            Message::ToolResult(result) => {
+                Message::tool_result(&result.call_id, &result.tool_name, "", result.is_error)
+            }
+        }
+    }
+
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
         Message::System {

@@ -36,9 +36,8 @@ use std::time::Duration;
 use cwl::strategy::{NoSidecars, Saved, SideRequest, SidecarFile, SidecarStore, Strategy};
 use cwl::tokens::message_tokens;
 use cwl::{
-    Accepted, Annotation, Block, Checkpoint, Config, Context, DELIMITER, DelimiterError,
-    DelimiterOutcome, Graph, Message, PaperOrder, Report, Source, TokenCounter, ToolCall, ToolSpec,
-    TranscriptError, TranscriptStore,
+    Accepted, Annotation, Checkpoint, Config, Context, DelimiterError, DelimiterOutcome, Graph,
+    Message, PaperOrder, Report, Source, TokenCounter, ToolSpec, TranscriptError, TranscriptStore,
 };
 use serde::{Deserialize, Serialize};
 
@@ -363,43 +362,13 @@ impl SelfGc {
     }
 }
 
-/// The message with every text emptied, delimiter calls kept: all the
-/// shadow context needs to answer the protocol and pair calls.
-fn skeleton(message: &Message) -> Message {
-    match message {
-        Message::System { .. } => Message::system(""),
-        Message::User { .. } => Message::user(""),
-        Message::Assistant { content } => Message::Assistant {
-            content: content
-                .iter()
-                .map(|block| match block {
-                    Block::ToolCall(call) if call.name == DELIMITER => block.clone(),
-                    Block::ToolCall(call) => {
-                        Block::ToolCall(ToolCall::new(&call.id, &call.name, "{}"))
-                    }
-                    Block::Text { .. } => Block::Text {
-                        text: String::new(),
-                    },
-                    Block::Reasoning { .. } => Block::Reasoning {
-                        text: String::new(),
-                        signature: None,
-                    },
-                })
-                .collect(),
-        },
-        Message::ToolResult(result) => {
-            Message::tool_result(&result.call_id, &result.tool_name, "", result.is_error)
-        }
-    }
-}
-
 impl Strategy for SelfGc {
     fn name(&self) -> &'static str {
         NAME
     }
 
     fn push(&mut self, message: Message) -> Result<Vec<DelimiterOutcome>, TranscriptError> {
-        let outcomes = self.shadow.push(skeleton(&message))?;
+        let outcomes = self.shadow.push(message.skeleton())?;
         let at = self.transcript.len();
         self.table.push(&message);
         self.view_tokens += message_tokens(self.counter.as_ref(), &message);
