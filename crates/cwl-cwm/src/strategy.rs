@@ -404,15 +404,7 @@ impl Cwm {
     /// Evicts lowest score first until `target` tokens are freed; returns
     /// the index of the first entry changed.
     fn evict(&mut self, target: usize) -> Option<usize> {
-        let task = self
-            .entries
-            .iter()
-            .rev()
-            .find_map(|entry| match &entry.message {
-                Message::User { content } => Some(content.clone()),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let task = self.task();
         let ranked = self.ranked(&task);
         // Call ids by (entry, n) before any block moves.
         let ids: HashMap<(usize, usize), String> = ranked
@@ -651,7 +643,7 @@ impl Strategy for Cwm {
     }
 
     fn tokens(&self) -> usize {
-        usize::try_from((self.total as i64).saturating_add(self.offset).max(0)).unwrap_or(0)
+        cwl::tokens::calibrated(self.total, self.offset)
     }
 
     fn counted_tokens(&self) -> usize {

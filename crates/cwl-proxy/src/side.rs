@@ -25,9 +25,7 @@ use cwl_agent::provider::{Api as ProviderApi, Request};
 use crate::api::Api;
 use crate::upstream::{Upstream, is_hop_by_hop};
 
-/// Side calls made before one forwarded request at most: a strategy that
-/// keeps asking cannot hold a request up longer than this many timeouts.
-pub const MAX_SIDE_CALLS: usize = 4;
+pub use cwl_agent::agent::side::MAX_SIDE_CALLS;
 
 /// The default longest wait for one side call.
 pub const DEFAULT_SIDE_TIMEOUT: Duration = Duration::from_secs(90);

@@ -168,11 +168,7 @@ impl Log {
             return;
         }
         self.notes_written = Some(notes.to_string());
-        let path = cwl_agent::session::notes_path(&session);
-        let partial = path.with_extension("md.partial");
-        if let Err(error) =
-            std::fs::write(&partial, notes).and_then(|()| std::fs::rename(&partial, &path))
-        {
+        if let (path, Err(error)) = cwl_agent::session::write_notes(&session, notes) {
             self.note(&format!(
                 "could not write the notes file {}: {error}",
                 path.display()

@@ -361,7 +361,7 @@ impl Context {
     /// The prompt's token count: view plus tool definitions, calibrated by
     /// the provider's reports.
     pub fn tokens(&self) -> usize {
-        usize::try_from((self.total as i64).saturating_add(self.offset).max(0)).unwrap_or(0)
+        crate::tokens::calibrated(self.total, self.offset)
     }
 
     /// The local count, before calibration.

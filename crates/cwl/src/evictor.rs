@@ -49,13 +49,7 @@ impl Evictor for PaperOrder {
             return candidates
                 .oldest_fresh_act()
                 .or_else(|| candidates.oldest_superseded())
-                .or_else(|| {
-                    candidates
-                        .least_recently_used()
-                        .find(|id| old(id) && !candidates.is_small(*id))
-                })
-                .or_else(|| candidates.least_recently_used().find(old))
-                .or_else(|| candidates.least_recently_used().next())
+                .or_else(|| least_recently_used(&candidates))
                 .or_else(|| candidates.oldest());
         }
         candidates
@@ -69,6 +63,23 @@ impl Evictor for PaperOrder {
     fn levels(&self, _: EpisodeKind) -> &'static [Level] {
         &Level::ALL
     }
+}
+
+/// In one walk of the use order: the least recently used old candidate
+/// that is not small, else the least recently used old one, else the least
+/// recently used of all.
+fn least_recently_used(candidates: &Candidates<'_>) -> Option<EpisodeId> {
+    let (mut old_small, mut any) = (None, None);
+    for id in candidates.least_recently_used() {
+        any.get_or_insert(id);
+        if candidates.is_old(id) {
+            if !candidates.is_small(id) {
+                return Some(id);
+            }
+            old_small.get_or_insert(id);
+        }
+    }
+    old_small.or(any)
 }
 
 /// The reference harness pi-cwl's order, offered for comparison: the

@@ -51,6 +51,13 @@ impl TokenCounter for Estimate {
     }
 }
 
+/// A local count `counted` corrected by a calibration `offset` (provider
+/// count minus local count), never below zero: what strategies report as
+/// the prompt's size.
+pub fn calibrated(counted: usize, offset: i64) -> usize {
+    usize::try_from((counted as i64).saturating_add(offset).max(0)).unwrap_or(0)
+}
+
 /// Tokens of one assistant block.
 pub fn block_tokens(counter: &dyn TokenCounter, block: &Block) -> usize {
     match block {

@@ -692,10 +692,7 @@ impl Agent {
         if self.notes_written.as_deref() == Some(notes.as_str()) {
             return Ok(());
         }
-        let path = session::notes_path(self.writer.path());
-        let partial = path.with_extension("md.partial");
-        let written =
-            std::fs::write(&partial, &notes).and_then(|()| std::fs::rename(&partial, &path));
+        let (path, written) = session::write_notes(self.writer.path(), &notes);
         self.notes_written = Some(notes);
         match written {
             Ok(()) => Ok(()),

@@ -41,7 +41,7 @@ pub use resume::{
 };
 pub use settings::Settings;
 pub use sidecars::SidecarDir;
-pub use store::{SessionWriter, new_id, notes_path, pid_path};
+pub use store::{SessionWriter, new_id, notes_path, pid_path, write_notes};
 pub use transcript::SessionTranscript;
 
 /// Why a session file could not be written, read or replayed.

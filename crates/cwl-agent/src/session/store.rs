@@ -50,6 +50,16 @@ pub fn notes_path(session: &Path) -> PathBuf {
     session.with_extension("notes.md")
 }
 
+/// Writes `notes` to the notes file of the session at `session`
+/// ([`notes_path`]) through a temporary file renamed over it, so a reader
+/// never sees half; returns the file's path with the outcome.
+pub fn write_notes(session: &Path, notes: &str) -> (PathBuf, std::io::Result<()>) {
+    let path = notes_path(session);
+    let partial = path.with_extension("md.partial");
+    let written = std::fs::write(&partial, notes).and_then(|()| std::fs::rename(&partial, &path));
+    (path, written)
+}
+
 impl SessionWriter {
     /// Creates `<dir>/<id>.jsonl` (and `dir`), locks it and writes the
     /// header. Fails rather than overwrite an existing file.

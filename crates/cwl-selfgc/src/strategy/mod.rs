@@ -462,12 +462,7 @@ impl Strategy for SelfGc {
     }
 
     fn tokens(&self) -> usize {
-        usize::try_from(
-            (self.counted_tokens() as i64)
-                .saturating_add(self.offset)
-                .max(0),
-        )
-        .unwrap_or(0)
+        cwl::tokens::calibrated(self.counted_tokens(), self.offset)
     }
 
     fn counted_tokens(&self) -> usize {
