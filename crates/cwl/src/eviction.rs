@@ -73,7 +73,10 @@ impl Context {
             let Some(level) = self.graph.next_level(target, levels, stub) else {
                 break;
             };
-            let (removed, seq) = self.strip(target, level, stub_tokens);
+            let (removed, seq) = match level {
+                Level::Large => self.strip_large(target),
+                _ => self.strip(target, level, stub_tokens),
+            };
             seq.into_iter().for_each(&mut note);
             self.graph.mark(target, level, removed.tokens);
             residues_grew = level == Level::Removed;
@@ -83,7 +86,7 @@ impl Context {
                 }
                 self.uses.removed(target);
             }
-            if level == Level::Output && removed.tokens == 0 {
+            if matches!(level, Level::Output | Level::Large) && removed.tokens == 0 {
                 continue;
             }
             match reported.get(&target) {
@@ -285,6 +288,89 @@ impl Context {
         (removed, changed)
     }
 
+    /// [`Level::Large`]: removes the calls of an expl whose outputs were
+    /// stubbed, their stubs and the episode's text, so what it still holds
+    /// is its small outputs with their calls; an expl with no small output
+    /// left is not touched (removal comes next).
+    fn strip_large(&mut self, target: EpisodeId) -> (LevelReport, Option<u64>) {
+        let mut removed = LevelReport {
+            level: Level::Large,
+            tokens: 0,
+            tool_calls: 0,
+            blocks: 0,
+        };
+        let episode = self.graph.episode(target);
+        let (first, last) = (episode.first_seq, episode.last_seq);
+        let begin = self.entries.partition_point(|entry| entry.seq < first);
+        let owned = |entry: &Entry| entry.seq <= last;
+        let mut stubbed = std::collections::HashSet::new();
+        let mut kept = false;
+        for entry in self.entries[begin..].iter().take_while(|e| owned(e)) {
+            if let Some(Message::ToolResult(result)) = &entry.message
+                && entry.meta[0].owner == Some(target)
+            {
+                if result.content == OUTPUT_STUB {
+                    stubbed.insert(result.call_id.clone());
+                } else {
+                    kept = true;
+                }
+            }
+        }
+        if stubbed.is_empty() || !kept {
+            return (removed, None);
+        }
+        let before = self.total;
+        let mut changed = None;
+        for entry in self.entries[begin..].iter_mut().take_while(|e| owned(e)) {
+            let Some(message) = entry.message.as_mut() else {
+                continue;
+            };
+            match message {
+                Message::Assistant { content } => {
+                    let blocks = content.len();
+                    for slot in (0..content.len()).rev() {
+                        let meta = entry.meta[slot];
+                        let goes = meta.owner == Some(target)
+                            && match &content[slot] {
+                                Block::ToolCall(call) => stubbed.contains(&call.id),
+                                _ => matches!(meta.role, Role::Text | Role::Reasoning),
+                            };
+                        if goes {
+                            if let Block::ToolCall(call) = &content[slot]
+                                && let Some(pending) = self.pending.get_mut(&call.id)
+                            {
+                                pending.evicted = true;
+                            }
+                            match meta.role {
+                                Role::Call(_) => removed.tool_calls += 1,
+                                _ => removed.blocks += 1,
+                            }
+                            self.total -= meta.tokens as usize;
+                            content.remove(slot);
+                            entry.meta.remove(slot);
+                        }
+                    }
+                    if content.len() != blocks {
+                        changed.get_or_insert(entry.seq);
+                        entry.altered = true;
+                        self.total -= entry.drop_if_only_reasoning();
+                    }
+                }
+                Message::ToolResult(result)
+                    if entry.meta[0].owner == Some(target) && stubbed.contains(&result.call_id) =>
+                {
+                    self.total -= entry.meta[0].tokens as usize + entry.base as usize;
+                    entry.message = None;
+                    removed.blocks += 1;
+                    changed.get_or_insert(entry.seq);
+                }
+                _ => {}
+            }
+        }
+        removed.tokens = before.saturating_sub(self.total);
+        (removed, changed)
+    }
+
     /// Places an out-of-band episode's residue where the episode began (an
     /// odd stream position, between pushes: `view_sources` relies on it).
     fn insert_residue(&mut self, seq: u64, owner: EpisodeId, text: String) {
@@ -315,7 +401,7 @@ impl Context {
 /// Whether a strip level removes content of this role.
 fn covers(level: Level, role: Role) -> bool {
     match level {
-        Level::Output => false,
+        Level::Output | Level::Large => false,
         Level::Reasoning => role == Role::Reasoning,
         Level::Bulk => role == Role::Call(ToolClass::Bulk),
         Level::Intermediate => role == Role::Call(ToolClass::Intermediate),

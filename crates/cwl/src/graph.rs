@@ -42,18 +42,25 @@ pub enum Level {
     Bulk,
     /// Calls and results of every other tool.
     Intermediate,
+    /// The calls whose outputs were too large to keep and were stubbed,
+    /// with the episode's text: an expl keeps only its small outputs
+    /// (at most [`crate::SMALL_TOKENS`]: a listing, a short status) and
+    /// their calls until removal (expl episodes only, when
+    /// [`crate::Config::stub_act_outputs`] is on).
+    Large,
     /// The whole episode, leaving an expl's description as residue.
     Removed,
 }
 
 impl Level {
-    /// All levels, least destructive first: Algorithm 1's four, after the
-    /// act-output stub.
-    pub const ALL: [Level; 5] = [
+    /// All levels, least destructive first: Algorithm 1's four, with the
+    /// act-output stub first and the large outputs before removal.
+    pub const ALL: [Level; 6] = [
         Level::Output,
         Level::Reasoning,
         Level::Bulk,
         Level::Intermediate,
+        Level::Large,
         Level::Removed,
     ];
 
@@ -64,6 +71,7 @@ impl Level {
             Level::Reasoning => "reasoning",
             Level::Bulk => "bulk output",
             Level::Intermediate => "tool output",
+            Level::Large => "large outputs",
             Level::Removed => "removed",
         }
     }
@@ -75,6 +83,7 @@ impl Level {
             Level::Reasoning => HOLDS_REASONING,
             Level::Bulk => HOLDS_BULK,
             Level::Intermediate => HOLDS_INTERMEDIATE,
+            Level::Large => 0,
             Level::Removed => 0,
         }
     }
@@ -83,7 +92,7 @@ impl Level {
     pub fn applies_to(self, kind: EpisodeKind) -> bool {
         match self {
             Level::Output => kind == EpisodeKind::Act,
-            Level::Reasoning => kind == EpisodeKind::Expl,
+            Level::Reasoning | Level::Large => kind == EpisodeKind::Expl,
             _ => true,
         }
     }
@@ -722,7 +731,7 @@ impl Graph {
             .copied()
             .chain(std::iter::once(Level::Removed))
             .filter(|level| level.applies_to(episode.kind))
-            .filter(|level| stub_outputs || *level != Level::Output)
+            .filter(|level| stub_outputs || !matches!(level, Level::Output | Level::Large))
             .filter(|level| {
                 let needs = level.needs();
                 needs == 0 || episode.contents.is_none_or(|held| held & needs != 0)

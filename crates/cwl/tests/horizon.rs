@@ -867,3 +867,95 @@ fn an_expl_keeps_its_calls_while_its_outputs_are_stubbed_until_removal() {
         "the paper's levels take the call too"
     );
 }
+
+#[test]
+fn an_expls_small_output_outlives_its_large_ones() {
+    let listing = "orders.py stock.py reports.py audit.py events.log\n".repeat(12);
+    let read = bulk(2000);
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("look")
+        .say("First the files, then the code.")
+        .tool("bash", &listing)
+        .tool("read", &read)
+        .end_expl("listed and read")
+        .start_act("fix", &[])
+        .tool("edit", "edited")
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let calls = |shown: &[Message], name: &str| {
+        shown
+            .iter()
+            .filter_map(|m| match m {
+                Message::Assistant { content } => Some(content),
+                _ => None,
+            })
+            .flatten()
+            .filter(|b| matches!(b, cwl::Block::ToolCall(c) if c.name == name))
+            .count()
+    };
+
+    let mut stubbed = with(
+        Config::paper(total - 1000).stub_act_outputs(true),
+        &messages,
+    );
+    assert!(stubbed.enforce().budget_met);
+    let shown = view(&stubbed);
+    assert_eq!(calls(&shown, "read"), 1, "the read's call stays, stubbed");
+    assert!(!has_output(&shown, &read));
+
+    let stubbed_tokens = stubbed.tokens();
+    let mut context = stubbed;
+    context.set_budget(stubbed_tokens - 5);
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    let levels: Vec<cwl::Level> = report
+        .episodes
+        .iter()
+        .flat_map(|e| &e.levels)
+        .map(|l| l.level)
+        .collect();
+    assert!(levels.contains(&cwl::Level::Large), "{levels:?}");
+    let shown = view(&context);
+    validate(&shown).unwrap();
+    assert_eq!(
+        calls(&shown, "read"),
+        0,
+        "the stubbed read goes with its call"
+    );
+    assert!(
+        shown
+            .iter()
+            .all(|m| !matches!(m, Message::ToolResult(r) if r.content.contains("output evicted"))),
+        "and its stub"
+    );
+    assert_eq!(calls(&shown, "bash"), 1);
+    assert!(has_output(&shown, &listing), "the small listing stays");
+    assert!(
+        texts(&shown).iter().all(|t| !t.contains("First the files")),
+        "the episode's words go with its large outputs"
+    );
+    assert_eq!(context.tokens(), recount(&context));
+
+    let large_tokens = context.tokens();
+    context.set_budget(large_tokens - 5);
+    assert!(context.enforce().budget_met);
+    let shown = view(&context);
+    validate(&shown).unwrap();
+    assert!(!has_output(&shown, &listing), "removal takes the rest");
+    assert!(
+        texts(&shown)
+            .iter()
+            .any(|t| t.contains("[evicted expl episode `look`"))
+    );
+
+    let mut paper = with(Config::paper(stubbed_tokens - 5), &messages);
+    paper.enforce();
+    assert!(
+        !has_output(&view(&paper), &listing),
+        "the paper's levels have no such step"
+    );
+}
