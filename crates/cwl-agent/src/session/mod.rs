@@ -25,6 +25,7 @@ mod read;
 mod resume;
 mod settings;
 pub mod show;
+mod show_selfgc;
 mod sidecars;
 mod store;
 mod transcript;

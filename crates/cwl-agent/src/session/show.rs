@@ -123,6 +123,10 @@ pub fn render(report: &SessionReport) -> String {
         ));
         return with_warnings(out, report);
     };
+    if report.strategy == cwl_selfgc::strategy::NAME {
+        out.push_str(&super::show_selfgc::render(health));
+        return with_warnings(out, report);
+    }
     let compression = &health["compression"];
     let trend: Vec<String> = health["trend"]
         .as_array()
