@@ -29,6 +29,7 @@ mod show_selfgc;
 mod sidecars;
 mod store;
 mod transcript;
+mod usage;
 
 use std::path::PathBuf;
 
@@ -44,6 +45,7 @@ pub use settings::Settings;
 pub use sidecars::SidecarDir;
 pub use store::{SessionWriter, new_id, notes_path, pid_path, write_notes};
 pub use transcript::SessionTranscript;
+pub use usage::{SessionUsage, Spent, session_usage};
 
 /// Why a session file could not be written, read or replayed.
 #[derive(Debug, thiserror::Error)]
