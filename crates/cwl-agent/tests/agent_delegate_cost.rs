@@ -267,3 +267,44 @@ async fn a_delegate_call_without_a_task_runs_no_child_and_spends_nothing() {
     assert_eq!(report.usage.delegated_runs, 0);
     assert!(!session::show::render(&report).contains("sub-agent"));
 }
+
+#[tokio::test]
+async fn an_interrupted_child_still_counts_the_calls_it_made() {
+    let parent = used(800, 0, 20);
+    let child = used(600, 100, 40);
+    let replies = [
+        Reply::openai(
+            &assistant(vec![call(
+                "d1",
+                "delegate",
+                json!({"task": "Find the loaders."}),
+            )]),
+            parent,
+        ),
+        Reply::openai(
+            &assistant(vec![call("c1", "read", json!({"path": "src/store.rs"}))]),
+            child,
+        ),
+        Reply::Silence,
+    ];
+    let mut t = Scripted::start(replies, cwm_options()).await;
+    let interrupt = t.agent.interrupt();
+    let server = &t.server;
+    let (ran, ()) = tokio::join!(t.agent.run_task(TASK), async {
+        while server.requests().len() < 3 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        interrupt.trigger("SIGINT");
+    });
+    assert!(ran.is_err(), "interrupted");
+    let stats = t.agent.stats().clone();
+    assert_eq!((stats.delegated.runs, stats.delegated.requests), (1, 1));
+    let (all, _) = sum(&[parent, child]);
+    assert_eq!(stats.input_tokens, all.input_tokens);
+    assert_eq!(stats.delegated.output_tokens, child.output_tokens);
+    let closed = t.close();
+    let report = session::show::report(&closed.path).unwrap();
+    let (children, child_cost) = sum(&[child]);
+    spent_is(&report.usage.delegated, &children, child_cost);
+    assert_eq!(report.usage.delegated_runs, 1);
+}

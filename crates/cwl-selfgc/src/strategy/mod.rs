@@ -27,7 +27,9 @@
 //! The state (transcript, committed actions, pending plan, counters) saves
 //! to JSON; every state change happens in a call the harness records
 //! (a push, a side result, a pass that changed the view), so a resumed
-//! session shows the same view.
+//! session shows the same view, and the same health: Self-GC's zones are
+//! its own lines (the trigger and τ), its metrics the paper's pruning rate
+//! and what became of each plan (see [`SelfGcMetrics`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
