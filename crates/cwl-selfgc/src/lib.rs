@@ -66,4 +66,4 @@ pub use commit::{Commit, CommitCosts, DEFAULT_COMMIT_PRUNE, decide};
 pub use objects::{Object, ObjectId, ObjectIdError, ObjectKind, ObjectTable};
 pub use plan::{Action, Plan, PlanError, Target, parse_plan};
 pub use rehearsal::{DropReason, Dropped, Projection, Rehearsal, Rehearsed, Rejected, Sidecar};
-pub use strategy::{SelfGc, SelfGcOptions, SelfGcStats};
+pub use strategy::{CommitTokens, SelfGc, SelfGcMetrics, SelfGcOptions, SelfGcStats, Zone};

@@ -61,6 +61,7 @@ impl Agent {
                     call.name
                 ));
             }
+            let mut spent = None;
             let output = if stopped.is_some() && call.name != DELIMITER {
                 ToolOutput::error(NOT_RUN)
             } else if let Some(refused) = limits::refusal(call) {
@@ -97,8 +98,11 @@ impl Agent {
                 let ran = tokio::select! {
                     biased;
                     () = interrupt.triggered() => None,
-                    output = self.delegate(call) => Some(output),
+                    output = self.delegate(call, &mut spent) => Some(output),
                 };
+                if let Some(spent) = &spent {
+                    self.book_delegated(&call.id, spent);
+                }
                 match ran {
                     Some(output) => output,
                     None => {
@@ -154,7 +158,11 @@ impl Agent {
                 is_error: result.is_error,
                 content: result.content.clone(),
             });
-            self.push(Message::ToolResult(result), None, None)?;
+            // A sub-agent's calls are recorded once, with the result they
+            // gave: a resume never runs the child again, nor counts it twice.
+            let usage = spent.map(|spent| spent.usage);
+            let cost = spent.and_then(|spent| spent.cost_usd);
+            self.push(Message::ToolResult(result), usage, cost)?;
         }
         Ok(stopped)
     }

@@ -6,14 +6,22 @@
 //! final answer, cut to [`MAX_SUMMARY_CHARS`], is the `delegate` call's
 //! result and everything else it saw is dropped. The result is recorded
 //! like any tool result, so a resume never runs the child again.
+//!
+//! The child's model calls are the run's too: what they used is summed
+//! into a [`ChildUsage`] call by call (so a child that fails or is
+//! interrupted still counts what it spent), added to the run's totals,
+//! told as an [`Event::Delegated`] and recorded as the `usage` and
+//! `cost_usd` of the `delegate` call's result in the session file, once.
 
 use std::sync::Arc;
 
-use cwl::{Block, Config, Message, O200k, Strategy, ToolCall, ToolSpec};
+use cwl::{Block, Config, Message, O200k, Strategy, ToolCall, ToolSpec, Usage};
 use cwl_cwm::Cwm;
+use serde::Serialize;
 use serde_json::json;
 
-use crate::provider::{Provider, Request};
+use super::{Agent, Event};
+use crate::provider::{ModelInfo, Provider, Request};
 use crate::tools::{ExecContext, Toolbox};
 
 /// The tool's name.
@@ -61,14 +69,41 @@ pub fn task(arguments: &str) -> Result<String, String> {
         .ok_or_else(|| "delegate: give the subtask as a non-empty `task` string".to_string())
 }
 
-/// Runs a child on `task` with its own window of `budget` tokens: the
-/// summary it answers with and the model calls it took, or why it failed.
+/// What one child's model calls used, summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ChildUsage {
+    /// Model calls that answered.
+    pub requests: usize,
+    /// Their usage, summed.
+    pub usage: Usage,
+    /// Their cost in US dollars (`None`: the model has no prices).
+    pub cost_usd: Option<f64>,
+}
+
+impl ChildUsage {
+    /// Books one answered call that used `usage`, priced by `model`.
+    pub fn add(&mut self, model: &ModelInfo, usage: &Usage) {
+        self.requests += 1;
+        self.usage.input_tokens += usage.input_tokens;
+        self.usage.cached_input_tokens += usage.cached_input_tokens;
+        self.usage.cache_write_tokens += usage.cache_write_tokens;
+        self.usage.output_tokens += usage.output_tokens;
+        if let Some(cost) = model.cost(usage) {
+            *self.cost_usd.get_or_insert(0.0) += cost;
+        }
+    }
+}
+
+/// Runs a child on `task` with its own window of `budget` tokens, booking
+/// each answered call in `spent`: the summary it answers with and the
+/// model calls it took, or why it failed.
 pub async fn run_child(
     provider: &dyn Provider,
-    model: &str,
+    model: &ModelInfo,
     toolbox: &Toolbox,
     budget: usize,
     task: &str,
+    spent: &mut ChildUsage,
 ) -> Result<(String, usize), String> {
     let tools: Vec<ToolSpec> = toolbox
         .specs()
@@ -88,7 +123,7 @@ pub async fn run_child(
         window.enforce();
         let messages: Vec<Message> = window.view().cloned().collect();
         let request = Request {
-            model,
+            model: &model.name,
             messages: &messages,
             tools: window.tools(),
             max_output_tokens: None,
@@ -99,6 +134,7 @@ pub async fn run_child(
             .complete(&request)
             .await
             .map_err(|e| format!("the sub-agent's model call failed: {e}"))?;
+        spent.add(model, &response.usage);
         let Message::Assistant { content } = response.message else {
             return Err("the sub-agent sent no answer".to_string());
         };
@@ -146,6 +182,32 @@ pub async fn run_child(
     Err(format!(
         "the sub-agent took {MAX_CHILD_TURNS} model calls without answering"
     ))
+}
+
+impl Agent {
+    /// Books what a child spent: into the run's totals and its delegated
+    /// share, and as an [`Event::Delegated`] for call `call_id`.
+    pub(super) fn book_delegated(&mut self, call_id: &str, spent: &ChildUsage) {
+        let usage = &spent.usage;
+        let stats = &mut self.stats;
+        stats.input_tokens += usage.input_tokens;
+        stats.cached_input_tokens += usage.cached_input_tokens;
+        stats.output_tokens += usage.output_tokens;
+        stats.cost_usd += spent.cost_usd.unwrap_or(0.0);
+        let delegated = &mut stats.delegated;
+        delegated.runs += 1;
+        delegated.requests += spent.requests;
+        delegated.input_tokens += usage.input_tokens;
+        delegated.cached_input_tokens += usage.cached_input_tokens;
+        delegated.output_tokens += usage.output_tokens;
+        delegated.cost_usd += spent.cost_usd.unwrap_or(0.0);
+        self.observer.event(&Event::Delegated {
+            id: call_id.to_string(),
+            requests: spent.requests,
+            usage: spent.usage,
+            cost_usd: spent.cost_usd,
+        });
+    }
 }
 
 /// `text` cut to [`MAX_SUMMARY_CHARS`], saying so.

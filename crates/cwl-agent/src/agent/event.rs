@@ -128,6 +128,19 @@ pub enum Event {
         /// Cost of the call in US dollars, when the model's prices are known.
         cost_usd: Option<f64>,
     },
+    /// A sub-agent (`delegate`) finished, failed or was stopped: what its
+    /// model calls used, already in the run's totals (its calls send no
+    /// [`Event::Response`]).
+    Delegated {
+        /// The `delegate` call's id.
+        id: String,
+        /// Its model calls that answered.
+        requests: usize,
+        /// Their usage, summed.
+        usage: Usage,
+        /// Their cost in US dollars, when the model's prices are known.
+        cost_usd: Option<f64>,
+    },
     /// The strategy's context health (zone, utilisation, velocity, calls
     /// to red, evictions, alerts), sent when its zone or alerts change; a
     /// note with the same figures follows for people and the session file.

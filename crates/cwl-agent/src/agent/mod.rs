@@ -224,21 +224,26 @@ pub enum AgentError {
     NothingToContinue,
 }
 
-/// Figures of the run so far.
+/// Figures of the run so far (this process: a resumed session starts
+/// from zero; `cwl sessions show` sums the whole file).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Stats {
     /// Tasks started.
     pub tasks: usize,
-    /// Model calls that succeeded.
+    /// Model calls of the main loop that succeeded (sub-agents' calls are
+    /// in `delegated`).
     pub requests: usize,
-    /// Prompt tokens the provider reported, summed.
+    /// Prompt tokens the provider reported, summed, sub-agents' included.
     pub input_tokens: u64,
     /// Of which served from the provider's cache.
     pub cached_input_tokens: u64,
-    /// Generated tokens, summed.
+    /// Generated tokens, summed, sub-agents' included.
     pub output_tokens: u64,
-    /// Cost in US dollars of the calls (0 when the model has no prices).
+    /// Cost in US dollars of the calls, sub-agents' included (0 when the
+    /// model has no prices).
     pub cost_usd: f64,
+    /// The share of the figures above that sub-agents (`delegate`) used.
+    pub delegated: Delegated,
     /// Whether the model's prices are known.
     pub priced: bool,
     /// The largest request sent, in locally counted (calibrated) tokens.
@@ -256,6 +261,24 @@ pub struct Stats {
     pub tool_calls: usize,
     /// Of which answered with an error.
     pub tool_errors: usize,
+}
+
+/// What sub-agents (`delegate` calls under cwm) used in a run: a share of
+/// the run's totals, shown apart.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Delegated {
+    /// Children run.
+    pub runs: usize,
+    /// Their model calls that succeeded.
+    pub requests: usize,
+    /// Their prompt tokens.
+    pub input_tokens: u64,
+    /// Of which served from the provider's cache.
+    pub cached_input_tokens: u64,
+    /// Their generated tokens.
+    pub output_tokens: u64,
+    /// Their cost in US dollars (0 when the model has no prices).
+    pub cost_usd: f64,
 }
 
 /// What one finished task gave.
@@ -657,8 +680,13 @@ impl Agent {
     }
 
     /// Answers a `delegate` call: a child run on its task with a window
-    /// of its own (see [`delegate`]), its summary as the result.
-    async fn delegate(&mut self, call: &cwl::ToolCall) -> crate::tools::ToolOutput {
+    /// of its own (see [`delegate`]), its summary as the result; `spent`
+    /// is set once a child starts and holds what its calls used.
+    async fn delegate(
+        &mut self,
+        call: &cwl::ToolCall,
+        spent: &mut Option<delegate::ChildUsage>,
+    ) -> crate::tools::ToolOutput {
         use crate::tools::ToolOutput;
         let task = match delegate::task(&call.arguments) {
             Ok(task) => task,
@@ -666,10 +694,11 @@ impl Agent {
         };
         match delegate::run_child(
             self.provider.as_ref(),
-            &self.options.model.name,
+            &self.options.model,
             &self.toolbox,
             self.options.engine_budget(),
             &task,
+            spent.insert(delegate::ChildUsage::default()),
         )
         .await
         {

@@ -164,10 +164,26 @@ impl Renderer {
         } else {
             String::new()
         };
+        let d = &s.delegated;
+        let delegated = if d.runs > 0 {
+            format!(
+                " · of which sub-agents {} requests, {} in / {} out{}",
+                d.requests,
+                human_tokens(d.input_tokens as usize),
+                human_tokens(d.output_tokens as usize),
+                if s.priced {
+                    format!(", ${:.4}", d.cost_usd)
+                } else {
+                    String::new()
+                }
+            )
+        } else {
+            String::new()
+        };
         self.line(
             Some(Style::Good),
             &format!(
-                "{} tasks · {} requests · {} in{cached} / {} out · {cost}",
+                "{} tasks · {} requests · {} in{cached} / {} out · {cost}{delegated}",
                 s.tasks,
                 s.requests,
                 human_tokens(s.input_tokens as usize),
@@ -349,6 +365,16 @@ impl Renderer {
                     ),
                 );
             }
+            Event::Delegated {
+                requests, usage, ..
+            } => self.line(
+                Some(Style::Dim),
+                &format!(
+                    "  sub-agent: {requests} model calls, {} in / {} out",
+                    human_tokens(usage.input_tokens as usize),
+                    human_tokens(usage.output_tokens as usize)
+                ),
+            ),
             Event::Note { text } => self.line(Some(Style::Warn), &format!("· {text}")),
             Event::Health(_) | Event::Metrics { .. } => {}
             Event::TaskFinished { task, turns } => {
@@ -495,6 +521,53 @@ mod tests {
         assert_eq!(lines[7]["event"], "summary");
         assert_eq!(lines[7]["session"], "/s.jsonl");
         assert!(err.text().is_empty());
+    }
+
+    #[test]
+    fn the_summary_shows_the_sub_agents_share_of_the_totals() {
+        let (mut renderer, _out, err) = renderer(RenderOptions::default());
+        renderer.event(&Event::Delegated {
+            id: "d1".into(),
+            requests: 3,
+            usage: cwl::Usage {
+                input_tokens: 2_500,
+                cached_input_tokens: 0,
+                cache_write_tokens: 0,
+                output_tokens: 120,
+            },
+            cost_usd: Some(0.01),
+        });
+        let stats = Stats {
+            tasks: 1,
+            requests: 2,
+            input_tokens: 4_000,
+            output_tokens: 200,
+            cost_usd: 0.02,
+            priced: true,
+            delegated: crate::agent::Delegated {
+                runs: 1,
+                requests: 3,
+                input_tokens: 2_500,
+                output_tokens: 120,
+                cost_usd: 0.01,
+                ..Default::default()
+            },
+            ..Stats::default()
+        };
+        renderer.summary(&Summary {
+            stats: &stats,
+            budget: 4000,
+            session: Path::new("/s.jsonl"),
+        });
+        let err = err.text();
+        assert!(
+            err.contains("  sub-agent: 3 model calls, 2.5k in / 120 out\n"),
+            "{err}"
+        );
+        assert!(
+            err.contains("1 tasks · 2 requests · 4k in / 200 out · $0.0200 · of which sub-agents 3 requests, 2.5k in / 120 out, $0.0100\n"),
+            "{err}"
+        );
     }
 
     #[test]

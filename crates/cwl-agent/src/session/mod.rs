@@ -25,9 +25,11 @@ mod read;
 mod resume;
 mod settings;
 pub mod show;
+mod show_selfgc;
 mod sidecars;
 mod store;
 mod transcript;
+mod usage;
 
 use std::path::PathBuf;
 
@@ -43,6 +45,7 @@ pub use settings::Settings;
 pub use sidecars::SidecarDir;
 pub use store::{SessionWriter, new_id, notes_path, pid_path, write_notes};
 pub use transcript::SessionTranscript;
+pub use usage::{SessionUsage, Spent, session_usage};
 
 /// Why a session file could not be written, read or replayed.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cwl::{O200k, Record};
 use serde::Serialize;
 
-use super::{SessionError, Settings, notes_path, read, replay};
+use super::{SessionError, SessionUsage, Settings, notes_path, read, replay, session_usage};
 use crate::agent::STATUS_RESERVE;
 use crate::agent::status::human_tokens;
 
@@ -34,6 +34,9 @@ pub struct SessionReport {
     pub side_calls: usize,
     /// Of which failed or timed out.
     pub side_failures: usize,
+    /// Tokens and cost of the whole session, sub-agents' calls included
+    /// and shown apart.
+    pub usage: SessionUsage,
     /// The notes file, when the strategy kept notes.
     pub notes: Option<PathBuf>,
     /// The strategy's health figures (`None`: it keeps none, as CWL).
@@ -76,6 +79,7 @@ pub fn report(path: &Path) -> Result<SessionReport, SessionError> {
         tokens: context.tokens(),
         side_calls,
         side_failures,
+        usage: session_usage(loaded.records.iter().map(|(_, record)| record)),
         notes: (context.notes().is_some() && notes.exists()).then_some(notes),
         health: context.metrics(),
         warnings: loaded
@@ -113,6 +117,7 @@ pub fn render(report: &SessionReport) -> String {
         report.side_calls,
         report.side_failures,
     );
+    out.push_str(&usage_line(&report.usage));
     if let Some(notes) = &report.notes {
         out.push_str(&format!("notes {}\n", notes.display()));
     }
@@ -123,6 +128,10 @@ pub fn render(report: &SessionReport) -> String {
         ));
         return with_warnings(out, report);
     };
+    if report.strategy == cwl_selfgc::strategy::NAME {
+        out.push_str(&super::show_selfgc::render(health));
+        return with_warnings(out, report);
+    }
     let compression = &health["compression"];
     let trend: Vec<String> = health["trend"]
         .as_array()
@@ -191,6 +200,38 @@ pub fn render(report: &SessionReport) -> String {
         out.push_str(&format!("  alert         {alert}\n"));
     }
     with_warnings(out, report)
+}
+
+/// `usage 12 requests · 40.1k in (12k cached) / 2.3k out · $0.0123`, with
+/// the sub-agents' share when there is one.
+fn usage_line(usage: &SessionUsage) -> String {
+    let spent = |s: &super::Spent| {
+        let cached = if s.cached_input_tokens > 0 {
+            format!(" ({} cached)", human_tokens(s.cached_input_tokens as usize))
+        } else {
+            String::new()
+        };
+        format!(
+            "{} in{cached} / {} out · ${:.4}",
+            human_tokens(s.input_tokens as usize),
+            human_tokens(s.output_tokens as usize),
+            s.cost_usd
+        )
+    };
+    let mut line = format!(
+        "usage {} requests · {}",
+        usage.requests,
+        spent(&usage.total)
+    );
+    if usage.delegated_runs > 0 {
+        line.push_str(&format!(
+            "; of which {} sub-agent runs: {}",
+            usage.delegated_runs,
+            spent(&usage.delegated)
+        ));
+    }
+    line.push('\n');
+    line
 }
 
 fn with_warnings(mut out: String, report: &SessionReport) -> String {

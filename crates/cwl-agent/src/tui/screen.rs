@@ -302,6 +302,11 @@ impl Screen {
                     *self.cost_usd.get_or_insert(0.0) += cost;
                 }
             }
+            Event::Delegated { cost_usd, .. } => {
+                if let Some(cost) = cost_usd {
+                    *self.cost_usd.get_or_insert(0.0) += cost;
+                }
+            }
             Event::Note { text } => self.entries.push(Entry::Note(text.clone())),
             Event::Health(_) | Event::Metrics { .. } => {}
             Event::DelimiterRejected { error, .. } => {
@@ -452,6 +457,14 @@ mod tests {
             screen.entries[5],
             Entry::Note("evicted 400 tokens from 1 episode(s)".into())
         );
+        screen.apply(&Event::Delegated {
+            id: "d1".into(),
+            requests: 2,
+            usage: Usage::default(),
+            cost_usd: Some(0.5),
+        });
+        assert_eq!(screen.cost_usd, Some(0.75), "a sub-agent's cost counts");
+        assert_eq!(screen.gauge.tokens, 900, "not the parent's request");
     }
 
     #[test]

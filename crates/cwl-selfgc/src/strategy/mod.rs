@@ -27,13 +27,15 @@
 //! The state (transcript, committed actions, pending plan, counters) saves
 //! to JSON; every state change happens in a call the harness records
 //! (a push, a side result, a pass that changed the view), so a resumed
-//! session shows the same view.
+//! session shows the same view, and the same health: Self-GC's zones are
+//! its own lines (the trigger and τ), its metrics the paper's pruning rate
+//! and what became of each plan (see [`SelfGcMetrics`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cwl::strategy::{NoSidecars, Saved, SideRequest, SidecarFile, SidecarStore, Strategy};
+use cwl::strategy::{Health, NoSidecars, Saved, SideRequest, SidecarFile, SidecarStore, Strategy};
 use cwl::tokens::message_tokens;
 use cwl::{
     Accepted, Annotation, Checkpoint, Config, Context, DelimiterError, DelimiterOutcome, Graph,
@@ -42,8 +44,14 @@ use cwl::{
 use serde::{Deserialize, Serialize};
 
 mod backstop;
+mod health;
 mod recall;
 mod round;
+
+pub use health::{
+    ActionCounts, PLANNER_FAILURE_ALERT, PlanCounts, PlannerFailures, PruneRates, Rejections,
+    SelfGcMetrics, Zone,
+};
 
 use crate::annotate::annotate_ids;
 use crate::commit::DEFAULT_COMMIT_PRUNE;
@@ -130,8 +138,10 @@ struct Pending {
     prune: f64,
 }
 
-/// What the strategy did so far.
+/// What the strategy did so far. Saved with the state; fields added
+/// after the first format read as zero from older session files.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SelfGcStats {
     /// Planner calls answered (plans or errors).
     pub rounds: u64,
@@ -143,6 +153,33 @@ pub struct SelfGcStats {
     pub commits: u64,
     /// Passes of the budget backstop.
     pub backstops: u64,
+    /// Of the rejected: planner calls that timed out.
+    pub timeouts: u64,
+    /// Of the rejected: planner calls that failed otherwise (the
+    /// provider's error).
+    pub errors: u64,
+    /// Of the rejected: answers that were no valid Listing 2 plan.
+    pub malformed: u64,
+    /// Of the rejected: plans of which rehearsal could apply no target.
+    pub no_target: u64,
+    /// Of the rejected: plans that would prune less than the minimum.
+    pub too_little: u64,
+    /// Accepted plans replaced by a later one before their commit.
+    pub superseded: u64,
+    /// Planner answers in a row that were failures (timeouts, errors,
+    /// malformed answers); a parsed plan ends the run.
+    pub failure_streak: u64,
+    /// View tokens before and after the last commit.
+    pub last_commit: Option<CommitTokens>,
+}
+
+/// The view's tokens around one commit, for its pruning rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitTokens {
+    /// Tokens of the view before, |C|.
+    pub before: u64,
+    /// Tokens of the projected view, |C′|.
+    pub after: u64,
 }
 
 /// Self-GC's state for one session.
@@ -600,6 +637,14 @@ impl Strategy for SelfGc {
         self.last_round = Some(self.tokens());
         self.stats.rounds += 1;
         self.take_answer(result);
+    }
+
+    fn health(&self) -> Option<Health> {
+        Some(self.health_now())
+    }
+
+    fn metrics(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self.metrics_now()).ok()
     }
 
     fn take_sidecars(&mut self) -> Vec<SidecarFile> {

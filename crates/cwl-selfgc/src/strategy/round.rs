@@ -12,7 +12,7 @@ use crate::objects::{ObjectId, ObjectKind};
 use crate::plan::{Action, Plan, Target, parse_plan};
 use crate::rehearsal::{Dropped, Rehearsal, Rehearsed, Rejected};
 
-use super::{INSTRUCTION_FILES, Pending, SelfGc};
+use super::{CommitTokens, INSTRUCTION_FILES, Pending, SelfGc};
 
 impl SelfGc {
     /// Objects no plan may touch besides the cut turn: reads of
@@ -90,17 +90,32 @@ impl SelfGc {
     pub(super) fn take_answer(&mut self, answer: Result<String, String>) {
         let text = match answer {
             Ok(text) => text,
-            Err(reason) => return self.reject(format!("the planner gave no plan ({reason})")),
+            Err(reason) => {
+                // The harness says "timed out" for a call cut at its timeout.
+                if reason.contains("timed out") {
+                    self.stats.timeouts += 1;
+                } else {
+                    self.stats.errors += 1;
+                }
+                self.stats.failure_streak += 1;
+                return self.reject(format!("the planner gave no plan ({reason})"));
+            }
         };
         let plan = match parse_plan(&text) {
             Ok(plan) => plan,
             Err(error) => {
+                self.stats.malformed += 1;
+                self.stats.failure_streak += 1;
                 return self.reject(format!("the planner's answer is no plan: {error}"));
             }
         };
+        self.stats.failure_streak = 0;
         match self.rehearse(&plan, self.options.min_prune) {
             Ok(rehearsed) => {
                 self.stats.accepted += 1;
+                if self.pending.is_some() {
+                    self.stats.superseded += 1;
+                }
                 let prune = rehearsed.prune();
                 self.note(format!(
                     "self-gc: plan accepted ({}), would prune {:.0}% of the view ({} → {} tokens){}; {}",
@@ -123,8 +138,14 @@ impl SelfGc {
             }
             Err(rejected) => {
                 let dropped = match &rejected {
-                    Rejected::Empty { dropped } => dropped,
-                    Rejected::TooLittle { dropped, .. } => dropped,
+                    Rejected::Empty { dropped } => {
+                        self.stats.no_target += 1;
+                        dropped
+                    }
+                    Rejected::TooLittle { dropped, .. } => {
+                        self.stats.too_little += 1;
+                        dropped
+                    }
                 };
                 let text = format!("plan rejected: {rejected}{}", dropped_text(dropped));
                 self.reject(text);
@@ -171,6 +192,10 @@ impl SelfGc {
         self.committed.extend(rehearsed.accepted.iter().cloned());
         self.pending = None;
         self.stats.commits += 1;
+        self.stats.last_commit = Some(CommitTokens {
+            before: rehearsed.tokens_before as u64,
+            after: rehearsed.tokens_after as u64,
+        });
         Some(format!(
             "self-gc: plan committed ({}), {:.0}% of the view pruned ({} → {} tokens){}",
             describe(&rehearsed.accepted),
