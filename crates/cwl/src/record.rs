@@ -66,10 +66,11 @@ pub enum Record {
         timestamp: Option<String>,
         /// The message.
         message: Message,
-        /// For assistant messages: the provider's usage for the call.
+        /// For assistant messages, the provider's usage for the call; for a
+        /// sub-agent's result (`delegate`), the usage of its calls.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
-        /// For assistant messages: the call's cost in US dollars, if known.
+        /// The cost in US dollars of those calls, if known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
     },
