@@ -12,7 +12,7 @@
 //! budget = "80k"                  # tokens, 80k, 1.5M or 50% of the window
 //! session_dir = "/home/me/cwl-sessions"
 //! max_turns = 200
-//! low_water = "85%"               # where an eviction pass stops (share of budget)
+//! low_water = "80%"               # where an eviction pass stops (share of budget)
 //! residue_share = "15%"           # room for residues and old user turns, or "off"
 //! keep_recent = "10%"             # recent work evicted last, or "off"
 //! superseded = "50%"              # repeated old content evicted first, or "off"
@@ -68,7 +68,7 @@ pub struct FileConfig {
     pub session_dir: Option<PathBuf>,
     /// Model calls a task may take.
     pub max_turns: Option<usize>,
-    /// Low-water mark (`0.85`, `85%`).
+    /// Low-water mark (`0.8`, `80%`).
     pub low_water: Option<String>,
     /// Residue cap (`0.15`, `15%`, `off`).
     pub residue_share: Option<String>,

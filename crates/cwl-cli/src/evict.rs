@@ -26,9 +26,9 @@ pub struct EvictArgs {
     #[arg(long, short, default_value = "80000", value_parser = parse_budget)]
     budget: Budget,
     /// Where the pass stops once the transcript is over the budget, as a
-    /// share of it: 0.85 or 85% evicts down to 85% of the budget; 1 stops as
+    /// share of it: 0.8 or 80% evicts down to 80% of the budget; 1 stops as
     /// soon as it fits (the paper's rule).
-    #[arg(long, value_name = "SHARE", default_value = "85%", value_parser = parse_share)]
+    #[arg(long, value_name = "SHARE", default_value = "80%", value_parser = parse_share)]
     low_water: Share,
     /// The share of the budget residues of evicted episodes and the user
     /// turns of finished tasks may take; past it the oldest fold into one

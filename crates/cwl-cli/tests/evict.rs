@@ -242,7 +242,7 @@ fn a_closed_stdout_ends_quietly() {
 #[test]
 fn low_water_and_residue_share_reach_the_engine() {
     let default = run_ok(&["evict", "--budget", "1000"], &transcript());
-    assert_eq!(default["report"]["floor"], 850);
+    assert_eq!(default["report"]["floor"], 800);
     let output = run_ok(
         &[
             "evict",

@@ -20,7 +20,7 @@ fn run_chat_and_evict_explain_low_water_and_residue_share() {
             "cwl {command}:\n{text}"
         );
         assert!(
-            text.contains("evicts down to 85%"),
+            text.contains("evicts down to 80%"),
             "cwl {command}:\n{text}"
         );
         assert!(

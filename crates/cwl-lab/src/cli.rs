@@ -183,7 +183,7 @@ pub struct ReplayArgs {
     /// compact: most recent tokens kept verbatim after a summary [default 20000: pi's keepRecentTokens].
     #[arg(long, value_name = "TOKENS", default_value_t = CompactParams::default().keep_recent)]
     pub compact_keep_recent: usize,
-    /// cwl: a pass that starts over the budget evicts down to this share of it (0.85 or 85%; 1 = the paper's stop-as-soon-as-it-fits), so the cached prefix changes in rare batches.
+    /// cwl: a pass that starts over the budget evicts down to this share of it (0.8 or 80%; 1 = the paper's stop-as-soon-as-it-fits), so the cached prefix changes in rare batches.
     #[arg(long, value_name = "SHARE", default_value_t = cwl::Config::default().low_water)]
     pub low_water: cwl::Share,
     /// cwl: residues and finished tasks' user turns may take this share of the budget before the oldest fold into one index line (0.15 or 15%), or `off` (the paper: user turns are never evicted).

@@ -51,7 +51,7 @@ pub struct ProxyArgs {
     /// Token budget τ of every conversation's prompt (80000, 80k, 1.5M).
     #[arg(long, value_name = "TOKENS", default_value = "80k")]
     pub budget: Budget,
-    /// Where a pass that starts over the budget stops, as a share of it (0.85 or 85%) [default: 85%].
+    /// Where a pass that starts over the budget stops, as a share of it (0.8 or 80%) [default: 80%].
     #[arg(long, value_name = "SHARE")]
     pub low_water: Option<Share>,
     /// Share of the budget residues and finished user turns may take before the oldest fold

@@ -12,7 +12,7 @@ pub const DEFAULT_BUDGET: usize = 80_000;
 /// The default low-water mark, as a share of τ: a pass that starts over τ
 /// evicts down to it, so the cached prefix changes in rare batches. Chosen
 /// from the lab's cost/retention sweep (see the README).
-pub const DEFAULT_LOW_WATER: f64 = 0.85;
+pub const DEFAULT_LOW_WATER: f64 = 0.8;
 
 /// The default share of τ that residues and finished tasks' user turns may
 /// take before the oldest fold into the index line.
@@ -336,7 +336,7 @@ mod tests {
     #[test]
     fn floors_and_caps_follow_the_budget() {
         let config = Config::with_budget(80_000);
-        assert_eq!(config.floor(), 68_000);
+        assert_eq!(config.floor(), 64_000);
         assert_eq!(config.residue_cap(), Some(12_000));
         let paper = Config::paper(80_000);
         assert_eq!(paper.floor(), 80_000);

@@ -58,9 +58,9 @@ pub struct AgentArgs {
     pub budget: Option<Budget>,
 
     /// Where an eviction pass stops once the context is over the budget, as
-    /// a share of it: 0.85 or 85% evicts down to 85% of the budget, so the
+    /// a share of it: 0.8 or 80% evicts down to 80% of the budget, so the
     /// cached prompt prefix changes in rare batches; 1 stops as soon as it
-    /// fits. Default: 85% (a resumed session keeps its own).
+    /// fits. Default: 80% (a resumed session keeps its own).
     #[arg(long, value_name = "SHARE")]
     pub low_water: Option<Share>,
 
@@ -295,7 +295,7 @@ several tasks on it in one session with a small budget so that eviction \
 happens, and prints what happened and where the session file is.")]
 pub struct DemoArgs {
     /// Token budget for each request (small, so eviction shows).
-    #[arg(long, value_name = "TOKENS|Nk", default_value = "3500")]
+    #[arg(long, value_name = "TOKENS|Nk", default_value = "3600")]
     pub budget: Budget,
 
     /// Where the session file is written (default as for `cwl run`).

@@ -22,7 +22,7 @@ use crate::render::{RenderOptions, Renderer, Summary};
 use crate::tools::{ToolConfig, Toolbox};
 
 /// The demo's default budget in tokens.
-pub const DEFAULT_BUDGET: usize = 3_500;
+pub const DEFAULT_BUDGET: usize = 3_600;
 
 /// How to run the demo.
 #[derive(Debug, Clone, PartialEq)]
