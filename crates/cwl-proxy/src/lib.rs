@@ -22,6 +22,7 @@ pub mod engine;
 pub mod event;
 pub mod identity;
 mod live;
+pub mod recall;
 pub mod server;
 pub mod side;
 pub mod store;
