@@ -132,12 +132,18 @@ else:
         problems.append("the recalled payload matches none of %d sidecar files" % len(sidecars))
 bodies = sorted(glob.glob(os.path.join(dir, "upstream", "*-anthropic.json"))
                 + glob.glob(os.path.join(dir, "upstream", "*-responses.json")))
-seen, leaked = set(), 0
+# The client's main requests (not titles, not Self-GC's planner, whose
+# fork tags every result) that carry the recall result: its content must be
+# the same in each, byte for byte in the body (the client moves its own
+# cache_control markers, which are left out).
+seen, leaked, carrying = set(), 0, 0
 for path in bodies:
     text = open(path).read()
     if "No such tool available: recall" in text or "unsupported call: recall" in text:
         leaked += 1
     body = json.loads(text)
+    if not any(t.get("name") in ("Bash", "exec_command") for t in body.get("tools") or []):
+        continue
     for item in body.get("messages") or body.get("input") or []:
         blocks = item.get("content") if isinstance(item.get("content"), list) else [item]
         for block in blocks:
@@ -145,14 +151,19 @@ for path in bodies:
                 continue
             ident = block.get("tool_use_id") or block.get("call_id") or ""
             if "cwl_recall_" in ident and block.get("type") in ("tool_result", "function_call_output"):
+                content = block.get("content", block.get("output"))
+                if json.dumps(content, ensure_ascii=False) not in text:
+                    problems.append("%s: the recall result is not in the body as serialized" % path)
+                block = {k: v for k, v in block.items() if k != "cache_control"}
                 seen.add(json.dumps(block, sort_keys=True))
+                carrying += 1
 if leaked:
     problems.append("%d upstream requests carry the client's unknown-tool error" % leaked)
 if len(seen) > 1:
     problems.append("the recall result changed between requests (%d versions)" % len(seen))
-later = sum(1 for path in bodies if "cwl_recall_" in open(path).read())
-print(json.dumps({"recall_results": len(recalls), "requests_carrying_it": later,
-                  "versions": len(seen), "problems": problems}))
+print(json.dumps({"recall_results": len(recalls), "main_requests_carrying_it": carrying,
+                  "versions": len(seen), "recalled_bytes": recalls[0]["recall"]["bytes"] if recalls else 0,
+                  "problems": problems}))
 PY
 )
   echo "$verdict" > "$dir/recall.json"

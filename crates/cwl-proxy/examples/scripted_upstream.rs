@@ -449,10 +449,11 @@ struct Server {
 /// What Self-GC's planner prompt says, to recognise it.
 const PLANNER: &str = "context garbage collector";
 
-/// A Self-GC plan folding every function object the planner prompt tags
-/// but the latest six.
+/// A Self-GC plan folding every function object the planner prompt (a
+/// request body, its quotes escaped) tags but the latest six.
 fn fold_plan(prompt: &str) -> String {
     let mut ids: Vec<(u64, String)> = prompt
+        .replace("\\\"", "\"")
         .split("<turn id=\"function:")
         .skip(1)
         .filter_map(|rest| {
@@ -588,7 +589,9 @@ impl Server {
                 recall =
                     Some(self.recalled(&text_of(&result["content"]), result["is_error"] == true));
             }
-            let step = recalled.unwrap_or_else(|| next_step(&last_ids, "toolu_cwl_"));
+            let step = recalled
+                .max(Some(next_step(&last_ids, "toolu_cwl_")))
+                .unwrap_or(0);
             tool_error = messages
                 .last()
                 .and_then(|m| m["content"].as_array())
@@ -640,7 +643,7 @@ impl Server {
         let stop_reason;
         match step {
             Some(step) if asks_recall.is_some() => {
-                let (_, id) = asks_recall.expect("checked");
+                let (_, id) = asks_recall.as_ref().expect("checked");
                 content
                     .push(json!({"type": "text", "text": format!("Step {step}: recalling {id}.")}));
                 content.push(
@@ -674,7 +677,11 @@ impl Server {
                 stop_reason = "end_turn";
             }
         }
-        let id = format!("msg_cwl_{:03}", step.unwrap_or(999));
+        // Claude Code joins the blocks of responses with the same id.
+        let id = match &asks_recall {
+            Some((step, _)) => format!("msg_cwl_recall_{step:03}"),
+            None => format!("msg_cwl_{:03}", step.unwrap_or(999)),
+        };
         let model = body["model"]
             .as_str()
             .unwrap_or("claude-scripted")
@@ -754,7 +761,11 @@ impl Server {
                 .collect();
             let recalled = self
                 .recall
-                .then(|| recall_step(&tail, "call_cwl_recall_"))
+                .then(|| {
+                    // Only when the recall's output is the latest item.
+                    let last = input.last()?["call_id"].as_str()?.to_string();
+                    recall_step(&[last], "call_cwl_recall_")
+                })
                 .flatten();
             if recalled.is_some() {
                 let result = input
@@ -770,7 +781,9 @@ impl Server {
                     .unwrap_or(Value::Null);
                 recall = Some(self.recalled(&text_of(&result["output"]), false));
             }
-            let step = recalled.unwrap_or_else(|| next_step(&tail, "call_cwl_"));
+            let step = recalled
+                .max(Some(next_step(&tail, "call_cwl_")))
+                .unwrap_or(0);
             tool_error = input
                 .last()
                 .filter(|item| item["type"] == "function_call_output")
@@ -809,7 +822,11 @@ impl Server {
                 .any(|item| item["type"] == "function_call" && item["name"] == "recall");
             (self.recall && !called).then(|| folded_id(&String::from_utf8_lossy(raw)))?
         });
-        let suffix = step.map_or("side".to_string(), |s| format!("{s:03}"));
+        let suffix = match (step, &asks_recall) {
+            (Some(s), Some(_)) => format!("recall_{s:03}"),
+            (Some(s), None) => format!("{s:03}"),
+            (None, _) => "side".to_string(),
+        };
         let mut output = Vec::new();
         let text = match (step, &asks_recall) {
             (Some(step), Some(id)) => format!("Step {step}: recalling {id}."),
@@ -830,8 +847,8 @@ impl Server {
             "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}));
         if let Some(id) = &asks_recall {
             output.push(
-                json!({"type": "function_call", "id": format!("fc_cwl_recall_{suffix}"),
-                "call_id": format!("call_cwl_recall_{suffix}"), "name": "recall",
+                json!({"type": "function_call", "id": format!("fc_cwl_{suffix}"),
+                "call_id": format!("call_cwl_{suffix}"), "name": "recall",
                 "arguments": json!({"episode": id}).to_string(), "status": "completed"}),
             );
         } else if let Some(arguments) = step.and_then(|s| codex_call(&self.script[s])) {
