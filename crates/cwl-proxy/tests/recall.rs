@@ -611,3 +611,55 @@ async fn cwl_offers_recall_only_when_it_folds_residues() {
         "cwm recalls nothing"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cwl_recalls_an_evicted_episode_from_the_requests_own_history() {
+    let anthropic = Scripted::start().await;
+    let openai = Scripted::start().await;
+    let proxy = support::proxy_configured(
+        StrategyName::Cwl,
+        cwl::Config::with_budget(3_000),
+        &anthropic.url(),
+        &openai.url(),
+        None,
+        None,
+        Duration::from_secs(600),
+        None,
+        None,
+    )
+    .await;
+    let client = Client::Pi;
+    let tools = Some(client.tools());
+    let mut items = vec![client.user("Task: port the module")];
+    let mut residue = None;
+    for step in 1..=40 {
+        let id = format!("read_{step}");
+        let arguments = format!(r#"{{"path": "src/mod_{step}.py"}}"#);
+        items.extend(client.calls(&[(&id, "read", &arguments)]));
+        items.extend(client.results(&[(&id, &output(step), false)]));
+        client.send(&proxy, &items, tools).await;
+        let text = openai.seen().pop().unwrap().json().to_string();
+        if let Some(at) = text.find("[evicted expl episode `") {
+            let rest = &text[at..];
+            residue = Some(rest[..rest.find(']').unwrap()].to_string());
+            break;
+        }
+    }
+    let residue = residue.expect("an episode was evicted");
+    let reference = &residue[residue.find("(#").unwrap() + 1..residue.find(')').unwrap()];
+    let arguments = json!({"episode": reference}).to_string();
+    items.extend(client.calls(&[("recall_1", "recall", &arguments)]));
+    items.extend(client.results(&[("recall_1", client.unknown_tool(), true)]));
+    client.send(&proxy, &items, tools).await;
+    let seen = openai.seen().pop().unwrap();
+    let (_, content, _) = result_in(client, &seen, "recall_1");
+    let name = &residue["[evicted expl episode ".len()..residue.find(" (#").unwrap()];
+    assert!(
+        content.starts_with(&format!("Recalled expl episode {name} ({reference})")),
+        "{content}"
+    );
+    assert!(
+        content.contains(&output(1)),
+        "the first read comes back: {content}"
+    );
+}
