@@ -22,6 +22,19 @@ struct Answer {
     is_error: bool,
 }
 
+impl Answer {
+    /// Puts the answer in its item of `items`, if that item holds its result.
+    fn apply(&self, wire: &dyn Wire, items: &mut [Item]) {
+        let Some(item) = items.get_mut(self.item) else {
+            return;
+        };
+        if let Some(value) = wire.answer(item.value(), &self.call_id, &self.content, self.is_error)
+        {
+            *item = Item::of(value);
+        }
+    }
+}
+
 /// The engine of one conversation.
 pub struct Engine {
     context: Box<dyn Strategy>,
@@ -196,15 +209,7 @@ impl Engine {
     pub fn restate(&self, wire: &dyn Wire, items: &mut [Item]) {
         let known = self.layout.items().min(items.len());
         for answer in self.answers.iter().filter(|a| a.item < known) {
-            let item = &mut items[answer.item];
-            if let Some(value) = wire.answer(
-                item.value(),
-                &answer.call_id,
-                &answer.content,
-                answer.is_error,
-            ) {
-                *item = Item::of(value);
-            }
+            answer.apply(wire, items);
         }
     }
 
@@ -292,15 +297,7 @@ impl Engine {
             .map(|k| Item::new(items[k].raw.clone()))
             .collect();
         for answer in &answers {
-            let item = &mut items[answer.item];
-            if let Some(value) = wire.answer(
-                item.value(),
-                &answer.call_id,
-                &answer.content,
-                answer.is_error,
-            ) {
-                *item = Item::of(value);
-            }
+            answer.apply(wire, items);
         }
         let mut names: CallNames = unit
             .messages
@@ -433,19 +430,19 @@ fn restore_answers(wire: &dyn Wire, items: &mut [Item], stored: &[&Message]) -> 
             let Some(&(content, is_error)) = results.get(result.call_id.as_str()) else {
                 continue;
             };
-            for k in at..at + unit.items {
-                if let Some(value) =
-                    wire.answer(items[k].value(), &result.call_id, content, is_error)
-                {
-                    items[k] = Item::of(value);
-                    answers.push(Answer {
-                        item: k,
-                        call_id: result.call_id.clone(),
-                        content: content.to_string(),
-                        is_error,
-                    });
-                    break;
-                }
+            let held = (at..at + unit.items).find(|&k| {
+                wire.answer(items[k].value(), &result.call_id, "", false)
+                    .is_some()
+            });
+            if let Some(item) = held {
+                let answer = Answer {
+                    item,
+                    call_id: result.call_id.clone(),
+                    content: content.to_string(),
+                    is_error,
+                };
+                answer.apply(wire, items);
+                answers.push(answer);
             }
         }
         at += unit.items;
