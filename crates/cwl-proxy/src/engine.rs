@@ -8,6 +8,7 @@ use cwl::{
 use cwl_infer::Inferrer;
 use rustc_hash::FxHashMap;
 
+use crate::event::RecallEvent;
 use crate::recall::Transcript;
 use crate::side::Asks;
 use crate::wire::{CallNames, Item, Layout, Mark, Unit, Wire, render};
@@ -201,6 +202,24 @@ impl Engine {
     /// Wire items pushed so far.
     pub fn items(&self) -> usize {
         self.layout.items()
+    }
+
+    /// How many `recall` results were answered for the client so far.
+    pub fn recalls(&self) -> usize {
+        self.answers.len()
+    }
+
+    /// The `recall` results answered for the client, from the `from`th on.
+    pub fn recall_events(&self, from: usize) -> Vec<RecallEvent> {
+        self.answers
+            .iter()
+            .skip(from)
+            .map(|answer| RecallEvent {
+                call_id: answer.call_id.clone(),
+                ok: !answer.is_error,
+                bytes: answer.content.len(),
+            })
+            .collect()
     }
 
     /// Gives the `recall` results among the items already pushed the

@@ -339,6 +339,7 @@ impl Proxy {
         if recall {
             conversation.engine.restate(wire, &mut items);
         }
+        let recalls = conversation.engine.recalls();
         let extended =
             conversation
                 .engine
@@ -403,6 +404,7 @@ impl Proxy {
                 &report,
             );
             event.side_calls = side_calls;
+            event.recalls = conversation.engine.recall_events(recalls);
             events(&event);
         }
         if !report.budget_met {

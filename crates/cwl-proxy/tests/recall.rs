@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use cwl::{Message, Record};
 use cwl_agent::strategy::StrategyName;
+use cwl_proxy::event::{Event, RecallEvent};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use support::{Reply, Scripted, Seen, quoted};
@@ -306,7 +307,7 @@ const MALFORMED: &str = "recall_malformed";
 /// recalls an unknown id and with malformed arguments at once, then reads
 /// three more; returns the client's requests as forwarded (planner calls
 /// apart) and the routes of the requests.
-async fn converse(client: Client, idle: Duration, store: &Path) -> (Vec<Seen>, Vec<&'static str>) {
+async fn converse(client: Client, idle: Duration, store: &Path) -> (Vec<Seen>, Vec<Event>) {
     let anthropic = Scripted::start().await;
     let openai = Scripted::start().await;
     let upstream = match client {
@@ -371,8 +372,7 @@ async fn converse(client: Client, idle: Duration, store: &Path) -> (Vec<Seen>, V
         items.extend(client.results(&[(&id, &output(step), false)]));
         client.send(&proxy, &items, tools).await;
     }
-    let routes = proxy.events().iter().map(|e| e.route).collect();
-    (main(&upstream), routes)
+    (main(&upstream), proxy.events())
 }
 
 fn stored_messages(dir: &Path) -> Vec<Message> {
@@ -391,8 +391,24 @@ fn stored_messages(dir: &Path) -> Vec<Message> {
 
 async fn recall_round_trip(client: Client) {
     let store = tempfile::tempdir().unwrap();
-    let (main, _) = converse(client, Duration::from_secs(600), store.path()).await;
+    let (main, events) = converse(client, Duration::from_secs(600), store.path()).await;
     let n = main.len();
+    let recalls: Vec<&RecallEvent> = events.iter().flat_map(|e| &e.recalls).collect();
+    let answered = |id: &str, ok: bool, bytes: usize| RecallEvent {
+        call_id: id.into(),
+        ok,
+        bytes,
+    };
+    assert_eq!(recalls.len(), 3, "each answered once: {recalls:?}");
+    assert_eq!(*recalls[0], answered(GOOD, true, output(1).len()));
+    assert_eq!(
+        (recalls[1].call_id.as_str(), recalls[1].ok),
+        (UNKNOWN, false)
+    );
+    assert_eq!(
+        (recalls[2].call_id.as_str(), recalls[2].ok),
+        (MALFORMED, false)
+    );
     let client_tools: Vec<Value> = serde_json::from_str(client.tools()).unwrap();
     let head = client.tools().strip_suffix(']').unwrap();
     for seen in &main {
@@ -460,7 +476,8 @@ async fn recall_round_trip(client: Client) {
     assert_eq!(result(MALFORMED).content, malformed);
 
     let rebuilt_store = tempfile::tempdir().unwrap();
-    let (rebuilt, routes) = converse(client, Duration::ZERO, rebuilt_store.path()).await;
+    let (rebuilt, events) = converse(client, Duration::ZERO, rebuilt_store.path()).await;
+    let routes: Vec<&str> = events.iter().map(|e| e.route).collect();
     assert!(
         routes[1..].iter().all(|r| *r == "resume"),
         "every request rebuilds the conversation: {routes:?}"
