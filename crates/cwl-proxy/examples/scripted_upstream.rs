@@ -31,6 +31,16 @@
 //! assistant turn is the one this server sent, whether the tool result it
 //! answers reports an error or a non-zero exit code).
 //!
+//! With `SCRIPTED_RECALL=1` in its environment (for `cwl proxy --strategy
+//! self-gc`; `scripts/real-clients/recall.sh`), it also answers Self-GC's
+//! planner calls with a plan folding every result but the latest six, and
+//! once a request shows a fold pointer (`[folded as ID; …]`) and holds no
+//! `recall` call yet, it calls `recall` on that id in place of the next
+//! step (id `toolu_cwl_recall_NNN` or `call_cwl_recall_NNN`, NNN the step
+//! it stands for), then goes on with that step; the result the request
+//! after carries is logged (`recall` in `requests.jsonl`) and written to
+//! `LOG/recall-result.txt`. Without it nothing changes.
+//!
 //! `tap --listen ADDR --to URL --log-dir DIR` records each request body a
 //! client sends (`DIR/NNN-client.json`) and relays it to `URL`, the
 //! response streamed back; `check-turns TAP_DIR UPSTREAM_DIR` then checks,
@@ -432,6 +442,47 @@ struct Server {
     log_dir: PathBuf,
     script: Vec<Step>,
     seq: AtomicUsize,
+    /// Whether to plan folds and call `recall` (`SCRIPTED_RECALL=1`).
+    recall: bool,
+}
+
+/// What Self-GC's planner prompt says, to recognise it.
+const PLANNER: &str = "context garbage collector";
+
+/// A Self-GC plan folding every function object the planner prompt (a
+/// request body, its quotes escaped) tags but the latest six.
+fn fold_plan(prompt: &str) -> String {
+    let mut ids: Vec<(u64, String)> = prompt
+        .replace("\\\"", "\"")
+        .split("<turn id=\"function:")
+        .skip(1)
+        .filter_map(|rest| {
+            let id = &rest[..rest.find('"')?];
+            let n = id.rsplit(':').next()?.parse().ok()?;
+            Some((n, id.to_string()))
+        })
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let keep = ids.len().saturating_sub(6);
+    let lines: Vec<&str> = ids[..keep].iter().map(|(_, id)| id.as_str()).collect();
+    format!(
+        "<above_conversation_summary>\nThe inventory session so far.\n</above_conversation_summary>\n\
+         <gc_plan>\n<fold kind=\"function\" reason=\"stable_artifact\">\n{}\n</fold>\n</gc_plan>",
+        lines.join("\n")
+    )
+}
+
+/// The first id a fold pointer in `text` names.
+fn folded_id(text: &str) -> Option<String> {
+    let rest = &text[text.find("[folded as ")? + "[folded as ".len()..];
+    Some(rest[..rest.find(';')?].to_string())
+}
+
+/// The step a `recall` call stands for, from its result's id.
+fn recall_step(ids: &[String], prefix: &str) -> Option<usize> {
+    ids.iter()
+        .find_map(|id| id.strip_prefix(prefix)?.parse().ok())
 }
 
 struct Reply {
@@ -470,6 +521,17 @@ impl Server {
         }
     }
 
+    /// Logs the result a `recall` call got back (written whole to
+    /// `recall-result.txt`); returns its summary for `requests.jsonl`.
+    fn recalled(&self, content: &str, is_error: bool) -> Value {
+        let _ = std::fs::write(self.log_dir.join("recall-result.txt"), content);
+        let client_error = ["No such tool", "unsupported call"]
+            .iter()
+            .any(|t| content.contains(t));
+        json!({"bytes": content.len(), "is_error": is_error, "client_error": client_error,
+               "first_line": content.lines().next().unwrap_or_default()})
+    }
+
     fn anthropic(&self, path: &str, raw: &[u8]) -> Reply {
         let Ok(body) = serde_json::from_slice::<Value>(raw) else {
             self.log("anthropic", raw, json!({"path": path, "error": "not JSON"}));
@@ -494,6 +556,7 @@ impl Server {
         }
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
         let mut tool_error = false;
+        let mut recall = None;
         let main = body["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["name"] == "Bash"));
@@ -506,14 +569,36 @@ impl Server {
                 .filter(|b| b["type"] == "tool_result")
                 .filter_map(|b| b["tool_use_id"].as_str().map(String::from))
                 .collect();
-            let step = next_step(&last_ids, "toolu_cwl_");
+            let recalled = self
+                .recall
+                .then(|| recall_step(&last_ids, "toolu_cwl_recall_"))
+                .flatten();
+            if recalled.is_some() {
+                let result = messages
+                    .last()
+                    .and_then(|m| m["content"].as_array())
+                    .into_iter()
+                    .flatten()
+                    .find(|b| {
+                        b["tool_use_id"]
+                            .as_str()
+                            .is_some_and(|id| id.starts_with("toolu_cwl_recall_"))
+                    })
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                recall =
+                    Some(self.recalled(&text_of(&result["content"]), result["is_error"] == true));
+            }
+            let step = recalled
+                .max(Some(next_step(&last_ids, "toolu_cwl_")))
+                .unwrap_or(0);
             tool_error = messages
                 .last()
                 .and_then(|m| m["content"].as_array())
                 .into_iter()
                 .flatten()
                 .any(|b| b["type"] == "tool_result" && b["is_error"] == true);
-            let latest_ok = (step > 0).then(|| {
+            let latest_ok = (step > 0 && recalled.is_none()).then(|| {
                 let expected = claude_call(&self.script[step - 1], &self.repo);
                 let assistant = messages.iter().rev().find(|m| m["role"] == "assistant");
                 let call = assistant
@@ -541,11 +626,32 @@ impl Server {
             raw,
             json!({"path": path, "kind": if main {"main"} else {"side"}, "model": body["model"],
                    "step": step, "messages": messages.len(), "input_tokens": tokens,
-                   "latest_turn_ok": latest_ok, "tool_error": tool_error}),
+                   "latest_turn_ok": latest_ok, "tool_error": tool_error, "recall": recall}),
         );
+        let asks_recall = step.and_then(|step| {
+            let called = messages.iter().any(|m| {
+                m["content"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|b| b["type"] == "tool_use" && b["name"] == "recall")
+                })
+            });
+            let id =
+                (self.recall && !called).then(|| folded_id(&String::from_utf8_lossy(raw)))??;
+            Some((step, id))
+        });
         let mut content = Vec::new();
         let stop_reason;
         match step {
+            Some(step) if asks_recall.is_some() => {
+                let (_, id) = asks_recall.as_ref().expect("checked");
+                content
+                    .push(json!({"type": "text", "text": format!("Step {step}: recalling {id}.")}));
+                content.push(
+                    json!({"type": "tool_use", "id": format!("toolu_cwl_recall_{step:03}"),
+                    "name": "recall", "input": {"episode": id}}),
+                );
+                stop_reason = "tool_use";
+            }
             Some(step) => {
                 let current = &self.script[step];
                 content.push(
@@ -562,11 +668,20 @@ impl Server {
                 }
             }
             None => {
-                content.push(json!({"type": "text", "text": "Scripted inventory session"}));
+                let text = if self.recall && String::from_utf8_lossy(raw).contains(PLANNER) {
+                    fold_plan(&String::from_utf8_lossy(raw))
+                } else {
+                    "Scripted inventory session".to_string()
+                };
+                content.push(json!({"type": "text", "text": text}));
                 stop_reason = "end_turn";
             }
         }
-        let id = format!("msg_cwl_{:03}", step.unwrap_or(999));
+        // Claude Code joins the blocks of responses with the same id.
+        let id = match &asks_recall {
+            Some((step, _)) => format!("msg_cwl_recall_{step:03}"),
+            None => format!("msg_cwl_{:03}", step.unwrap_or(999)),
+        };
         let model = body["model"]
             .as_str()
             .unwrap_or("claude-scripted")
@@ -632,6 +747,7 @@ impl Server {
         let tokens = responses_tokens(&body);
         let input = body["input"].as_array().cloned().unwrap_or_default();
         let mut tool_error = false;
+        let mut recall = None;
         let main = body["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["name"] == "exec_command"));
@@ -643,12 +759,36 @@ impl Server {
                 .filter(|item| item["type"] == "function_call_output")
                 .filter_map(|item| item["call_id"].as_str().map(String::from))
                 .collect();
-            let step = next_step(&tail, "call_cwl_");
+            let recalled = self
+                .recall
+                .then(|| {
+                    // Only when the recall's output is the latest item.
+                    let last = input.last()?["call_id"].as_str()?.to_string();
+                    recall_step(&[last], "call_cwl_recall_")
+                })
+                .flatten();
+            if recalled.is_some() {
+                let result = input
+                    .iter()
+                    .rev()
+                    .find(|item| {
+                        item["call_id"]
+                            .as_str()
+                            .is_some_and(|id| id.starts_with("call_cwl_recall_"))
+                            && item["type"] == "function_call_output"
+                    })
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                recall = Some(self.recalled(&text_of(&result["output"]), false));
+            }
+            let step = recalled
+                .max(Some(next_step(&tail, "call_cwl_")))
+                .unwrap_or(0);
             tool_error = input
                 .last()
                 .filter(|item| item["type"] == "function_call_output")
                 .is_some_and(|item| failed_exit(&text_of(&item["output"])));
-            let latest_ok = (step > 0).then(|| {
+            let latest_ok = (step > 0 && recalled.is_none()).then(|| {
                 let call = input
                     .iter()
                     .rev()
@@ -674,15 +814,29 @@ impl Server {
             raw,
             json!({"path": path, "kind": if main {"main"} else {"side"}, "model": body["model"],
                    "step": step, "items": input.len(), "input_tokens": tokens,
-                   "latest_turn_ok": latest_ok, "tool_error": tool_error}),
+                   "latest_turn_ok": latest_ok, "tool_error": tool_error, "recall": recall}),
         );
-        let suffix = step.map_or("side".to_string(), |s| format!("{s:03}"));
-        let mut output = Vec::new();
-        let text = match step {
-            Some(step) => narration(&self.script[step], step),
-            None => "Scripted inventory session".into(),
+        let asks_recall = step.and_then(|_| {
+            let called = input
+                .iter()
+                .any(|item| item["type"] == "function_call" && item["name"] == "recall");
+            (self.recall && !called).then(|| folded_id(&String::from_utf8_lossy(raw)))?
+        });
+        let suffix = match (step, &asks_recall) {
+            (Some(s), Some(_)) => format!("recall_{s:03}"),
+            (Some(s), None) => format!("{s:03}"),
+            (None, _) => "side".to_string(),
         };
-        if let Some(step) = step {
+        let mut output = Vec::new();
+        let text = match (step, &asks_recall) {
+            (Some(step), Some(id)) => format!("Step {step}: recalling {id}."),
+            (Some(step), None) => narration(&self.script[step], step),
+            (None, _) if self.recall && String::from_utf8_lossy(raw).contains(PLANNER) => {
+                fold_plan(&String::from_utf8_lossy(raw))
+            }
+            (None, _) => "Scripted inventory session".into(),
+        };
+        if let (Some(step), None) = (step, &asks_recall) {
             output.push(
                 json!({"type": "reasoning", "id": format!("rs_cwl_{suffix}"),
                 "summary": [{"type": "summary_text", "text": thought(&self.script[step], step)}],
@@ -691,7 +845,13 @@ impl Server {
         }
         output.push(json!({"type": "message", "id": format!("msg_cwl_{suffix}"), "role": "assistant",
             "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}));
-        if let Some(arguments) = step.and_then(|s| codex_call(&self.script[s])) {
+        if let Some(id) = &asks_recall {
+            output.push(
+                json!({"type": "function_call", "id": format!("fc_cwl_{suffix}"),
+                "call_id": format!("call_cwl_{suffix}"), "name": "recall",
+                "arguments": json!({"episode": id}).to_string(), "status": "completed"}),
+            );
+        } else if let Some(arguments) = step.and_then(|s| codex_call(&self.script[s])) {
             output.push(
                 json!({"type": "function_call", "id": format!("fc_cwl_{suffix}"),
                 "call_id": format!("call_cwl_{suffix}"), "name": "exec_command",
@@ -1088,6 +1248,7 @@ async fn main() -> Result<(), String> {
                 log_dir,
                 script,
                 seq: AtomicUsize::new(0),
+                recall: std::env::var("SCRIPTED_RECALL").is_ok_and(|v| v == "1"),
             });
             serve(listener, server).await;
             Ok(())

@@ -39,12 +39,19 @@ impl Body {
     /// The body with `key`'s value replaced by `value` (raw JSON text),
     /// every other field as the client sent it.
     pub fn with(&self, key: &str, value: &str) -> Vec<u8> {
+        self.with_all(&[(key, value)])
+    }
+
+    /// The body with the value of each field named in `replaced` (if the
+    /// body has it) replaced by the raw JSON text given with it, every
+    /// other field as the client sent it.
+    pub fn with_all(&self, replaced: &[(&str, &str)]) -> Vec<u8> {
         let mut out = Vec::with_capacity(
             self.fields
                 .iter()
                 .map(|(k, v)| k.len() + v.get().len() + 4)
                 .sum::<usize>()
-                + value.len(),
+                + replaced.iter().map(|(_, v)| v.len()).sum::<usize>(),
         );
         out.push(b'{');
         for (at, (name, raw)) in self.fields.iter().enumerate() {
@@ -57,7 +64,10 @@ impl Body {
                     .as_bytes(),
             );
             out.push(b':');
-            let text = if name == key { value } else { raw.get() };
+            let text = replaced
+                .iter()
+                .find(|(key, _)| key == name)
+                .map_or(raw.get(), |(_, value)| *value);
             out.extend_from_slice(text.as_bytes());
         }
         out.push(b'}');
@@ -98,6 +108,16 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             r#"{"model":"m","messages":[3],"z":{"b": 1,"a":[ ]},"stream":true}"#
+        );
+    }
+
+    #[test]
+    fn replaces_several_fields_and_ignores_absent_ones() {
+        let body = Body::parse(br#"{"tools":[1],"messages":[2],"x":0}"#).unwrap();
+        let out = body.with_all(&[("messages", "[3]"), ("tools", "[1,4]"), ("absent", "5")]);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"tools":[1,4],"messages":[3],"x":0}"#
         );
     }
 

@@ -55,15 +55,17 @@ pub struct ProxyArgs {
     #[arg(long, value_name = "SHARE")]
     pub low_water: Option<Share>,
     /// Share of the budget residues and finished user turns may take before the oldest fold
-    /// into one index line, or `off` (the default: the proxy's clients have no `recall` tool to
-    /// bring folded items back, so user turns are never folded away).
+    /// into one index line, or `off` (the default). With a share, the proxy adds a `recall` tool
+    /// to requests that offer tools, so the model can bring folded items back; a client that
+    /// offers none, or defines its own `recall`, could not, hence off by default.
     #[arg(long, value_name = "SHARE", default_value = "off")]
     pub residue_share: ResidueCap,
     /// What manages each conversation's context: `cwl` (inferred episodes, the paper's order),
     /// `cwm` (the context-window manager: lowest-scored blocks first past 75% of the budget) or
     /// `self-gc` (Self-GC: planner calls fold, mask and prune old results, and a budget backstop
-    /// prunes the oldest tool results first). Side calls go to the client's upstream with its
-    /// own headers before its request is forwarded.
+    /// prunes the oldest tool results first; the proxy adds a `recall` tool that brings folded
+    /// results back). Side calls go to the client's upstream with its own headers before its
+    /// request is forwarded.
     #[arg(long, value_name = "NAME", default_value = "cwl")]
     pub strategy: StrategyName,
     /// One of the strategy's own settings, repeatable (`trigger=0.4` for

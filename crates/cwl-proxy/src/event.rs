@@ -40,6 +40,21 @@ pub struct Event {
     /// upstream, with their token usage.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub side_calls: Vec<SideCallEvent>,
+    /// The `recall` results the proxy answered in place of the client's
+    /// (see [`crate::recall`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recalls: Vec<RecallEvent>,
+}
+
+/// One `recall` result the proxy answered for the client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecallEvent {
+    /// The call it answers.
+    pub call_id: String,
+    /// Whether the strategy brought content back (not an error).
+    pub ok: bool,
+    /// The answer's length in bytes.
+    pub bytes: usize,
 }
 
 impl Event {
@@ -66,6 +81,7 @@ impl Event {
             evicted: report.episodes.iter().map(|e| e.name.clone()).collect(),
             warnings: report.warnings.clone(),
             side_calls: Vec::new(),
+            recalls: Vec::new(),
         }
     }
 }

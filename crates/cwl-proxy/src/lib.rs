@@ -13,6 +13,8 @@
 //! upstream in the client's own bytes wherever the engine left a message
 //! unchanged ([`server`], [`upstream`]). Conversations are stored as
 //! sessions ([`store`]); each request can be reported as an [`event`].
+//! Strategies that fold content the model can bring back get a `recall`
+//! tool the proxy adds and answers itself ([`recall`]).
 
 pub mod api;
 pub mod body;
@@ -22,6 +24,7 @@ pub mod engine;
 pub mod event;
 pub mod identity;
 mod live;
+pub mod recall;
 pub mod server;
 pub mod side;
 pub mod store;

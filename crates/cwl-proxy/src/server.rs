@@ -29,7 +29,8 @@ use hyper_util::rt::TokioIo;
 use rustc_hash::FxHashMap;
 use serde_json::value::RawValue;
 
-use cwl::{Config, TokenCounter};
+use cwl::{Config, NoSidecars, SidecarStore, TokenCounter};
+use cwl_agent::session::SidecarDir;
 use cwl_agent::strategy::StrategyName;
 
 use crate::api::Api;
@@ -284,8 +285,10 @@ impl Proxy {
         }
         let raws: Vec<Box<RawValue>> = serde_json::from_str(raw.get())
             .map_err(|e| format!("`{key}` is not an array ({e})"))?;
-        let items = raws.into_iter().map(Item::new).collect::<Vec<Item>>();
+        let mut items = raws.into_iter().map(Item::new).collect::<Vec<Item>>();
+        // Routing goes by the client's bytes, `recall` answers or not.
         let hashes = self.identities.of(&items);
+        let recall = self.recalls(wire, &body);
         let now = Instant::now();
         let (route, slot, resume) = {
             let mut router = lock(&self.router);
@@ -305,7 +308,7 @@ impl Proxy {
         let conversation = guard.get_or_insert_with(|| {
             afresh = resume.is_some();
             let rebuilt = resume.and_then(|path| {
-                self.resume(wire, &items[..route.known()], &path)
+                self.resume(wire, &mut items[..route.known()], &path, recall)
                     .map_err(|why| {
                         warn(&format!(
                             "{}: cannot resume the idle conversation: {why}; it starts afresh",
@@ -315,7 +318,7 @@ impl Proxy {
                     .ok()
             });
             afresh &= rebuilt.is_none();
-            let conversation = rebuilt.unwrap_or_else(|| self.start(wire, &body, route));
+            let conversation = rebuilt.unwrap_or_else(|| self.start(wire, &body, route, recall));
             if let Some(path) = conversation.log.path() {
                 lock(&self.router).paths.insert(route.id(), path);
             }
@@ -329,7 +332,19 @@ impl Proxy {
                 items.len()
             ));
         }
-        let pushed = match conversation.engine.extend(wire, &items) {
+        let sidecars: Box<dyn SidecarStore> = match conversation.log.path() {
+            Some(path) => Box::new(SidecarDir::of(&path)),
+            None => Box::new(NoSidecars),
+        };
+        if recall {
+            conversation.engine.restate(wire, &mut items);
+        }
+        let recalls = conversation.engine.recalls();
+        let extended =
+            conversation
+                .engine
+                .extend(wire, &mut items, recall.then_some(sidecars.as_ref()));
+        let pushed = match extended {
             Ok(pushed) => pushed,
             Err(error) => {
                 let why = format!(
@@ -389,6 +404,7 @@ impl Proxy {
                 &report,
             );
             event.side_calls = side_calls;
+            event.recalls = conversation.engine.recall_events(recalls);
             events(&event);
         }
         if !report.budget_met {
@@ -404,7 +420,25 @@ impl Proxy {
             slot: Arc::clone(&slot),
             local: conversation.engine.counted(),
         };
-        Ok(Some((body.with(key, &history), pending)))
+        let tools = recall
+            .then(|| {
+                body.get("tools")
+                    .and_then(|t| crate::recall::with_tool(wire, t.get()))
+            })
+            .flatten();
+        let mut fields = vec![(key, history.as_str())];
+        if let Some(tools) = &tools {
+            fields.push(("tools", tools.as_str()));
+        }
+        Ok(Some((body.with_all(&fields), pending)))
+    }
+
+    /// Whether this request gets `recall` (see [`crate::recall`]): the
+    /// proxy's strategy can bring back what it takes out, and the client
+    /// offers tools, none of its own called `recall`.
+    fn recalls(&self, wire: &dyn Wire, body: &Body) -> bool {
+        crate::recall::strategy_recalls(self.options.strategy, &self.options.config)
+            && crate::recall::offered(&wire.tools(body))
     }
 
     /// Runs the side calls the conversation's strategy asks for (at most
@@ -449,7 +483,7 @@ impl Proxy {
         let Some(path) = conversation.log.path() else {
             return;
         };
-        let dir = cwl_agent::session::SidecarDir::of(&path);
+        let dir = SidecarDir::of(&path);
         for file in sidecars {
             if let Err(error) = dir.write(&file) {
                 let text = format!("sidecar {} not written: {error}", file.name);
@@ -460,14 +494,21 @@ impl Proxy {
     }
 
     /// A conversation rebuilt from the session at `path`, whose history
-    /// is `items`.
-    fn resume(&self, wire: &dyn Wire, items: &[Item], path: &Path) -> Result<Conversation, String> {
+    /// is `items`; with `recall`, its `recall` results are given their
+    /// stored answers.
+    fn resume(
+        &self,
+        wire: &dyn Wire,
+        items: &mut [Item],
+        path: &Path,
+        recall: bool,
+    ) -> Result<Conversation, String> {
         let (mut log, loaded) = Log::reopen(path).map_err(|e| e.to_string())?;
         let records: Vec<cwl::Record> = loaded.records.into_iter().map(|(_, r)| r).collect();
         let context = self
             .strategy(loaded.info.tools)
             .map_err(|error| error.to_string())?;
-        let engine = Engine::rebuild(context, wire, items, &records)?;
+        let engine = Engine::rebuild(context, wire, items, &records, recall)?;
         log.note("resumed after leaving memory idle");
         Ok(Conversation {
             engine,
@@ -476,8 +517,13 @@ impl Proxy {
         })
     }
 
-    fn start(&self, wire: &dyn Wire, body: &Body, route: Route) -> Conversation {
-        let tools = wire.tools(body);
+    /// A new conversation for a request; with `recall`, the strategy counts
+    /// the `recall` tool the proxy adds.
+    fn start(&self, wire: &dyn Wire, body: &Body, route: Route, recall: bool) -> Conversation {
+        let mut tools = wire.tools(body);
+        if recall {
+            tools.push(cwl::recall_spec());
+        }
         let model = body.read::<String>("model").unwrap_or_default();
         let mut log = match &self.options.store {
             Some(store) => store

@@ -94,6 +94,34 @@ impl Wire for Anthropic {
         json!({"role": "user", "content": [{"type": "text", "text": text}]})
     }
 
+    fn tool(&self, spec: &ToolSpec) -> Value {
+        json!({
+            "name": spec.name,
+            "description": spec.description,
+            "input_schema": spec.parameters,
+        })
+    }
+
+    fn answer(&self, item: &Value, call_id: &str, content: &str, is_error: bool) -> Option<Value> {
+        if item.get("role").and_then(Value::as_str) != Some("user") {
+            return None;
+        }
+        let mut out = item.clone();
+        let block = out
+            .get_mut("content")?
+            .as_array_mut()?
+            .iter_mut()
+            .find(|b| kind(b) == "tool_result" && b.get("tool_use_id") == Some(&json!(call_id)))?
+            .as_object_mut()?;
+        block.insert("content".into(), Value::String(content.to_string()));
+        if is_error {
+            block.insert("is_error".into(), Value::Bool(true));
+        } else {
+            block.remove("is_error");
+        }
+        Some(out)
+    }
+
     fn mark(&self, item: &mut Value, control: &Value) -> bool {
         if let Some(Value::String(text)) = item.get("content") {
             item["content"] = json!([{"type": "text", "text": text}]);

@@ -65,6 +65,15 @@ impl Item {
         }
     }
 
+    /// One item holding `value`, as its own JSON text.
+    pub fn of(value: Value) -> Item {
+        let raw = serde_json::value::to_raw_value(&value).expect("a JSON value serializes");
+        Item {
+            raw,
+            value: OnceLock::from(value),
+        }
+    }
+
     /// Whether the item was parsed.
     pub fn parsed(&self) -> bool {
         self.value.get().is_some()
@@ -137,6 +146,15 @@ pub trait Wire: Send + Sync {
     /// A note from the engine (an evicted episode's residue, the index of
     /// folded ones) as a wire item.
     fn note(&self, text: &str) -> Value;
+
+    /// A tool definition in the format's `tools` list (the proxy adds
+    /// `recall` this way: see [`crate::recall`]).
+    fn tool(&self, spec: &ToolSpec) -> Value;
+
+    /// `item` with the result it holds for call `call_id` answered by
+    /// `content` instead (an error when `is_error`, where the format can
+    /// say so); `None` when the item holds no result for that call.
+    fn answer(&self, item: &Value, call_id: &str, content: &str, is_error: bool) -> Option<Value>;
 }
 
 /// The text of an engine note message (residue or index line).

@@ -139,6 +139,29 @@ impl Wire for OpenAiChat {
     fn note(&self, text: &str) -> Value {
         json!({"role": "user", "content": text})
     }
+
+    fn tool(&self, spec: &ToolSpec) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": spec.parameters,
+            },
+        })
+    }
+
+    /// Chat Completions has no error flag on a result: an error answer is
+    /// its text.
+    fn answer(&self, item: &Value, call_id: &str, content: &str, _: bool) -> Option<Value> {
+        let held = item.get("role").and_then(Value::as_str) == Some("tool")
+            && item.get("tool_call_id").and_then(Value::as_str) == Some(call_id);
+        held.then(|| {
+            let mut out = item.clone();
+            out["content"] = Value::String(content.to_string());
+            out
+        })
+    }
 }
 
 /// The tool definitions of a Chat Completions or Responses body.

@@ -202,6 +202,32 @@ impl Wire for OpenAiResponses {
     fn note(&self, text: &str) -> Value {
         json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
     }
+
+    /// A function tool, not strict (the API's strict mode would hold the
+    /// model to the schema, which `recall`'s errors already explain).
+    fn tool(&self, spec: &ToolSpec) -> Value {
+        json!({
+            "type": "function",
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+            "strict": false,
+        })
+    }
+
+    /// Responses has no error flag on an output: an error answer is its
+    /// text.
+    fn answer(&self, item: &Value, call_id: &str, content: &str, _: bool) -> Option<Value> {
+        let held = matches!(
+            kind(item),
+            "function_call_output" | "custom_tool_call_output"
+        ) && item.get("call_id").and_then(Value::as_str) == Some(call_id);
+        held.then(|| {
+            let mut out = item.clone();
+            out["output"] = Value::String(content.to_string());
+            out
+        })
+    }
 }
 
 /// The items of an altered assistant unit: the client's item for each

@@ -294,9 +294,38 @@ pub async fn proxy_side(
     planner_model: Option<&str>,
     side_timeout: Option<Duration>,
 ) -> Running {
+    let config = cwl::Config::with_budget(budget).residue_share(None);
+    proxy_configured(
+        strategy,
+        config,
+        anthropic,
+        openai,
+        store,
+        max_body,
+        idle,
+        planner_model,
+        side_timeout,
+    )
+    .await
+}
+
+/// Starts a proxy managing conversations with `strategy` and the engine
+/// settings of `config`.
+#[allow(clippy::too_many_arguments)]
+pub async fn proxy_configured(
+    strategy: StrategyName,
+    config: cwl::Config,
+    anthropic: &str,
+    openai: &str,
+    store: Option<&std::path::Path>,
+    max_body: Option<usize>,
+    idle: Duration,
+    planner_model: Option<&str>,
+    side_timeout: Option<Duration>,
+) -> Running {
+    let budget = config.budget;
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let sink = Arc::clone(&events);
-    let config = cwl::Config::with_budget(budget).residue_share(None);
     let options = Options {
         anthropic: Upstream::new(anthropic),
         openai: Upstream::new(openai),
