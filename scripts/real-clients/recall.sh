@@ -7,7 +7,8 @@
 # the proxy adds it). The check: the client answers the call (with its
 # unknown-tool error) and finishes the session; the upstream gets the
 # proxy's answer in place of that error, byte for byte the sidecar file of
-# the fold, the same on every later request, and never the client's error
+# the fold, the same on every later request (until a later plan folds it
+# again), and never the client's error
 # text.
 #
 # Usage: scripts/real-clients/recall.sh [OUT]       (OUT defaults to /tmp/real-clients-recall)
@@ -17,53 +18,15 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-/tmp/real-clients-recall}
-CLIENTS=${CLIENTS:-/tmp/clients/node_modules/.bin}
-CLAUDE=${CLAUDE:-$CLIENTS/claude}
-CODEX=${CODEX:-$CLIENTS/codex}
-CLAUDE_BUDGET=${CLAUDE_BUDGET:-50k}
-CODEX_BUDGET=${CODEX_BUDGET:-24k}
-PROMPT="Tidy the inventory package: double the orders and stock limits, make every total skip non-positive amounts, add a limits summary module and mention it in the README."
-
-case "$OUT" in "$ROOT"|"$ROOT"/*) echo "recall.sh: OUT must be outside the repository" >&2; exit 2 ;; esac
-for exe in "$CLAUDE" "$CODEX"; do
-  [ -x "$exe" ] || { echo "recall.sh: $exe not found; install the clients (see run.sh)" >&2; exit 2; }
-done
-if [ -z "${CWL:-}" ]; then
-  (cd "$ROOT" && cargo build --release -p cwl-cli && cargo build --release -p cwl-proxy --example scripted_upstream)
-  CWL=$ROOT/target/release/cwl
-fi
-UPSTREAM=${UPSTREAM:-$ROOT/target/release/examples/scripted_upstream}
-rm -rf "$OUT"
-mkdir -p "$OUT"
-"$CLAUDE" --version > "$OUT/versions.txt"
-"$CODEX" --version >> "$OUT/versions.txt"
-
-PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-wait_for() {
-  for _ in $(seq 100); do
-    if grep -q "$2" "$1" 2>/dev/null; then
-      grep "$2" "$1" | head -1 | grep -o 'http://[0-9.:]*' | head -1
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "recall.sh: no '$2' in $1" >&2
-  cat "$1" >&2
-  return 1
-}
+SCRIPT=recall.sh
+. "$ROOT/scripts/real-clients/common.sh"
 
 # run CLIENT
 run() {
   local client=$1 dir=$OUT/$1-recall
   mkdir -p "$dir/home"
   local repo=$dir/repo
-  "$UPSTREAM" init-repo "$repo"
-  git -C "$repo" init -q
-  git -C "$repo" -c user.name=cwl -c user.email=cwl@example.invalid add -A
-  git -C "$repo" -c user.name=cwl -c user.email=cwl@example.invalid commit -qm "inventory: initial"
+  init_repo "$repo"
 
   SCRIPTED_RECALL=1 "$UPSTREAM" serve --listen 127.0.0.1:0 --repo "$repo" --log-dir "$dir/upstream" > "$dir/upstream.out" 2>&1 &
   local upstream_pid=$!
@@ -136,7 +99,7 @@ bodies = sorted(glob.glob(os.path.join(dir, "upstream", "*-anthropic.json"))
 # fork tags every result) that carry the recall result: its content must be
 # the same in each, byte for byte in the body (the client moves its own
 # cache_control markers, which are left out).
-seen, leaked, carrying = set(), 0, 0
+seen, leaked, carrying, folded_again = set(), 0, 0, 0
 for path in bodies:
     text = open(path).read()
     if "No such tool available: recall" in text or "unsupported call: recall" in text:
@@ -155,13 +118,19 @@ for path in bodies:
                 if json.dumps(content, ensure_ascii=False) not in text:
                     problems.append("%s: the recall result is not in the body as serialized" % path)
                 block = {k: v for k, v in block.items() if k != "cache_control"}
-                seen.add(json.dumps(block, sort_keys=True))
                 carrying += 1
+                # A later plan may fold the recalled result again: a
+                # committed change, not instability.
+                if isinstance(content, str) and content.startswith("[folded as "):
+                    folded_again += 1
+                    continue
+                seen.add(json.dumps(block, sort_keys=True))
 if leaked:
     problems.append("%d upstream requests carry the client's unknown-tool error" % leaked)
 if len(seen) > 1:
     problems.append("the recall result changed between requests (%d versions)" % len(seen))
 print(json.dumps({"recall_results": len(recalls), "main_requests_carrying_it": carrying,
+                  "folded_again": folded_again,
                   "versions": len(seen), "recalled_bytes": recalls[0]["recall"]["bytes"] if recalls else 0,
                   "problems": problems}))
 PY

@@ -34,54 +34,15 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-/tmp/real-clients-out}
-CLIENTS=${CLIENTS:-/tmp/clients/node_modules/.bin}
-CLAUDE=${CLAUDE:-$CLIENTS/claude}
-CODEX=${CODEX:-$CLIENTS/codex}
-CLAUDE_BUDGET=${CLAUDE_BUDGET:-50k}
-CODEX_BUDGET=${CODEX_BUDGET:-24k}
-PROMPT="Tidy the inventory package: double the orders and stock limits, make every total skip non-positive amounts, add a limits summary module and mention it in the README."
-
-case "$OUT" in "$ROOT"|"$ROOT"/*) echo "run.sh: OUT must be outside the repository" >&2; exit 2 ;; esac
-for exe in "$CLAUDE" "$CODEX"; do
-  [ -x "$exe" ] || { echo "run.sh: $exe not found; install the clients (see the top of this script)" >&2; exit 2; }
-done
-if [ -z "${CWL:-}" ]; then
-  (cd "$ROOT" && cargo build --release -p cwl-cli && cargo build --release -p cwl-proxy --example scripted_upstream)
-  CWL=$ROOT/target/release/cwl
-fi
-UPSTREAM=${UPSTREAM:-$ROOT/target/release/examples/scripted_upstream}
-rm -rf "$OUT"
-mkdir -p "$OUT"
-"$CLAUDE" --version > "$OUT/versions.txt"
-"$CODEX" --version >> "$OUT/versions.txt"
-
-PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-# wait_for FILE PATTERN: prints the first http://… address in the line of FILE matching PATTERN.
-wait_for() {
-  for _ in $(seq 100); do
-    if grep -q "$2" "$1" 2>/dev/null; then
-      grep "$2" "$1" | head -1 | grep -o 'http://[0-9.:]*' | head -1
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "run.sh: no '$2' in $1" >&2
-  cat "$1" >&2
-  return 1
-}
+SCRIPT=run.sh
+. "$ROOT/scripts/real-clients/common.sh"
 
 # run CLIENT MODE
 run() {
   local client=$1 mode=$2 dir=$OUT/$1-$2
   mkdir -p "$dir/home"
   local repo=$dir/repo
-  "$UPSTREAM" init-repo "$repo"
-  git -C "$repo" init -q
-  git -C "$repo" -c user.name=cwl -c user.email=cwl@example.invalid add -A
-  git -C "$repo" -c user.name=cwl -c user.email=cwl@example.invalid commit -qm "inventory: initial"
+  init_repo "$repo"
 
   "$UPSTREAM" serve --listen 127.0.0.1:0 --repo "$repo" --log-dir "$dir/upstream" > "$dir/upstream.out" 2>&1 &
   local upstream_pid=$!
