@@ -11,6 +11,7 @@
 
 pub mod approval;
 mod calls;
+pub mod clock;
 pub mod delegate;
 mod event;
 mod interrupt;
@@ -35,6 +36,7 @@ pub use approval::{
     ApprovalMode, ApprovalRequest, Approver, Decision, InvalidAnswer, JsonApprover,
     TerminalApprover,
 };
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use event::{Collect, Event, Observer, Silent};
 pub use interrupt::Interrupt;
 pub use status::STATUS_RESERVE;
@@ -317,6 +319,11 @@ pub struct Agent {
     approvals: approval::Approvals,
     /// The strategy's notes as last written to the notes file.
     notes_written: Option<String>,
+    /// Where the idle time between model calls is read.
+    clock: Arc<dyn Clock>,
+    /// When the last model call of this process ended (`None` before the
+    /// first: no gap is told the strategy).
+    last_call_end: Option<std::time::Instant>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -531,7 +538,16 @@ impl Agent {
             unfinished: None,
             approvals: approval::Approvals::never(),
             notes_written: None,
+            clock: Arc::new(SystemClock),
+            last_call_end: None,
         }
+    }
+
+    /// Reads the idle time between model calls from `clock` (the
+    /// machine's clock by default; tests pass a [`ManualClock`]).
+    pub fn set_clock(&mut self, clock: Arc<dyn Clock>) {
+        self.last_call_end = self.last_call_end.map(|_| clock.now());
+        self.clock = clock;
     }
 
     /// A handle on this agent's interrupt flag: triggering it stops the

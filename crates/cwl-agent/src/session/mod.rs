@@ -4,7 +4,9 @@
 //! The file keeps everything: the header (model, budget, tools), every
 //! message in order (also those the engine later evicts from the view),
 //! each eviction pass that changed the view ([`Record::Enforce`]), each
-//! calibration, usage and cost per model call, and notes. Each record is
+//! calibration, each idle gap a strategy minded ([`Record::Idle`]: the
+//! provider cache expired while Self-GC had a plan pending), usage and
+//! cost per model call, and notes. Each record is
 //! written with one `write` call as soon as it happens, so a crash loses at
 //! most the line being written; [`read`] detects such a torn last line and
 //! skips it with a warning. API keys are never part of any record. A
@@ -15,7 +17,7 @@
 //! written at task ends, spaced so checkpoints take at most about as much
 //! room as the rest of the file) and replays the records after it; with
 //! no usable checkpoint it replays every record into a fresh
-//! [`cwl::Context`]. The same pushes, calibrations and enforcements at the
+//! [`cwl::Context`]. The same pushes, calibrations, gaps and enforcements at the
 //! same points, under the session's [`Settings`], give the same view, byte
 //! for byte. The file is also the engine's [`cwl::TranscriptStore`]
 //! ([`SessionTranscript`]): `recall` reads evicted messages back from it.
