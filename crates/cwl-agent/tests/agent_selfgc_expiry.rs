@@ -2,7 +2,8 @@
 //! expired: the user left an approval prompt for ten minutes (told by an
 //! injected clock), the plan that waited commits at the next model call,
 //! the gap is recorded, and a replay or a resume rebuilds the same view.
-//! Without the gap the same run leaves the plan pending.
+//! Without the gap the same run leaves the plan pending. A task
+//! continued hours after it stopped commits its waiting plan too.
 
 mod support;
 
@@ -257,4 +258,112 @@ async fn without_the_gap_the_plan_stays_pending_and_nothing_is_recorded() {
             .any(|r| r.body.contains("[folded as function:read:1")),
         "nothing folded"
     );
+}
+
+/// Sets the time of every message record of the session at `path` to
+/// `ago` before now, as if the session had stopped then.
+fn age_session(path: &std::path::Path, ago: chrono::TimeDelta) {
+    let stamp = (chrono::Utc::now() - ago).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            if record["type"] == "message" {
+                record["timestamp"] = json!(stamp);
+            }
+            record.to_string()
+        })
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+#[tokio::test]
+async fn a_task_continued_after_the_cache_expired_commits_the_plan_that_waited() {
+    // The task stops at the call after the write (the server has no
+    // reply left), with a plan waiting.
+    let replies: Vec<Reply> = script()[..7]
+        .iter()
+        .map(|m| Reply::openai(m, Usage::default()))
+        .collect();
+    let mut t = Scripted::start(replies, options()).await;
+    t.server
+        .answer_side(|request| request.body.contains(PLANNER).then(fold_reads));
+    t.agent.set_approval(
+        ApprovalMode::OnMutate,
+        Box::new(SlowUser {
+            clock: Arc::new(ManualClock::new()),
+            away: Duration::ZERO,
+        }),
+    );
+    assert!(t.agent.run_task(TASK).await.is_err());
+    let notes: Vec<String> = events(&t.shared)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Note { text } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("plan accepted")),
+        "{notes:?}"
+    );
+    assert!(
+        !notes.iter().any(|n| n.contains("plan committed")),
+        "{notes:?}"
+    );
+    let closed = t.close();
+
+    // Two hours later the task is continued.
+    age_session(&closed.path, chrono::TimeDelta::hours(2));
+    let next = ScriptedServer::start([Reply::openai(
+        &assistant(vec![text("Noted and read on.")]),
+        Usage::default(),
+    )])
+    .await
+    .unwrap();
+    let (shared, observer) = collector();
+    let toolbox = Toolbox::new(closed.dir.path(), ToolConfig::default()).unwrap();
+    let mut resumed = Agent::resume(
+        openai(&next),
+        toolbox,
+        support::options(BUDGET),
+        &closed.path,
+        observer,
+    )
+    .unwrap();
+    resumed.continue_task().await.unwrap();
+    let notes: Vec<String> = events(&shared)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Note { text } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("plan committed") && n.contains("the provider cache had expired")),
+        "{notes:?}"
+    );
+    let sent = main_requests(&next);
+    assert!(sent[0].body.contains("[folded as function:read:1"));
+    let view: Vec<Message> = resumed.context().view().cloned().collect();
+    drop(resumed);
+
+    let loaded = session::read(&closed.path).unwrap();
+    let gaps: Vec<u64> = loaded
+        .records
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Record::Idle { seconds } => Some(*seconds),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(gaps.len(), 1, "{gaps:?}");
+    assert!((7_200..7_300).contains(&gaps[0]), "{gaps:?}");
+    let replayed =
+        session::replay_all(&loaded, &closed.path, Arc::new(cwl::O200k), config()).unwrap();
+    assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
+    assert!(replayed.context.view().cloned().eq(view));
 }

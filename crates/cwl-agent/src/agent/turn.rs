@@ -220,18 +220,20 @@ impl Agent {
             }
         };
         self.last_call_end = Some(self.clock.now());
+        self.idle_carry = std::time::Duration::ZERO;
         self.account(&prepared, &response)?;
         Ok(response)
     }
 
     /// Tells the strategy how long the conversation sat idle since the
-    /// last model call ended, and records the gap when the strategy took
+    /// last model call ended (in a resumed session, at first: since its
+    /// last response was recorded), and records the gap when the strategy took
     /// note of it (a resume gives it back at the same point).
     fn idle(&mut self) -> Result<(), AgentError> {
         let Some(end) = self.last_call_end else {
             return Ok(());
         };
-        let seconds = self.clock.now().saturating_duration_since(end).as_secs();
+        let seconds = (self.clock.now().saturating_duration_since(end) + self.idle_carry).as_secs();
         if self.context.idle(seconds) {
             self.writer.append(&Record::Idle { seconds })?;
         }

@@ -208,6 +208,30 @@ pub fn default_dir() -> Result<PathBuf, SessionError> {
         .ok_or(SessionError::NoDataDir)
 }
 
+/// How long ago the last model response of `loaded` was recorded, by
+/// its timestamp (`None`: no response, or none with a readable time; a
+/// time in the future counts as now).
+pub fn since_last_response(loaded: &Loaded) -> Option<std::time::Duration> {
+    let stamp = loaded
+        .records
+        .iter()
+        .rev()
+        .find_map(|(_, record)| match record {
+            Record::Message {
+                message: cwl::Message::Assistant { .. },
+                timestamp,
+                ..
+            } => Some(timestamp.as_deref()),
+            _ => None,
+        })??;
+    let at = chrono::DateTime::parse_from_rfc3339(stamp).ok()?;
+    Some(
+        (chrono::Utc::now() - at.to_utc())
+            .to_std()
+            .unwrap_or_default(),
+    )
+}
+
 /// The current time in RFC 3339, as records carry it.
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
