@@ -250,6 +250,7 @@ pub fn replay_with(
                 };
                 report.requests += 1;
                 for run in runs.iter_mut().filter(|r| r.failed.is_none()) {
+                    run.policy.time(call.time);
                     match run.policy.request(&mut lab) {
                         Ok(request) => {
                             if config.check {

@@ -139,6 +139,8 @@ impl Route {
 struct Conversation {
     chain: Vec<u64>,
     last_used: Instant,
+    /// The time between its last two requests (`None` after its first).
+    gap: Option<Duration>,
 }
 
 /// The conversations the proxy knows, by the hash chain of their history.
@@ -218,7 +220,10 @@ impl Conversations {
             .or_insert_with(|| Conversation {
                 chain: Vec::new(),
                 last_used: now,
+                gap: None,
             });
+        conversation.gap = (!conversation.chain.is_empty())
+            .then(|| now.saturating_duration_since(conversation.last_used));
         conversation.last_used = now;
         for &c in &chains[conversation.chain.len().min(chains.len())..] {
             self.by_chain.entry(c).or_insert(id);
@@ -263,6 +268,14 @@ impl Conversations {
                 }
             }
         }
+    }
+
+    /// How long conversation `id` sat idle before its latest request,
+    /// since the one before (`None` for a conversation's first request,
+    /// a branch's or a resumed one's): what its strategy is told before
+    /// the pass (see `cwl::Strategy::idle`).
+    pub fn gap(&self, id: ConversationId) -> Option<Duration> {
+        self.conversations.get(&id).and_then(|c| c.gap)
     }
 
     /// Conversations held in memory.
@@ -382,6 +395,30 @@ mod tests {
             matches!(short, Route::Branch { from, shared: 1, .. } if from == first),
             "{short:?}"
         );
+    }
+
+    #[test]
+    fn a_continued_conversation_knows_how_long_it_sat_idle() {
+        let mut known = Conversations::new(Duration::from_secs(3_600));
+        let start = Instant::now();
+        let mut history = vec![user("a")];
+        let id = known.route(&hashes(&history), start).id();
+        assert_eq!(known.gap(id), None, "a first request has no gap");
+        history.push(assistant("x"));
+        history.push(user("b"));
+        let later = start + Duration::from_secs(301);
+        assert_eq!(
+            known.route(&hashes(&history), later),
+            Route::Continue { id, known: 1 }
+        );
+        assert_eq!(known.gap(id), Some(Duration::from_secs(301)));
+        history.push(assistant("y"));
+        known.route(&hashes(&history), later + Duration::from_secs(2));
+        assert_eq!(known.gap(id), Some(Duration::from_secs(2)));
+        let branch = known.route(&hashes(&[user("a"), assistant("z")]), later);
+        assert!(matches!(branch, Route::Branch { .. }), "{branch:?}");
+        assert_eq!(known.gap(branch.id()), None);
+        assert_eq!(known.gap(999), None);
     }
 
     #[test]

@@ -146,6 +146,13 @@ impl Engine {
                 Record::Enforce { .. } => {
                     engine.enforce();
                 }
+                // Stored because the strategy minded it; if it does not
+                // now, the stored state cannot be reached.
+                Record::Idle { seconds } if !engine.idle(*seconds) => {
+                    return Err(format!(
+                        "the strategy does not mind the stored idle gap of {seconds} s"
+                    ));
+                }
                 Record::Calibrate { local, reported } => {
                     let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
                     engine.context.calibrate(size(*local), size(*reported));
@@ -369,6 +376,13 @@ impl Engine {
         self.context.push(message).map(|_| ())
     }
 
+    /// Tells the strategy the conversation sat idle `seconds` since its
+    /// previous request, before the pass; true when the strategy minded
+    /// it (then the gap is stored, for a rebuild).
+    pub fn idle(&mut self, seconds: u64) -> bool {
+        self.context.idle(seconds)
+    }
+
     /// Enforces the budget before the request goes upstream. When the
     /// pass changed the view, the cache breakpoint moves to the last
     /// changed message (or the one before the first change): eviction
@@ -531,6 +545,18 @@ mod tests {
         );
         for strategy in StrategyName::ALL {
             assert!(rebuild(strategy, &[message()]).is_ok(), "{strategy}");
+        }
+    }
+
+    #[test]
+    fn a_stored_idle_gap_the_strategy_does_not_mind_is_no_rebuild() {
+        // No strategy minds a gap without a plan waiting for the cache.
+        for strategy in StrategyName::ALL {
+            let error = rebuild(strategy, &[message(), Record::Idle { seconds: 600 }]).unwrap_err();
+            assert_eq!(
+                error, "the strategy does not mind the stored idle gap of 600 s",
+                "{strategy}"
+            );
         }
     }
 }

@@ -290,18 +290,19 @@ impl Proxy {
         let hashes = self.identities.of(&items);
         let recall = self.recalls(wire, &body);
         let now = Instant::now();
-        let (route, slot, resume) = {
+        let (route, slot, resume, gap) = {
             let mut router = lock(&self.router);
             for gone in router.conversations.expire(now) {
                 router.slots.remove(&gone);
             }
             let route = router.conversations.route(&hashes, now);
+            let gap = router.conversations.gap(route.id());
             let slot = Arc::clone(router.slots.entry(route.id()).or_default());
             let resume = match route {
                 Route::Resume { from, .. } => router.paths.remove(&from),
                 _ => None,
             };
-            (route, slot, resume)
+            (route, slot, resume, gap)
         };
         let mut guard = lock(&slot.0);
         let mut afresh = false;
@@ -376,6 +377,11 @@ impl Proxy {
             cap: self.options.side_timeout,
         };
         let side_calls = self.side_calls(conversation, &caller, &side.runtime);
+        if let Some(seconds) = gap.map(|gap| gap.as_secs())
+            && conversation.engine.idle(seconds)
+        {
+            conversation.log.idle(seconds);
+        }
         let report = conversation.engine.enforce();
         conversation.log.enforce(&report);
         self.strategy_output(conversation);

@@ -138,6 +138,12 @@ impl Log {
         self.append(&Record::Enforce { budget, report });
     }
 
+    /// Records an idle gap the strategy minded before a request's pass,
+    /// so a rebuilt conversation gives it back at the same point.
+    pub fn idle(&mut self, seconds: u64) {
+        self.append(&Record::Idle { seconds });
+    }
+
     /// Records a calibration of the engine's count by the provider's.
     pub fn calibrate(&mut self, local: usize, reported: usize) {
         self.append(&Record::Calibrate {

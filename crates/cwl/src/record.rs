@@ -152,6 +152,15 @@ pub enum Record {
         /// The model's text, or why there is none (error, timeout).
         result: Result<String, String>,
     },
+    /// Before a model call, the conversation had sat idle this long since
+    /// the previous one, and the strategy took note (see
+    /// `cwl::Strategy::idle`: Self-GC commits a pending plan once the
+    /// provider's cache has expired); a resume gives the same gap back at
+    /// the same point. Gaps no strategy minded are not recorded.
+    Idle {
+        /// Whole seconds since the previous model call ended.
+        seconds: u64,
+    },
     /// A free-form event worth keeping (task boundaries, warnings).
     Note {
         /// When it happened (RFC 3339).

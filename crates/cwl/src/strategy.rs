@@ -117,6 +117,19 @@ pub trait Strategy: Send + fmt::Debug {
     /// Brings the prompt under the budget, before a model call.
     fn enforce(&mut self) -> Report;
 
+    /// Tells the strategy, before [`Strategy::enforce`] for a model call,
+    /// that the conversation sat idle `seconds` since the previous model
+    /// call ended (for a proxy: since the previous request), so a strategy
+    /// that minds the provider's prefix cache can tell it has expired.
+    /// Returns whether the gap changed the strategy's state: the harness
+    /// then records it and a replay gives it back at the same point, so
+    /// the same gaps give the same view. Strategies without a clock
+    /// ignore it.
+    fn idle(&mut self, seconds: u64) -> bool {
+        let _ = seconds;
+        false
+    }
+
     /// The messages to send, with where each comes from.
     fn view_sources(&self) -> Box<dyn Iterator<Item = (Source, &Message)> + '_>;
 
@@ -380,6 +393,7 @@ mod tests {
         assert!(direct.view().cloned().eq(view.iter().cloned()));
         assert_eq!(boxed.tokens(), direct.tokens());
         assert!(boxed.side_request().is_none());
+        assert!(!boxed.idle(86_400), "CWL keeps no clock");
         assert!(boxed.health().is_none());
         assert!(boxed.notes().is_none() && boxed.metrics().is_none());
         let saved = boxed.save().unwrap();

@@ -11,6 +11,7 @@
 
 pub mod approval;
 mod calls;
+pub mod clock;
 pub mod delegate;
 mod event;
 mod interrupt;
@@ -35,6 +36,7 @@ pub use approval::{
     ApprovalMode, ApprovalRequest, Approver, Decision, InvalidAnswer, JsonApprover,
     TerminalApprover,
 };
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use event::{Collect, Event, Observer, Silent};
 pub use interrupt::Interrupt;
 pub use status::STATUS_RESERVE;
@@ -317,6 +319,14 @@ pub struct Agent {
     approvals: approval::Approvals,
     /// The strategy's notes as last written to the notes file.
     notes_written: Option<String>,
+    /// Where the idle time between model calls is read.
+    clock: Arc<dyn Clock>,
+    /// When the last model call of this process ended, or the session
+    /// was resumed (`None` before either: no gap is told the strategy).
+    last_call_end: Option<std::time::Instant>,
+    /// Idle time already passed at `last_call_end`: for a resumed
+    /// session, since its last response was recorded.
+    idle_carry: std::time::Duration,
 }
 
 impl std::fmt::Debug for Agent {
@@ -434,6 +444,7 @@ impl Agent {
         if recorded.as_ref() != Some(&settings) {
             writer.append(&settings.record())?;
         }
+        let since_response = session::since_last_response(&loaded);
         let mut agent = Agent::assemble(
             provider,
             toolbox,
@@ -443,6 +454,12 @@ impl Agent {
             counter,
             writer,
         );
+        // The session sat idle since its last response: the first call
+        // tells the strategy so (the provider's cache may have expired).
+        if let Some(age) = since_response {
+            agent.last_call_end = Some(agent.clock.now());
+            agent.idle_carry = age;
+        }
         // The replay retold what was noted already; sidecars it folded
         // again are rewritten if they went missing.
         agent.context.take_notes();
@@ -531,7 +548,19 @@ impl Agent {
             unfinished: None,
             approvals: approval::Approvals::never(),
             notes_written: None,
+            clock: Arc::new(SystemClock),
+            last_call_end: None,
+            idle_carry: std::time::Duration::ZERO,
         }
+    }
+
+    /// Reads the idle time between model calls from `clock` (the
+    /// machine's clock by default; tests pass a [`ManualClock`]). The
+    /// idle time counted so far restarts from the new clock's present,
+    /// keeping a resumed session's time since its last response.
+    pub fn set_clock(&mut self, clock: Arc<dyn Clock>) {
+        self.last_call_end = self.last_call_end.map(|_| clock.now());
+        self.clock = clock;
     }
 
     /// A handle on this agent's interrupt flag: triggering it stops the

@@ -167,6 +167,7 @@ impl Agent {
     /// Enforces the budget, builds the request and sends it.
     async fn call_model(&mut self) -> Result<Response, AgentError> {
         self.side_calls().await?;
+        self.idle()?;
         self.enforce()?;
         let prepared = self.prepare().await;
         let limit = self.options.hard_limit();
@@ -218,8 +219,25 @@ impl Agent {
                 return Err(error);
             }
         };
+        self.last_call_end = Some(self.clock.now());
+        self.idle_carry = std::time::Duration::ZERO;
         self.account(&prepared, &response)?;
         Ok(response)
+    }
+
+    /// Tells the strategy how long the conversation sat idle since the
+    /// last model call ended (in a resumed session, at first: since its
+    /// last response was recorded), and records the gap when the strategy took
+    /// note of it (a resume gives it back at the same point).
+    fn idle(&mut self) -> Result<(), AgentError> {
+        let Some(end) = self.last_call_end else {
+            return Ok(());
+        };
+        let seconds = (self.clock.now().saturating_duration_since(end) + self.idle_carry).as_secs();
+        if self.context.idle(seconds) {
+            self.writer.append(&Record::Idle { seconds })?;
+        }
+        Ok(())
     }
 
     /// Runs the side calls the strategy asks for and records each answer

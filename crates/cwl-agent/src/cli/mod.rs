@@ -109,7 +109,7 @@ pub struct AgentArgs {
 
     /// One of the strategy's own settings, repeatable: `self-gc` takes
     /// `trigger`, `regrowth`, `min_prune`, `commit_prune`,
-    /// `planner_timeout_ms`; `cwm` takes `zones.orange` (and `.yellow`,
+    /// `planner_timeout_ms`, `cache_ttl_s`; `cwm` takes `zones.orange` (and `.yellow`,
     /// `.red`), `cascade.prepare`, `cascade.active`,
     /// `cascade.emergency`, `allocation=[0.06,0.04,0.65,0.12,0.08,0.05]`,
     /// `summarise_over` and more. Default: the config file's

@@ -4,7 +4,9 @@
 //! The file keeps everything: the header (model, budget, tools), every
 //! message in order (also those the engine later evicts from the view),
 //! each eviction pass that changed the view ([`Record::Enforce`]), each
-//! calibration, usage and cost per model call, and notes. Each record is
+//! calibration, each idle gap a strategy minded ([`Record::Idle`]: the
+//! provider cache expired while Self-GC had a plan pending), usage and
+//! cost per model call, and notes. Each record is
 //! written with one `write` call as soon as it happens, so a crash loses at
 //! most the line being written; [`read`] detects such a torn last line and
 //! skips it with a warning. API keys are never part of any record. A
@@ -15,7 +17,7 @@
 //! written at task ends, spaced so checkpoints take at most about as much
 //! room as the rest of the file) and replays the records after it; with
 //! no usable checkpoint it replays every record into a fresh
-//! [`cwl::Context`]. The same pushes, calibrations and enforcements at the
+//! [`cwl::Context`]. The same pushes, calibrations, gaps and enforcements at the
 //! same points, under the session's [`Settings`], give the same view, byte
 //! for byte. The file is also the engine's [`cwl::TranscriptStore`]
 //! ([`SessionTranscript`]): `recall` reads evicted messages back from it.
@@ -204,6 +206,30 @@ pub fn default_dir() -> Result<PathBuf, SessionError> {
     dirs::data_dir()
         .map(|dir| dir.join("cwl").join("sessions"))
         .ok_or(SessionError::NoDataDir)
+}
+
+/// How long ago the last model response of `loaded` was recorded, by
+/// its timestamp (`None`: no response, or none with a readable time; a
+/// time in the future counts as now).
+pub fn since_last_response(loaded: &Loaded) -> Option<std::time::Duration> {
+    let stamp = loaded
+        .records
+        .iter()
+        .rev()
+        .find_map(|(_, record)| match record {
+            Record::Message {
+                message: cwl::Message::Assistant { .. },
+                timestamp,
+                ..
+            } => Some(timestamp.as_deref()),
+            _ => None,
+        })??;
+    let at = chrono::DateTime::parse_from_rfc3339(stamp).ok()?;
+    Some(
+        (chrono::Utc::now() - at.to_utc())
+            .to_std()
+            .unwrap_or_default(),
+    )
 }
 
 /// The current time in RFC 3339, as records carry it.

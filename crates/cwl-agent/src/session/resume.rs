@@ -351,6 +351,16 @@ fn replay_from(
                 usize::try_from(*reported).unwrap_or(usize::MAX),
             ),
             Record::Settings { .. } => recorded = Settings::last([record]),
+            Record::Idle { seconds } => {
+                // The strategy minded this gap when recorded; under the
+                // same settings it minds it again.
+                let minded = context.idle(*seconds);
+                if !minded && recorded.is_some() && recorded == settings {
+                    warnings.push(format!(
+                        "line {line}: the strategy did not mind an idle gap of {seconds} s on replay"
+                    ));
+                }
+            }
             Record::SideCall { id, result, .. } => {
                 // The strategy asks again at the same point and gets the
                 // recorded answer.

@@ -115,6 +115,11 @@ impl StrategyName {
                         "self-gc: planner_timeout_ms must be above 0".into(),
                     ));
                 }
+                if options.cache_ttl_s == 0 {
+                    return Err(OptionError(
+                        "self-gc: cache_ttl_s must be above 0 (the provider cache's lifetime in seconds)".into(),
+                    ));
+                }
                 Ok(Resolved::SelfGc(options))
             }
         }
@@ -221,6 +226,25 @@ mod tests {
             .resolve(&json!({"trigger": 2.0}))
             .unwrap_err();
         assert!(error.0.contains("trigger 2 must be a share"), "{error}");
+        let Resolved::SelfGc(options) = StrategyName::SelfGc
+            .resolve(&json!({"cache_ttl_s": 60}))
+            .unwrap()
+        else {
+            panic!("self-gc")
+        };
+        assert_eq!(options.cache_ttl_s, 60);
+        let error = StrategyName::SelfGc
+            .resolve(&json!({"cache_ttl_s": 0}))
+            .unwrap_err();
+        assert!(error.0.contains("cache_ttl_s must be above 0"), "{error}");
+        let error = StrategyName::SelfGc
+            .resolve(&json!({"cache_ttl_s": -5}))
+            .unwrap_err();
+        assert!(error.0.contains("self-gc"), "{error}");
+        let error = StrategyName::SelfGc
+            .resolve(&json!({"cache_ttl_s": "soon"}))
+            .unwrap_err();
+        assert!(error.0.contains("self-gc"), "{error}");
         let error = StrategyName::SelfGc
             .resolve(&json!({"trigr": 0.5}))
             .unwrap_err();

@@ -120,6 +120,13 @@ pub trait Policy {
     /// Builds the request for the next model call.
     fn request(&mut self, lab: &mut Lab) -> Result<Request, PolicyError>;
 
+    /// When the next request was made, by the log's own timestamps
+    /// (`None`: the log gives none), told before [`Policy::request`];
+    /// policies that keep no clock ignore it.
+    fn time(&mut self, at: Option<chrono::DateTime<chrono::Utc>>) {
+        let _ = at;
+    }
+
     /// Problems met and worked around since the last call (rejected
     /// annotations...), for the report.
     fn take_warnings(&mut self) -> Vec<String> {

@@ -15,9 +15,16 @@
 //! costed as a side call (its messages in, its text out; the part that
 //! repeats the view shares its cached prefix), a skipped or failed one is
 //! counted and its error given to the strategy.
+//!
+//! Where the log has timestamps, the time between two requests is told
+//! the strategy before the second one's pass ([`Strategy::idle`]): Self-GC
+//! commits a waiting plan when the provider's cache would have expired.
+//! Logs without timestamps tell it nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
 
 use cwl::tokens::{MESSAGE_OVERHEAD, message_tokens};
 use cwl::{Annotation, Message, Source, Strategy};
@@ -38,6 +45,10 @@ pub struct StrategyPolicy {
     /// Entries for what the strategy rewrote or wrote, by source.
     written: HashMap<Source, Arc<Entry>>,
     warnings: Vec<String>,
+    /// When the last request with a timestamp was made.
+    previous: Option<DateTime<Utc>>,
+    /// Seconds since it, for the next request's pass.
+    gap: Option<u64>,
 }
 
 impl std::fmt::Debug for StrategyPolicy {
@@ -61,6 +72,8 @@ impl StrategyPolicy {
             pushes: 0,
             written: HashMap::new(),
             warnings: Vec::new(),
+            previous: None,
+            gap: None,
         }
     }
 
@@ -177,6 +190,9 @@ impl Policy for StrategyPolicy {
 
     fn request(&mut self, lab: &mut Lab) -> Result<Request, PolicyError> {
         let (side_calls, side) = self.side_requests(lab);
+        if let Some(seconds) = self.gap.take() {
+            self.strategy.idle(seconds);
+        }
         let report = self.strategy.enforce();
         // The lab keeps no session directory: folded payloads stay in the
         // strategy's transcript, and its log lines are not reports.
@@ -231,7 +247,123 @@ impl Policy for StrategyPolicy {
         })
     }
 
+    fn time(&mut self, at: Option<DateTime<Utc>>) {
+        self.gap = self
+            .previous
+            .zip(at)
+            .map(|(before, now)| u64::try_from((now - before).num_seconds()).unwrap_or(0));
+        self.previous = at.or(self.previous);
+    }
+
     fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use chrono::TimeDelta;
+    use cwl::strategy::Saved;
+    use cwl::{
+        Accepted, Config, Context, DelimiterError, DelimiterOutcome, Estimate, Graph, Report,
+        ToolSpec, TranscriptError, TranscriptStore,
+    };
+
+    use super::*;
+    use crate::side::NoModel;
+
+    /// CWL's context, keeping the gaps it is told.
+    #[derive(Debug)]
+    struct Timed {
+        inner: Context,
+        gaps: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Strategy for Timed {
+        fn name(&self) -> &'static str {
+            "timed"
+        }
+        fn push(&mut self, message: Message) -> Result<Vec<DelimiterOutcome>, TranscriptError> {
+            self.inner.push(message)
+        }
+        fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
+            self.inner.annotate(annotation)
+        }
+        fn enforce(&mut self) -> Report {
+            self.inner.enforce()
+        }
+        fn idle(&mut self, seconds: u64) -> bool {
+            self.gaps.lock().unwrap().push(seconds);
+            true
+        }
+        fn view_sources(&self) -> Box<dyn Iterator<Item = (Source, &Message)> + '_> {
+            Box::new(self.inner.view_sources())
+        }
+        fn tools(&self) -> &[ToolSpec] {
+            self.inner.tools()
+        }
+        fn tokens(&self) -> usize {
+            self.inner.tokens()
+        }
+        fn counted_tokens(&self) -> usize {
+            self.inner.counted_tokens()
+        }
+        fn budget(&self) -> usize {
+            self.inner.budget()
+        }
+        fn set_budget(&mut self, budget: usize) {
+            self.inner.set_budget(budget);
+        }
+        fn config(&self) -> &Config {
+            self.inner.config()
+        }
+        fn calibration_offset(&self) -> i64 {
+            self.inner.calibration_offset()
+        }
+        fn calibrate(&mut self, local: usize, reported: usize) {
+            self.inner.calibrate(local, reported);
+        }
+        fn graph(&self) -> &Graph {
+            self.inner.graph()
+        }
+        fn pending_calls(&self) -> Vec<&str> {
+            self.inner.pending_calls()
+        }
+        fn recall(&self, arguments: &str, store: &dyn TranscriptStore) -> Result<String, String> {
+            Strategy::recall(&self.inner, arguments, store)
+        }
+        fn save(&self) -> Result<Saved, serde_json::Error> {
+            Strategy::save(&self.inner)
+        }
+    }
+
+    #[test]
+    fn the_time_between_logged_requests_is_told_before_each_pass() {
+        let gaps = Arc::new(Mutex::new(Vec::new()));
+        let strategy = Timed {
+            inner: Context::new(Config::with_budget(10_000), Arc::new(Estimate), Vec::new()),
+            gaps: Arc::clone(&gaps),
+        };
+        let mut policy = StrategyPolicy::new("timed", Box::new(strategy), Arc::new(NoModel));
+        let mut lab = Lab::new(Arc::new(Estimate), &[]);
+        let user = lab.entry(Message::user("go"));
+        policy.push(&Unit::Message(user), &[], &mut lab).unwrap();
+        let start = DateTime::from_timestamp(1_767_225_600, 0).unwrap();
+        let times = [
+            Some(start),
+            Some(start + TimeDelta::seconds(12)),
+            None,
+            Some(start + TimeDelta::seconds(612)),
+            Some(start + TimeDelta::seconds(611)),
+        ];
+        for at in times {
+            policy.time(at);
+            policy.request(&mut lab).unwrap();
+        }
+        // No gap before the first request nor for one the log does not
+        // date; a request dated before the last counts as no gap.
+        assert_eq!(*gaps.lock().unwrap(), [12, 600, 0]);
     }
 }

@@ -228,7 +228,7 @@ impl SelfGc {
         }
         if let Some(pending) = &self.pending {
             alerts.push(format!(
-                "pending plan: one that would prune {:.0}% of the view waits for a task boundary or the budget",
+                "pending plan: one that would prune {:.0}% of the view waits for a task boundary, the cache's expiry or the budget",
                 pending.prune * 100.0
             ));
         }

@@ -11,7 +11,9 @@
 //! until a safe turn boundary (no tool call waiting for its result) and is
 //! committed there by the cache-aware rule: at once when it prunes at
 //! least the commit share of the view, else at the next task boundary (a
-//! new user request) or when the prompt passes τ. Folded payloads leave as
+//! new user request), when the provider's prefix cache has expired (an
+//! idle gap of at least `cache_ttl_s` before the model call, told through
+//! [`Strategy::idle`]) or when the prompt passes τ. Folded payloads leave as
 //! sidecar files the harness writes ([`Strategy::take_sidecars`]);
 //! `recall` reads them back byte-exact, from the transcript when a sidecar
 //! is missing or damaged.
@@ -86,6 +88,15 @@ pub const DEFAULT_MIN_PRUNE: f64 = 0.05;
 /// The longest the harness may wait for the planner.
 pub const DEFAULT_PLANNER_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long the provider keeps a prompt prefix cached (Anthropic's
+/// default cache lives 5 minutes): a longer idle gap breaks the prefix
+/// anyway, so a pending plan commits then.
+pub const DEFAULT_CACHE_TTL_S: u64 = 300;
+
+fn default_cache_ttl_s() -> u64 {
+    DEFAULT_CACHE_TTL_S
+}
+
 /// The planner's output limit.
 pub const PLANNER_MAX_OUTPUT_TOKENS: u32 = 2_048;
 
@@ -109,6 +120,12 @@ pub struct SelfGcOptions {
     pub commit_prune: f64,
     /// The longest the harness may wait for the planner, in milliseconds.
     pub planner_timeout_ms: u64,
+    /// How long the provider's prefix cache lives, in seconds: an idle
+    /// gap this long before a model call (see [`Strategy::idle`]) counts
+    /// as a broken prefix, and a pending plan commits. Options saved
+    /// before it existed read the default.
+    #[serde(default = "default_cache_ttl_s")]
+    pub cache_ttl_s: u64,
 }
 
 impl Default for SelfGcOptions {
@@ -120,6 +137,7 @@ impl Default for SelfGcOptions {
             commit_prune: DEFAULT_COMMIT_PRUNE,
             planner_timeout_ms: u64::try_from(DEFAULT_PLANNER_TIMEOUT.as_millis())
                 .unwrap_or(u64::MAX),
+            cache_ttl_s: DEFAULT_CACHE_TTL_S,
         }
     }
 }
@@ -203,6 +221,9 @@ pub struct SelfGc {
     asked: Option<Asked>,
     pending: Option<Pending>,
     last_round: Option<usize>,
+    /// The idle gap, in seconds, that outlived the cache before the next
+    /// pass (set by [`Strategy::idle`], cleared by the pass).
+    cache_expired: Option<u64>,
     stats: SelfGcStats,
     sidecars_out: Vec<SidecarFile>,
     notes: Vec<String>,
@@ -237,6 +258,8 @@ struct State {
     asked: Option<Asked>,
     pending: Option<Pending>,
     last_round: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cache_expired: Option<u64>,
     stats: SelfGcStats,
 }
 
@@ -275,6 +298,7 @@ impl SelfGc {
             asked: None,
             pending: None,
             last_round: None,
+            cache_expired: None,
             stats: SelfGcStats::default(),
             sidecars_out: Vec::new(),
             notes: Vec::new(),
@@ -321,6 +345,7 @@ impl SelfGc {
             asked: state.asked,
             pending: state.pending,
             last_round: state.last_round,
+            cache_expired: state.cache_expired,
             stats: state.stats,
             sidecars_out: Vec::new(),
             notes: Vec::new(),
@@ -425,6 +450,7 @@ impl Strategy for SelfGc {
         let old =
             (self.pending.is_some() || before > self.config.budget).then(|| self.view.clone());
         warnings.extend(self.commit_pending());
+        self.cache_expired = None;
         if !warnings.is_empty() {
             self.rebuild_view();
         }
@@ -475,6 +501,15 @@ impl Strategy for SelfGc {
             episodes: Vec::new(),
             warnings,
         }
+    }
+
+    fn idle(&mut self, seconds: u64) -> bool {
+        // Only a waiting plan minds the cache; other gaps change nothing.
+        let expired = self.pending.is_some() && seconds >= self.options.cache_ttl_s;
+        if expired {
+            self.cache_expired = Some(seconds);
+        }
+        expired
     }
 
     fn view_sources(&self) -> Box<dyn Iterator<Item = (Source, &Message)> + '_> {
@@ -581,6 +616,7 @@ impl Strategy for SelfGc {
             asked: self.asked,
             pending: self.pending.clone(),
             last_round: self.last_round,
+            cache_expired: self.cache_expired,
             stats: self.stats,
         };
         Ok(Saved {

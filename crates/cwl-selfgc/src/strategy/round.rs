@@ -127,7 +127,7 @@ impl SelfGc {
                     if prune >= self.options.commit_prune {
                         "commits at the next turn boundary"
                     } else {
-                        "pending until the next task boundary or the budget"
+                        "pending until the next task boundary, the cache's expiry or the budget"
                     }
                 ));
                 self.pending = Some(Pending {
@@ -157,15 +157,17 @@ impl SelfGc {
     /// what it did.
     pub(super) fn commit_pending(&mut self) -> Option<String> {
         let pending = self.pending.as_ref()?;
+        let pending_prune = pending.prune;
         if !self.shadow.pending_calls().is_empty() {
             return None;
         }
         let task_boundary = matches!(self.transcript.last(), Some(Message::User { .. }));
         let over = self.tokens() > self.config.budget;
+        let expired = self.cache_expired;
         if decide(
             pending.prune,
             self.options.commit_prune,
-            task_boundary || over,
+            task_boundary || over || expired.is_some(),
         ) == Commit::Pending
         {
             return None;
@@ -196,8 +198,19 @@ impl SelfGc {
             before: rehearsed.tokens_before as u64,
             after: rehearsed.tokens_after as u64,
         });
+        let why = match expired {
+            Some(seconds)
+                if !task_boundary && !over && pending_prune < self.options.commit_prune =>
+            {
+                format!(
+                    "; the provider cache had expired ({seconds} s idle, cache_ttl_s {})",
+                    self.options.cache_ttl_s
+                )
+            }
+            _ => String::new(),
+        };
         Some(format!(
-            "self-gc: plan committed ({}), {:.0}% of the view pruned ({} → {} tokens){}",
+            "self-gc: plan committed ({}), {:.0}% of the view pruned ({} → {} tokens){}{why}",
             describe(&rehearsed.accepted),
             rehearsed.prune() * 100.0,
             rehearsed.tokens_before,
