@@ -304,8 +304,15 @@ impl Proxy {
             };
             (route, slot, resume, gap)
         };
+        // A conversation rebuilt from its store sat idle since its file was
+        // last written (its last request).
+        let stored_gap = resume
+            .as_deref()
+            .and_then(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
+            .and_then(|written| written.elapsed().ok());
         let mut guard = lock(&slot.0);
         let mut afresh = false;
+        let mut rebuilt_from_store = false;
         let conversation = guard.get_or_insert_with(|| {
             afresh = resume.is_some();
             let rebuilt = resume.and_then(|path| {
@@ -319,6 +326,7 @@ impl Proxy {
                     .ok()
             });
             afresh &= rebuilt.is_none();
+            rebuilt_from_store = rebuilt.is_some();
             let conversation = rebuilt.unwrap_or_else(|| self.start(wire, &body, route, recall));
             if let Some(path) = conversation.log.path() {
                 lock(&self.router).paths.insert(route.id(), path);
@@ -377,6 +385,11 @@ impl Proxy {
             cap: self.options.side_timeout,
         };
         let side_calls = self.side_calls(conversation, &caller, &side.runtime);
+        let gap = if rebuilt_from_store {
+            gap.or(stored_gap)
+        } else {
+            gap
+        };
         if let Some(seconds) = gap.map(|gap| gap.as_secs())
             && conversation.engine.idle(seconds)
         {

@@ -2,7 +2,8 @@
 //! waits commits at the first request after a gap as long as the cache's
 //! lifetime (`cache_ttl_s`, two seconds here), the gap is stored, and a
 //! conversation rebuilt from the store after leaving memory shows the
-//! committed view.
+//! committed view, or, rebuilt after the cache expired, commits the plan
+//! that waited (the gap since its file was last written).
 
 mod support;
 
@@ -171,4 +172,47 @@ async fn a_waiting_plan_commits_after_the_cache_expired_and_a_rebuild_keeps_it()
     assert_eq!(routes.last(), Some(&"resume"), "{routes:?}");
     let last = main_requests(&openai.seen()).pop().unwrap();
     assert!(last.contains(FOLDED), "{last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_rebuilt_after_the_cache_expired_commits_the_waiting_plan() {
+    let anthropic = Scripted::start().await;
+    let openai = Scripted::start().await;
+    openai.respond(|seen| seen.text().contains(PLANNER).then(plan));
+    let store = tempfile::tempdir().unwrap();
+    let proxy = start(&openai, &anthropic, store.path()).await;
+    let mut messages = vec![
+        r#"{"role": "system", "content": "You are pi."}"#.to_string(),
+        r#"{"role": "user", "content": "Task: port the module"}"#.to_string(),
+    ];
+    for n in 1..=10 {
+        step(&proxy, &mut messages, n).await;
+    }
+    assert!(
+        !main_requests(&openai.seen())
+            .iter()
+            .any(|r| r.contains(FOLDED)),
+        "the plan waits while the cache is warm"
+    );
+
+    // The conversation leaves memory, longer than the cache lives: the
+    // request that rebuilds it from the store commits the plan.
+    tokio::time::sleep(FORGET + Duration::from_millis(300)).await;
+    step(&proxy, &mut messages, 11).await;
+    let routes: Vec<&str> = proxy.events().iter().map(|e| e.route).collect();
+    assert_eq!(routes.last(), Some(&"resume"), "{routes:?}");
+    let last = main_requests(&openai.seen()).pop().unwrap();
+    assert!(last.contains(FOLDED), "{last}");
+    let sessions = cwl_agent::session::list(store.path()).unwrap();
+    let loaded = cwl_agent::session::read(&sessions[0].path).unwrap();
+    let gaps: Vec<u64> = loaded
+        .records
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Record::Idle { seconds } => Some(*seconds),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(gaps.len(), 1, "{gaps:?}");
+    assert!(gaps[0] >= FORGET.as_secs(), "{gaps:?}");
 }
