@@ -11,20 +11,19 @@ use std::time::Duration;
 
 use clap::Parser;
 use cwl::{Message, Record, Usage};
-use cwl_agent::agent::{Agent, AgentOptions, Event};
+use cwl_agent::agent::{Agent, Event};
 use cwl_agent::cli::AgentArgs;
 use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::session::{self, Settings};
 use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use serde_json::json;
+use support::selfgc::*;
 use support::*;
 
 const BUDGET: usize = 6_000;
 const T1: &str = "Survey the auth helpers and the store loaders.";
 const T2: &str = "Show me the first part of auth.rs again, exactly.";
-/// Text only the planner contract holds: how planner calls are told apart.
-const PLANNER: &str = "context garbage collector";
 
 /// A long first task (many reads of a few hundred tokens each), then a
 /// second one that recalls the first read.
@@ -69,41 +68,6 @@ fn replies() -> Vec<Reply> {
         .collect()
 }
 
-fn selfgc_options() -> AgentOptions {
-    let mut options = options(BUDGET);
-    options.strategy = Some(StrategyName::SelfGc);
-    options.side_timeout = Some(Duration::from_millis(500));
-    options
-}
-
-/// The planner's answer: fold every read, whatever is shown (rehearsal
-/// drops what does not exist yet, the latest turn and what is folded).
-fn fold_every_read() -> Reply {
-    let ids: Vec<String> = (1..=16).map(|n| format!("read:{n}")).collect();
-    let plan = format!(
-        "<above_conversation_summary>A code survey; later turns may quote the reads.</above_conversation_summary>\n<gc_plan>\n<fold kind=\"function\" reason=\"stable_artifact\">\n{}\n</fold>\n</gc_plan>",
-        ids.join("\n")
-    );
-    Reply::openai(&Message::assistant_text(plan), Usage::default())
-}
-
-/// Answers planner calls with `replies`, in order (HTTP 400 once they
-/// run out); other requests follow the script.
-fn planner_answers(server: &ScriptedServer, replies: impl IntoIterator<Item = Reply>) {
-    let queue = std::sync::Mutex::new(
-        replies
-            .into_iter()
-            .collect::<std::collections::VecDeque<_>>(),
-    );
-    server.answer_side(move |request| {
-        request.body.contains(PLANNER).then(|| {
-            queue.lock().unwrap().pop_front().unwrap_or_else(|| {
-                Reply::status(400, r#"{"error":{"message":"no planner reply left"}}"#)
-            })
-        })
-    });
-}
-
 /// The main loop's requests (planner calls left out).
 fn main_requests(server: &ScriptedServer) -> Vec<serde_json::Value> {
     server
@@ -140,8 +104,12 @@ fn recorded_result(records: &[(usize, Record)], id: &str) -> String {
 
 #[tokio::test]
 async fn self_gc_folds_to_sidecars_recalls_byte_exact_and_resumes_with_the_same_view() {
-    let t = Scripted::start(replies(), selfgc_options()).await;
-    planner_answers(&t.server, (0..40).map(|_| fold_every_read()));
+    let t = Scripted::start(
+        replies(),
+        selfgc_options(BUDGET, Duration::from_millis(500)),
+    )
+    .await;
+    planner_answers(&t.server, (0..40).map(|_| fold_reads(16)));
     let mut t = t;
     assert_eq!(t.agent.context().name(), "self-gc");
     t.agent.run_task(T1).await.unwrap();
@@ -246,7 +214,7 @@ async fn self_gc_folds_to_sidecars_recalls_byte_exact_and_resumes_with_the_same_
     ])
     .await
     .unwrap();
-    planner_answers(&next, (0..5).map(|_| fold_every_read()));
+    planner_answers(&next, (0..5).map(|_| fold_reads(16)));
     let (_shared, observer) = collector();
     let toolbox = Toolbox::new(closed.dir.path(), ToolConfig::default()).unwrap();
     let mut resumed = Agent::resume(
@@ -272,7 +240,7 @@ async fn self_gc_folds_to_sidecars_recalls_byte_exact_and_resumes_with_the_same_
 
 #[tokio::test]
 async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_run_finishes() {
-    let mut chosen = selfgc_options();
+    let mut chosen = selfgc_options(BUDGET, Duration::from_millis(500));
     chosen.planner_model = Some("small-planner".into());
     let long = first_task(30);
     let t = Scripted::start(
@@ -414,7 +382,7 @@ fn cwl_run_with_strategy_self_gc_takes_the_planner_model_from_the_config_file() 
             first.iter().map(|m| Reply::openai(m, Usage::default())),
         ))
         .unwrap();
-    planner_answers(&server, (0..40).map(|_| fold_every_read()));
+    planner_answers(&server, (0..40).map(|_| fold_reads(16)));
     let work = workspace();
     let sessions = tempfile::tempdir().unwrap();
     let config = sessions.path().join("config.toml");
@@ -469,7 +437,7 @@ fn run_with_options(options: &[&str]) -> Result<(usize, cwl::Record), String> {
             first.iter().map(|m| Reply::openai(m, Usage::default())),
         ))
         .unwrap();
-    planner_answers(&server, (0..40).map(|_| fold_every_read()));
+    planner_answers(&server, (0..40).map(|_| fold_reads(16)));
     let work = workspace();
     let sessions = tempfile::tempdir().unwrap();
     cwl_agent::cli::run_run(cwl_agent::cli::RunArgs {

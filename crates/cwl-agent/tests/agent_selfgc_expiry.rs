@@ -21,11 +21,11 @@ use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use futures_util::future::BoxFuture;
 use serde_json::json;
+use support::selfgc::*;
 use support::*;
 
 const BUDGET: usize = 8_000;
 const TASK: &str = "Survey the auth helpers, note what you found, then read on.";
-const PLANNER: &str = "context garbage collector";
 /// How long the user leaves the approval prompt: past the 5-minute cache.
 const AWAY: Duration = Duration::from_secs(600);
 
@@ -59,21 +59,10 @@ fn script() -> Vec<Message> {
 }
 
 fn options() -> AgentOptions {
-    let mut options = support::options(BUDGET);
-    options.strategy = Some(StrategyName::SelfGc);
-    options.side_timeout = Some(Duration::from_millis(500));
+    let mut options = selfgc_options(BUDGET, Duration::from_millis(500));
     // Plans this small never commit at once: they wait.
     options.strategy_options = Some(json!({"commit_prune": 0.95}));
     options
-}
-
-fn fold_reads() -> Reply {
-    let ids: Vec<String> = (1..=3).map(|n| format!("read:{n}")).collect();
-    let plan = format!(
-        "<above_conversation_summary>A code survey.</above_conversation_summary>\n<gc_plan>\n<fold kind=\"function\" reason=\"stable_artifact\">\n{}\n</fold>\n</gc_plan>",
-        ids.join("\n")
-    );
-    Reply::openai(&Message::assistant_text(plan), Usage::default())
 }
 
 /// Approves every call; the user takes `away` to answer.
@@ -105,7 +94,7 @@ async fn run(away: Duration) -> Run {
         .collect::<Vec<_>>();
     let mut t = Scripted::start(replies, options()).await;
     t.server
-        .answer_side(|request| request.body.contains(PLANNER).then(fold_reads));
+        .answer_side(|request| request.body.contains(PLANNER).then(|| fold_reads(3)));
     let clock = Arc::new(ManualClock::new());
     t.agent.set_clock(clock.clone());
     t.agent.set_approval(
@@ -288,7 +277,7 @@ async fn a_task_continued_after_the_cache_expired_commits_the_plan_that_waited()
         .collect();
     let mut t = Scripted::start(replies, options()).await;
     t.server
-        .answer_side(|request| request.body.contains(PLANNER).then(fold_reads));
+        .answer_side(|request| request.body.contains(PLANNER).then(|| fold_reads(3)));
     t.agent.set_approval(
         ApprovalMode::OnMutate,
         Box::new(SlowUser {

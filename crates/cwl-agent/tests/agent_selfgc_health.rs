@@ -9,18 +9,16 @@ mod support;
 use std::time::Duration;
 
 use cwl::{Message, Usage};
-use cwl_agent::agent::{Agent, AgentOptions, Event};
+use cwl_agent::agent::{Agent, Event};
 use cwl_agent::cli;
 use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::session;
-use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use serde_json::{Value, json};
+use support::selfgc::*;
 use support::*;
 
 const BUDGET: usize = 6_000;
-/// Text only the planner contract holds: how planner calls are told apart.
-const PLANNER: &str = "context garbage collector";
 
 /// `reads` reads of a few hundred tokens each, then the answer.
 fn reads(reads: usize) -> Vec<Message> {
@@ -43,39 +41,6 @@ fn reads(reads: usize) -> Vec<Message> {
         .collect();
     messages.push(assistant(vec![text("Done reading.")]));
     messages
-}
-
-fn selfgc_options() -> AgentOptions {
-    let mut options = options(BUDGET);
-    options.strategy = Some(StrategyName::SelfGc);
-    options.side_timeout = Some(Duration::from_millis(400));
-    options
-}
-
-fn fold_every_read() -> Reply {
-    let ids: Vec<String> = (1..=16).map(|n| format!("read:{n}")).collect();
-    let plan = format!(
-        "<above_conversation_summary>A code survey.</above_conversation_summary>\n<gc_plan>\n<fold kind=\"function\" reason=\"stable_artifact\">\n{}\n</fold>\n</gc_plan>",
-        ids.join("\n")
-    );
-    Reply::openai(&Message::assistant_text(plan), Usage::default())
-}
-
-/// Answers planner calls with `replies`, in order (HTTP 400 once they
-/// run out).
-fn planner_answers(server: &ScriptedServer, replies: impl IntoIterator<Item = Reply>) {
-    let queue = std::sync::Mutex::new(
-        replies
-            .into_iter()
-            .collect::<std::collections::VecDeque<_>>(),
-    );
-    server.answer_side(move |request| {
-        request.body.contains(PLANNER).then(|| {
-            queue.lock().unwrap().pop_front().unwrap_or_else(|| {
-                Reply::status(400, r#"{"error":{"message":"no planner reply left"}}"#)
-            })
-        })
-    });
 }
 
 /// The health and metrics events, as `--json` prints them.
@@ -103,8 +68,12 @@ async fn health_events_and_sessions_show_carry_self_gcs_figures_and_a_resume_agr
         json!({"id": "function:read:1"}),
     )]));
     script.push(assistant(vec![text("Here it is.")]));
-    let t = Scripted::start(openai_replies(&script), selfgc_options()).await;
-    planner_answers(&t.server, (0..40).map(|_| fold_every_read()));
+    let t = Scripted::start(
+        openai_replies(&script),
+        selfgc_options(BUDGET, Duration::from_millis(400)),
+    )
+    .await;
+    planner_answers(&t.server, (0..40).map(|_| fold_reads(16)));
     let mut t = t;
     t.agent
         .run_task("Survey the auth helpers and the store loaders.")
@@ -205,7 +174,7 @@ async fn health_events_and_sessions_show_carry_self_gcs_figures_and_a_resume_agr
     let resumed = Agent::resume(
         openai(&next),
         toolbox,
-        selfgc_options(),
+        selfgc_options(BUDGET, Duration::from_millis(400)),
         &closed.path,
         observer,
     )
@@ -215,7 +184,11 @@ async fn health_events_and_sessions_show_carry_self_gcs_figures_and_a_resume_agr
 
 #[tokio::test]
 async fn a_failing_planner_is_counted_by_kind_and_raises_an_alert() {
-    let t = Scripted::start(openai_replies(&reads(24)), selfgc_options()).await;
+    let t = Scripted::start(
+        openai_replies(&reads(24)),
+        selfgc_options(BUDGET, Duration::from_millis(400)),
+    )
+    .await;
     let mut answers = vec![
         Reply::openai(
             &Message::assistant_text("Sure, fold read:1."),

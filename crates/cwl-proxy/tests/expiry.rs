@@ -116,8 +116,10 @@ fn main_requests(seen: &[Seen]) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiting_plan_commits_after_the_cache_expired_and_a_rebuild_keeps_it() {
+/// A conversation of ten reads through a proxy whose planner folds the
+/// first two: the scripted upstreams, the store, the proxy and the
+/// messages sent so far.
+async fn ten_reads() -> (Scripted, Scripted, tempfile::TempDir, Running, Vec<String>) {
     let anthropic = Scripted::start().await;
     let openai = Scripted::start().await;
     openai.respond(|seen| seen.text().contains(PLANNER).then(plan));
@@ -130,6 +132,24 @@ async fn a_waiting_plan_commits_after_the_cache_expired_and_a_rebuild_keeps_it()
     for n in 1..=10 {
         step(&proxy, &mut messages, n).await;
     }
+    (openai, anthropic, store, proxy, messages)
+}
+
+/// The idle gaps a stored session recorded.
+fn gaps(loaded: &cwl_agent::session::Loaded) -> Vec<u64> {
+    loaded
+        .records
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Record::Idle { seconds } => Some(*seconds),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_plan_commits_after_the_cache_expired_and_a_rebuild_keeps_it() {
+    let (openai, _anthropic, store, proxy, mut messages) = ten_reads().await;
     let before = main_requests(&openai.seen());
     assert_eq!(before.len(), 10);
     assert!(
@@ -150,14 +170,7 @@ async fn a_waiting_plan_commits_after_the_cache_expired_and_a_rebuild_keeps_it()
     let sessions = cwl_agent::session::list(store.path()).unwrap();
     assert_eq!(sessions.len(), 1);
     let loaded = cwl_agent::session::read(&sessions[0].path).unwrap();
-    let gaps: Vec<u64> = loaded
-        .records
-        .iter()
-        .filter_map(|(_, r)| match r {
-            Record::Idle { seconds } => Some(*seconds),
-            _ => None,
-        })
-        .collect();
+    let gaps = gaps(&loaded);
     assert_eq!(gaps, [2], "the one gap that mattered is stored");
     assert!(loaded.records.iter().any(|(_, r)| matches!(
         r,
@@ -176,18 +189,7 @@ async fn a_waiting_plan_commits_after_the_cache_expired_and_a_rebuild_keeps_it()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_rebuilt_after_the_cache_expired_commits_the_waiting_plan() {
-    let anthropic = Scripted::start().await;
-    let openai = Scripted::start().await;
-    openai.respond(|seen| seen.text().contains(PLANNER).then(plan));
-    let store = tempfile::tempdir().unwrap();
-    let proxy = start(&openai, &anthropic, store.path()).await;
-    let mut messages = vec![
-        r#"{"role": "system", "content": "You are pi."}"#.to_string(),
-        r#"{"role": "user", "content": "Task: port the module"}"#.to_string(),
-    ];
-    for n in 1..=10 {
-        step(&proxy, &mut messages, n).await;
-    }
+    let (openai, _anthropic, store, proxy, mut messages) = ten_reads().await;
     assert!(
         !main_requests(&openai.seen())
             .iter()
@@ -205,14 +207,7 @@ async fn a_conversation_rebuilt_after_the_cache_expired_commits_the_waiting_plan
     assert!(last.contains(FOLDED), "{last}");
     let sessions = cwl_agent::session::list(store.path()).unwrap();
     let loaded = cwl_agent::session::read(&sessions[0].path).unwrap();
-    let gaps: Vec<u64> = loaded
-        .records
-        .iter()
-        .filter_map(|(_, r)| match r {
-            Record::Idle { seconds } => Some(*seconds),
-            _ => None,
-        })
-        .collect();
+    let gaps = gaps(&loaded);
     assert_eq!(gaps.len(), 1, "{gaps:?}");
     assert!(gaps[0] >= FORGET.as_secs(), "{gaps:?}");
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod selfgc;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
