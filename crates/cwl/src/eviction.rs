@@ -290,8 +290,9 @@ impl Context {
 
     /// [`Level::Large`]: removes the calls of an expl whose outputs were
     /// stubbed, their stubs and the episode's text, so what it still holds
-    /// is its small outputs with their calls; an expl with no small output
-    /// left is not touched (removal comes next).
+    /// is its small outputs with their calls; an expl with no small tool
+    /// output left (its `delimiter` answers do not count) is not touched
+    /// (removal comes next).
     fn strip_large(&mut self, target: EpisodeId) -> (LevelReport, Option<u64>) {
         let mut removed = LevelReport {
             level: Level::Large,
@@ -308,6 +309,7 @@ impl Context {
         for entry in self.entries[begin..].iter().take_while(|e| owned(e)) {
             if let Some(Message::ToolResult(result)) = &entry.message
                 && entry.meta[0].owner == Some(target)
+                && matches!(entry.meta[0].role, Role::Call(_))
             {
                 if result.content == OUTPUT_STUB {
                     stubbed.insert(result.call_id.clone());

@@ -959,3 +959,46 @@ fn an_expls_small_output_outlives_its_large_ones() {
         "the paper's levels have no such step"
     );
 }
+
+#[test]
+fn an_expl_without_small_outputs_goes_from_stubs_to_removal() {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("look")
+        .tool("read", &bulk(2000))
+        .end_expl("read it")
+        .start_act("fix", &[])
+        .tool("edit", "edited")
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let mut context = with(
+        Config::paper(total - 1000).stub_act_outputs(true),
+        &messages,
+    );
+    assert!(context.enforce().budget_met);
+    let stubbed = context.tokens();
+    context.set_budget(stubbed - 5);
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    let levels: Vec<cwl::Level> = report
+        .episodes
+        .iter()
+        .flat_map(|e| &e.levels)
+        .map(|l| l.level)
+        .collect();
+    assert_eq!(
+        levels,
+        [cwl::Level::Removed],
+        "its delimiter answers are no small output to keep"
+    );
+    let shown = view(&context);
+    validate(&shown).unwrap();
+    assert!(
+        texts(&shown)
+            .iter()
+            .any(|t| t.contains("[evicted expl episode `look`"))
+    );
+}
