@@ -78,27 +78,20 @@ fn summarize(path: &Path) -> Result<SessionSummary, SessionError> {
                 .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         })
         .unwrap_or_else(|_| loaded.info.timestamp.clone());
-    let (mut tasks, mut messages, mut requests, mut cost) = (0, 0, 0, 0.0);
+    let (mut tasks, mut messages) = (0, 0);
     let mut first_task = None;
     for (_, record) in &loaded.records {
-        if let Record::Message {
-            message, cost_usd, ..
-        } = record
-        {
+        if let Record::Message { message, .. } = record {
             messages += 1;
-            match message {
-                Message::User { content } => {
-                    tasks += 1;
-                    if first_task.is_none() {
-                        first_task = Some(shorten(content, 60));
-                    }
+            if let Message::User { content } = message {
+                tasks += 1;
+                if first_task.is_none() {
+                    first_task = Some(shorten(content, 60));
                 }
-                Message::Assistant { .. } => requests += 1,
-                _ => {}
             }
-            cost += cost_usd.unwrap_or(0.0);
         }
     }
+    let usage = super::session_usage(loaded.records.iter().map(|(_, record)| record));
     Ok(SessionSummary {
         id: loaded.info.id.clone(),
         path: path.to_owned(),
@@ -110,8 +103,8 @@ fn summarize(path: &Path) -> Result<SessionSummary, SessionError> {
         budget: loaded.info.budget,
         tasks,
         messages,
-        requests,
-        cost_usd: cost,
+        requests: usage.requests,
+        cost_usd: usage.total.cost_usd,
         first_task,
         warning: loaded.warnings.first().cloned(),
     })

@@ -190,22 +190,20 @@ impl SelfGc {
     /// Tokens pushed per model call over the last calls: each response
     /// with what followed it (results, user turns), before collection.
     fn velocity(&self) -> f64 {
-        let responses: Vec<usize> = self
-            .transcript
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| matches!(m, Message::Assistant { .. }))
-            .map(|(at, _)| at)
-            .collect();
-        let calls = responses.len().min(VELOCITY_CALLS);
+        let (mut calls, mut pushed, mut since) = (0, 0, 0);
+        for message in self.transcript.iter().rev() {
+            since += message_tokens(self.counter.as_ref(), message);
+            if matches!(message, Message::Assistant { .. }) {
+                calls += 1;
+                pushed = since;
+                if calls == VELOCITY_CALLS {
+                    break;
+                }
+            }
+        }
         if calls == 0 {
             return 0.0;
         }
-        let from = responses[responses.len() - calls];
-        let pushed: usize = self.transcript[from..]
-            .iter()
-            .map(|m| message_tokens(self.counter.as_ref(), m))
-            .sum();
         pushed as f64 / calls as f64
     }
 
