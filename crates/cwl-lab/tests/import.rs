@@ -790,6 +790,29 @@ fn codex_usage_falls_back_to_differences_of_totals() {
     );
 }
 
+#[test]
+fn codex_model_named_only_in_session_meta_is_the_sessions_model() {
+    let lines = [
+        r#"{"type":"session_meta","payload":{"id":"d1","model":"gpt-5.4","originator":"Codex Desktop"}}"#,
+        r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}"#,
+        r#"{"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a"}]}}"#,
+        r#"{"type":"turn_context","payload":{"model":"gpt-5.5"}}"#,
+        r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"more"}]}}"#,
+        r#"{"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"b"}]}}"#,
+    ];
+    let (_dir, path) = temp_file("r.jsonl", lines.join("\n").as_bytes());
+    let import = import::open(&path).unwrap();
+    assert_eq!(import.meta().model.as_deref(), Some("gpt-5.4"));
+    let imported = run(import);
+    assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
+    let models: Vec<_> = calls(&imported.events).into_iter().map(|c| c.1).collect();
+    assert_eq!(
+        models,
+        vec![Some("gpt-5.4".to_string()), Some("gpt-5.5".to_string())],
+        "a later turn_context names the model of the calls after it"
+    );
+}
+
 /// Each message with its reasoning signatures replaced by their o200k token
 /// counts (a stand-in for opaque reasoning is checked by what it costs).
 fn priced(messages: &[Message]) -> Vec<Message> {

@@ -2,7 +2,7 @@
 //! list prices, for the budget and the cost column of a session.
 //!
 //! The built-in prices are the providers' published list prices (US dollars
-//! per million tokens) as of this writing (late 2025). They change; a config
+//! per million tokens) as checked in November 2026. They change; a config
 //! file can override any entry or add new ones with [`ModelInfo`] records
 //! (see [`ModelTable::with_overrides`]). Unknown models still work: they get
 //! [`DEFAULT_CONTEXT_WINDOW`] and no price, so their cost is `None`.
@@ -91,6 +91,51 @@ const BUILTIN: &[Row] = &[
     ("gpt-5-codex", 400_000, 128_000, 1.25, 0.125, None, 10.0),
     ("gpt-5-mini", 400_000, 128_000, 0.25, 0.025, None, 2.0),
     ("gpt-5-nano", 400_000, 128_000, 0.05, 0.005, None, 0.40),
+    ("gpt-5.1-codex", 400_000, 128_000, 1.25, 0.125, None, 10.0),
+    (
+        "gpt-5.1-codex-max",
+        400_000,
+        128_000,
+        1.25,
+        0.125,
+        None,
+        10.0,
+    ),
+    (
+        "gpt-5.1-codex-mini",
+        400_000,
+        128_000,
+        0.25,
+        0.025,
+        None,
+        2.0,
+    ),
+    ("gpt-5.2", 400_000, 128_000, 1.75, 0.175, None, 14.0),
+    ("gpt-5.2-codex", 400_000, 128_000, 1.75, 0.175, None, 14.0),
+    ("gpt-5.3-codex", 400_000, 128_000, 1.75, 0.175, None, 14.0),
+    ("gpt-5.4", 1_050_000, 128_000, 2.50, 0.25, None, 15.0),
+    ("gpt-5.4-mini", 400_000, 128_000, 0.75, 0.075, None, 4.50),
+    ("gpt-5.4-nano", 400_000, 128_000, 0.20, 0.02, None, 1.25),
+    ("gpt-5.5", 400_000, 128_000, 5.0, 0.50, None, 30.0),
+    ("gpt-5.6-sol", 400_000, 128_000, 5.0, 0.50, Some(6.25), 30.0),
+    (
+        "gpt-5.6-terra",
+        400_000,
+        128_000,
+        2.0,
+        0.20,
+        Some(2.50),
+        12.0,
+    ),
+    (
+        "gpt-5.6-luna",
+        400_000,
+        128_000,
+        0.20,
+        0.02,
+        Some(0.25),
+        1.20,
+    ),
     ("gpt-4.1", 1_047_576, 32_768, 2.0, 0.50, None, 8.0),
     ("gpt-4.1-mini", 1_047_576, 32_768, 0.40, 0.10, None, 1.60),
     ("gpt-4.1-nano", 1_047_576, 32_768, 0.10, 0.025, None, 0.40),
@@ -100,6 +145,60 @@ const BUILTIN: &[Row] = &[
     ("o3", 200_000, 100_000, 2.0, 0.50, None, 8.0),
     ("o3-mini", 200_000, 100_000, 1.10, 0.55, None, 4.40),
     ("o4-mini", 200_000, 100_000, 1.10, 0.275, None, 4.40),
+    (
+        "claude-opus-5",
+        1_000_000,
+        128_000,
+        5.0,
+        0.5,
+        Some(6.25),
+        25.0,
+    ),
+    (
+        "claude-sonnet-5",
+        1_000_000,
+        64_000,
+        2.0,
+        0.2,
+        Some(2.5),
+        10.0,
+    ),
+    (
+        "claude-opus-4-8",
+        1_000_000,
+        128_000,
+        5.0,
+        0.5,
+        Some(6.25),
+        25.0,
+    ),
+    (
+        "claude-opus-4-7",
+        1_000_000,
+        128_000,
+        5.0,
+        0.5,
+        Some(6.25),
+        25.0,
+    ),
+    (
+        "claude-opus-4-6",
+        1_000_000,
+        128_000,
+        5.0,
+        0.5,
+        Some(6.25),
+        25.0,
+    ),
+    (
+        "claude-sonnet-4-6",
+        1_000_000,
+        64_000,
+        3.0,
+        0.3,
+        Some(3.75),
+        15.0,
+    ),
     (
         "claude-opus-4-5",
         200_000,
@@ -339,6 +438,19 @@ mod tests {
         assert_eq!(
             table.lookup("anthropic/claude-sonnet-4.5").input_price,
             Some(3.0)
+        );
+        assert_eq!(table.lookup("gpt-5.3-codex").output_price, Some(14.0));
+        assert_eq!(table.lookup("gpt-5.4").context_window, 1_050_000);
+        assert_eq!(table.lookup("gpt-5.6-terra").cache_write_price, Some(2.50));
+        assert_eq!(
+            table.lookup("claude-opus-4-6-20260205").input_price,
+            Some(5.0)
+        );
+        assert_eq!(
+            table
+                .lookup("anthropic/claude-sonnet-4.6")
+                .cache_write_price,
+            Some(3.75)
         );
         let unknown = table.lookup("gpt-5-pro");
         assert_eq!(unknown.input_price, None);

@@ -104,6 +104,8 @@ struct Compacted {
 struct SessionMeta {
     base_instructions: Option<BaseInstructions>,
     instructions: Option<String>,
+    /// Newer rollouts (Codex Desktop) name the model here too.
+    model: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -131,6 +133,9 @@ pub(crate) fn scan(meta: &mut Meta, line: &Value) -> bool {
             meta.session_id = text("id");
             meta.cwd = text("cwd");
             meta.provider = text("model_provider").or_else(|| Some("openai".to_string()));
+            if meta.model.is_none() {
+                meta.model = text("model");
+            }
             meta.started = text("timestamp")
                 .or_else(|| {
                     line.get("timestamp")
@@ -175,6 +180,9 @@ impl super::LineParser for Parser {
         match kind {
             "session_meta" => match serde_json::from_str::<SessionMeta>(payload) {
                 Ok(meta) => {
+                    if self.model.is_none() {
+                        self.model = meta.model;
+                    }
                     let text = meta
                         .base_instructions
                         .and_then(|b| b.text)

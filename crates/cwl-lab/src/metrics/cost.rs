@@ -2,7 +2,7 @@
 //! policy's requests would have cost.
 //!
 //! A small table of list prices in US dollars per million tokens, as
-//! published on the providers' pricing pages (2025). The agent crate has
+//! published on the providers' pricing pages (checked November 2026). The agent crate has
 //! its own table; the lab keeps this one so it does not depend on the
 //! agent. `--price` overrides any row.
 
@@ -106,107 +106,111 @@ pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 /// Context window assumed for a model the table does not know.
 pub const DEFAULT_WINDOW: usize = 200_000;
 
-/// (name prefix, rules, input, output, cached input, window)
-const TABLE: &[(&str, CacheRules, f64, f64, f64, usize)] = &[
-    (
-        "claude-opus-4-5",
-        CacheRules::Anthropic,
-        5.0,
-        25.0,
-        0.0,
-        200_000,
-    ),
-    (
-        "claude-opus-4-1",
-        CacheRules::Anthropic,
-        15.0,
-        75.0,
-        0.0,
-        200_000,
-    ),
-    (
-        "claude-opus-4",
-        CacheRules::Anthropic,
-        15.0,
-        75.0,
-        0.0,
-        200_000,
-    ),
-    (
-        "claude-sonnet-4-5",
-        CacheRules::Anthropic,
-        3.0,
-        15.0,
-        0.0,
-        200_000,
-    ),
-    (
-        "claude-sonnet-4",
-        CacheRules::Anthropic,
-        3.0,
-        15.0,
-        0.0,
-        200_000,
-    ),
-    (
-        "claude-3-7-sonnet",
-        CacheRules::Anthropic,
-        3.0,
-        15.0,
-        0.0,
-        200_000,
-    ),
-    (
-        "claude-haiku-4-5",
-        CacheRules::Anthropic,
-        1.0,
-        5.0,
-        0.0,
-        200_000,
-    ),
-    (
-        "claude-3-5-haiku",
-        CacheRules::Anthropic,
-        0.8,
-        4.0,
-        0.0,
-        200_000,
-    ),
-    ("gpt-5.1", CacheRules::OpenAi, 1.25, 10.0, 0.125, 400_000),
-    ("gpt-5-mini", CacheRules::OpenAi, 0.25, 2.0, 0.025, 400_000),
-    ("gpt-5-nano", CacheRules::OpenAi, 0.05, 0.40, 0.005, 400_000),
-    ("gpt-5", CacheRules::OpenAi, 1.25, 10.0, 0.125, 400_000),
-    (
-        "gpt-4.1-mini",
-        CacheRules::OpenAi,
-        0.40,
-        1.60,
-        0.10,
-        1_047_576,
-    ),
-    ("gpt-4.1", CacheRules::OpenAi, 2.0, 8.0, 0.50, 1_047_576),
-    (
-        "gpt-4o-mini",
-        CacheRules::OpenAi,
-        0.15,
-        0.60,
-        0.075,
-        128_000,
-    ),
-    ("gpt-4o", CacheRules::OpenAi, 2.50, 10.0, 1.25, 128_000),
-    ("o4-mini", CacheRules::OpenAi, 1.10, 4.40, 0.275, 200_000),
-    ("o3", CacheRules::OpenAi, 2.0, 8.0, 0.50, 200_000),
+/// One row of the price table.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    /// Name prefix a model must match.
+    name: &'static str,
+    rules: CacheRules,
+    input: f64,
+    output: f64,
+    /// Cached input (OpenAI); Anthropic reads cost 0.1× input.
+    cached: f64,
+    /// A cache-write price where the provider bills one beyond its rules'
+    /// default (OpenAI's GPT-5.6 family).
+    write: Option<f64>,
+    window: usize,
+}
+
+const fn anthropic(name: &'static str, input: f64, output: f64, window: usize) -> Row {
+    Row {
+        name,
+        rules: CacheRules::Anthropic,
+        input,
+        output,
+        cached: 0.0,
+        write: None,
+        window,
+    }
+}
+
+const fn openai(name: &'static str, input: f64, output: f64, cached: f64, window: usize) -> Row {
+    Row {
+        name,
+        rules: CacheRules::OpenAi,
+        input,
+        output,
+        cached,
+        write: None,
+        window,
+    }
+}
+
+const fn openai_written(
+    name: &'static str,
+    input: f64,
+    output: f64,
+    cached: f64,
+    write: f64,
+    window: usize,
+) -> Row {
+    Row {
+        write: Some(write),
+        ..openai(name, input, output, cached, window)
+    }
+}
+
+/// List prices (standard tier, prompts up to the long-context threshold:
+/// GPT-5.4 and later bill more above 272k prompt tokens, which no budgeted
+/// policy reaches), as published by the providers and cross-checked
+/// against GitHub's per-token table of Copilot models (November 2026).
+const TABLE: &[Row] = &[
+    anthropic("claude-opus-5", 5.0, 25.0, 1_000_000),
+    anthropic("claude-sonnet-5", 2.0, 10.0, 1_000_000),
+    anthropic("claude-opus-4-8", 5.0, 25.0, 1_000_000),
+    anthropic("claude-opus-4-7", 5.0, 25.0, 1_000_000),
+    anthropic("claude-opus-4-6", 5.0, 25.0, 1_000_000),
+    anthropic("claude-sonnet-4-6", 3.0, 15.0, 1_000_000),
+    anthropic("claude-opus-4-5", 5.0, 25.0, 200_000),
+    anthropic("claude-opus-4-1", 15.0, 75.0, 200_000),
+    anthropic("claude-opus-4", 15.0, 75.0, 200_000),
+    anthropic("claude-sonnet-4-5", 3.0, 15.0, 200_000),
+    anthropic("claude-sonnet-4", 3.0, 15.0, 200_000),
+    anthropic("claude-3-7-sonnet", 3.0, 15.0, 200_000),
+    anthropic("claude-haiku-4-5", 1.0, 5.0, 200_000),
+    anthropic("claude-3-5-haiku", 0.8, 4.0, 200_000),
+    openai_written("gpt-5.6-sol", 5.0, 30.0, 0.50, 6.25, 400_000),
+    openai_written("gpt-5.6-terra", 2.0, 12.0, 0.20, 2.50, 400_000),
+    openai_written("gpt-5.6-luna", 0.20, 1.20, 0.02, 0.25, 400_000),
+    openai("gpt-5.5", 5.0, 30.0, 0.50, 400_000),
+    openai("gpt-5.4", 2.50, 15.0, 0.25, 1_050_000),
+    openai("gpt-5.4-mini", 0.75, 4.50, 0.075, 400_000),
+    openai("gpt-5.4-nano", 0.20, 1.25, 0.02, 400_000),
+    openai("gpt-5.3-codex", 1.75, 14.0, 0.175, 400_000),
+    openai("gpt-5.2", 1.75, 14.0, 0.175, 400_000),
+    openai("gpt-5.1-codex-max", 1.25, 10.0, 0.125, 400_000),
+    openai("gpt-5.1-codex-mini", 0.25, 2.0, 0.025, 400_000),
+    openai("gpt-5.1", 1.25, 10.0, 0.125, 400_000),
+    openai("gpt-5-mini", 0.25, 2.0, 0.025, 400_000),
+    openai("gpt-5-nano", 0.05, 0.40, 0.005, 400_000),
+    openai("gpt-5", 1.25, 10.0, 0.125, 400_000),
+    openai("gpt-4.1-mini", 0.40, 1.60, 0.10, 1_047_576),
+    openai("gpt-4.1", 2.0, 8.0, 0.50, 1_047_576),
+    openai("gpt-4o-mini", 0.15, 0.60, 0.075, 128_000),
+    openai("gpt-4o", 2.50, 10.0, 1.25, 128_000),
+    openai("o4-mini", 1.10, 4.40, 0.275, 200_000),
+    openai("o3", 2.0, 8.0, 0.50, 200_000),
 ];
 
 /// The known model names, for help texts.
 pub fn known_models() -> Vec<&'static str> {
-    TABLE.iter().map(|row| row.0).collect()
+    TABLE.iter().map(|row| row.name).collect()
 }
 
 /// The price of `model`: the longest table name it starts with, after any
 /// `provider/` prefix, when what follows is only a release date, `-latest`
 /// or `-codex` (same list price): `anthropic/claude-sonnet-4-5-20250929`
-/// finds `claude-sonnet-4-5`, while `gpt-5-pro` or `gpt-5.1-codex-mini`,
+/// finds `claude-sonnet-4-5`, while `gpt-5-pro` or `gpt-5.2-pro`,
 /// priced differently, are unknown rather than priced as `gpt-5`.
 pub fn lookup(model: &str) -> Option<Pricing> {
     let name = model
@@ -222,22 +226,21 @@ pub fn lookup(model: &str) -> Option<Pricing> {
     };
     let row = TABLE
         .iter()
-        .filter(|row| name.strip_prefix(row.0).is_some_and(same_model))
-        .max_by_key(|row| row.0.len())?;
-    let (prefix, rules, input, output, cached, window) = *row;
-    let (cache_read, cache_write) = match rules {
-        CacheRules::Anthropic => (input * 0.1, input * 1.25),
-        CacheRules::OpenAi => (cached, input),
-        CacheRules::None => (input, input),
+        .filter(|row| name.strip_prefix(row.name).is_some_and(same_model))
+        .max_by_key(|row| row.name.len())?;
+    let (cache_read, cache_write) = match row.rules {
+        CacheRules::Anthropic => (row.input * 0.1, row.input * 1.25),
+        CacheRules::OpenAi => (row.cached, row.write.unwrap_or(row.input)),
+        CacheRules::None => (row.input, row.input),
     };
     Some(Pricing {
-        model: prefix.to_string(),
-        rules,
-        input,
-        output,
+        model: row.name.to_string(),
+        rules: row.rules,
+        input: row.input,
+        output: row.output,
         cache_read,
         cache_write,
-        window,
+        window: row.window,
         known: true,
     })
 }
@@ -399,8 +402,40 @@ mod tests {
             lookup("gpt-5-pro").is_none(),
             "a costlier variant is not gpt-5"
         );
-        assert!(lookup("gpt-5.1-codex-mini").is_none());
+        assert_eq!(
+            lookup("gpt-5.1-codex-mini").unwrap().output,
+            2.0,
+            "priced as itself, not as gpt-5.1"
+        );
+        assert!(lookup("gpt-5.2-pro").is_none());
         assert!(lookup("o3-pro").is_none());
+    }
+
+    #[test]
+    fn knows_the_2026_models() {
+        let p = lookup("gpt-5.2-codex").unwrap();
+        assert_eq!(
+            (p.model.as_str(), p.cache_read, p.cache_write),
+            ("gpt-5.2", 0.175, 1.75)
+        );
+        assert_eq!(lookup("gpt-5.3-codex").unwrap().input, 1.75);
+        assert_eq!(
+            lookup("gpt-5.1-codex-max").unwrap().model,
+            "gpt-5.1-codex-max"
+        );
+        let p = lookup("gpt-5.4").unwrap();
+        assert_eq!((p.input, p.output, p.window), (2.5, 15.0, 1_050_000));
+        let p = lookup("gpt-5.6-sol").unwrap();
+        assert_eq!(
+            (p.rules, p.cache_read, p.cache_write),
+            (CacheRules::OpenAi, 0.5, 6.25)
+        );
+        let p = lookup("claude-opus-4-6-20260205").unwrap();
+        assert_eq!(
+            (p.model.as_str(), p.input, p.cache_write),
+            ("claude-opus-4-6", 5.0, 6.25)
+        );
+        assert_eq!(lookup("claude-sonnet-4-6").unwrap().output, 15.0);
     }
 
     #[test]
