@@ -144,7 +144,7 @@ pub struct ReplayArgs {
     /// With --judge: judge every Nth request of each policy that left something out (1: all).
     #[arg(long, value_name = "N", default_value_t = 10, requires = "judge", value_parser = clap::value_parser!(u64).range(1..))]
     pub judge_every: u64,
-    /// Price override in US dollars per million tokens: in=,out=,read=,write=,cache=anthropic|openai|none,window= (unset read/write follow the cache rules: Anthropic 0.1×/1.25× input).
+    /// Price override in US dollars per million tokens: in=,out=,read=,write=,cache=anthropic|openai|openai-writes|google|none,window= (unset read/write follow the cache rules: Anthropic 0.1×/1.25× input).
     #[arg(long, value_name = "PRICES")]
     pub price: Option<String>,
     /// Context window in tokens (default: the model's), for `compact` and percentage budgets.

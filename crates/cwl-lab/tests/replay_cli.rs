@@ -86,11 +86,11 @@ fn each_log_is_priced_by_its_own_model_unless_model_is_given() {
 #[test]
 fn a_model_without_a_price_has_an_unknown_cost() {
     let dir = tempfile::tempdir().unwrap();
-    let gemini = pi_log(dir.path(), "gemini.jsonl", "gemini-3-pro-preview", 3);
+    let gemini = pi_log(dir.path(), "gemini.jsonl", "gemini-4-neon", 3);
     let (report, _) = replay_files(&args(&[&gemini], &["--budget", "50%"])).unwrap();
     let file = &report.files[0];
     assert!(!file.priced);
-    assert_eq!(file.model, "gemini-3-pro-preview");
+    assert_eq!(file.model, "gemini-4-neon");
     assert_eq!(none_cost(&report), None);
     let value: Value = serde_json::from_str(&json::to_json(&report)).unwrap();
     assert_eq!(value["budget_typed"], "50%");

@@ -102,14 +102,19 @@ impl CacheModel {
                 let write = if total >= min { total - read } else { 0 };
                 (read, write)
             }
-            CacheRules::OpenAi => {
+            CacheRules::OpenAi | CacheRules::OpenAiWrites => {
                 let read = if hit {
                     min + (reused - min) / 128 * 128
                 } else {
                     0
                 };
-                (read, 0)
+                let write = match self.rules {
+                    CacheRules::OpenAiWrites if total >= min => total - read,
+                    _ => 0,
+                };
+                (read, write)
             }
+            CacheRules::Google => (if hit { reused } else { 0 }, 0),
             CacheRules::None => (0, 0),
         };
         CacheUse {
@@ -190,6 +195,29 @@ mod tests {
             0,
             "prefix under 1024 is not cached"
         );
+    }
+
+    #[test]
+    fn openai_from_gpt_5_6_bills_what_it_caches() {
+        let mut cache = CacheModel::new(CacheRules::OpenAiWrites);
+        assert_eq!(cache.full(5000, None).write, 5000);
+        let second = cache.full(6000, None);
+        assert_eq!(second.read, 1024 + (5000 - 1024) / 128 * 128);
+        assert_eq!((second.write, second.uncached), (6000 - second.read, 0));
+    }
+
+    #[test]
+    fn google_reads_the_whole_prefix_from_2048_tokens() {
+        let mut cache = CacheModel::new(CacheRules::Google);
+        cache.full(5000, None);
+        let second = cache.full(6000, None);
+        assert_eq!(
+            (second.read, second.write, second.uncached),
+            (5000, 0, 1000)
+        );
+        let mut small = CacheModel::new(CacheRules::Google);
+        small.full(2000, None);
+        assert_eq!(small.full(2100, None).read, 0, "prefix under 2048");
     }
 
     #[test]

@@ -21,6 +21,14 @@ pub enum CacheRules {
     /// write surcharge; entries are taken to live 5 minutes (the low end of
     /// the documented 5–10 minutes of inactivity).
     OpenAi,
+    /// OpenAI caching as it bills from GPT-5.6 on: reads as
+    /// [`CacheRules::OpenAi`], and the prompt past the reused prefix is
+    /// billed as a cache write (at the model's cache-write price).
+    OpenAiWrites,
+    /// Google Gemini implicit caching: prefixes of at least 2,048 tokens
+    /// are read at the model's cached-input price, with no write
+    /// surcharge and no storage fee; entries are taken to live 5 minutes.
+    Google,
     /// No caching.
     None,
 }
@@ -33,7 +41,10 @@ impl CacheRules {
 
     /// Smallest cacheable prefix, in tokens.
     pub fn min_prefix(self) -> usize {
-        1024
+        match self {
+            CacheRules::Google => 2048,
+            _ => 1024,
+        }
     }
 
     /// The name used on the command line.
@@ -41,6 +52,8 @@ impl CacheRules {
         match self {
             CacheRules::Anthropic => "anthropic",
             CacheRules::OpenAi => "openai",
+            CacheRules::OpenAiWrites => "openai-writes",
+            CacheRules::Google => "google",
             CacheRules::None => "none",
         }
     }
@@ -114,10 +127,9 @@ struct Row {
     rules: CacheRules,
     input: f64,
     output: f64,
-    /// Cached input (OpenAI); Anthropic reads cost 0.1× input.
+    /// Cached input (OpenAI, Google); Anthropic reads cost 0.1× input.
     cached: f64,
-    /// A cache-write price where the provider bills one beyond its rules'
-    /// default (OpenAI's GPT-5.6 family).
+    /// The cache-write price, for [`CacheRules::OpenAiWrites`].
     write: Option<f64>,
     window: usize,
 }
@@ -155,7 +167,15 @@ const fn openai_written(
     window: usize,
 ) -> Row {
     Row {
+        rules: CacheRules::OpenAiWrites,
         write: Some(write),
+        ..openai(name, input, output, cached, window)
+    }
+}
+
+const fn google(name: &'static str, input: f64, output: f64, cached: f64, window: usize) -> Row {
+    Row {
+        rules: CacheRules::Google,
         ..openai(name, input, output, cached, window)
     }
 }
@@ -200,6 +220,10 @@ const TABLE: &[Row] = &[
     openai("gpt-4o", 2.50, 10.0, 1.25, 128_000),
     openai("o4-mini", 1.10, 4.40, 0.275, 200_000),
     openai("o3", 2.0, 8.0, 0.50, 200_000),
+    google("gemini-3.1-pro", 2.0, 12.0, 0.20, 1_048_576),
+    google("gemini-3-pro", 2.0, 12.0, 0.20, 1_048_576),
+    google("gemini-2.5-pro", 1.25, 10.0, 0.125, 1_048_576),
+    google("gemini-2.5-flash", 0.30, 2.50, 0.03, 1_048_576),
 ];
 
 /// The known model names, for help texts.
@@ -219,6 +243,7 @@ pub fn lookup(model: &str) -> Option<Pricing> {
         .unwrap_or(model)
         .to_ascii_lowercase();
     let same_model = |rest: &str| {
+        let rest = rest.strip_prefix("-preview").unwrap_or(rest);
         rest.is_empty()
             || rest == "-latest"
             || rest == "-codex"
@@ -230,7 +255,9 @@ pub fn lookup(model: &str) -> Option<Pricing> {
         .max_by_key(|row| row.name.len())?;
     let (cache_read, cache_write) = match row.rules {
         CacheRules::Anthropic => (row.input * 0.1, row.input * 1.25),
-        CacheRules::OpenAi => (row.cached, row.write.unwrap_or(row.input)),
+        CacheRules::OpenAi | CacheRules::OpenAiWrites | CacheRules::Google => {
+            (row.cached, row.write.unwrap_or(row.input))
+        }
         CacheRules::None => (row.input, row.input),
     };
     Some(Pricing {
@@ -250,7 +277,7 @@ pub fn lookup(model: &str) -> Option<Pricing> {
 pub enum PriceError {
     /// Malformed.
     #[error(
-        "invalid --price `{0}`: expected comma-separated KEY=VALUE in US dollars per million tokens, keys in, out, read, write, window, cache (anthropic|openai|none), e.g. `in=3,out=15,cache=anthropic`"
+        "invalid --price `{0}`: expected comma-separated KEY=VALUE in US dollars per million tokens, keys in, out, read, write, window, cache (anthropic|openai|openai-writes|google|none), e.g. `in=3,out=15,cache=anthropic`"
     )]
     Invalid(String),
     /// A model that is not in the table.
@@ -292,6 +319,8 @@ pub fn with_override(
                 rules = Some(match value.trim() {
                     "anthropic" => CacheRules::Anthropic,
                     "openai" => CacheRules::OpenAi,
+                    "openai-writes" => CacheRules::OpenAiWrites,
+                    "google" => CacheRules::Google,
                     "none" => CacheRules::None,
                     _ => return Err(invalid()),
                 })
@@ -314,7 +343,10 @@ pub fn with_override(
     let (default_read, default_write) = match (rules, base_same_input) {
         (_, Some(b)) => (b.cache_read, b.cache_write),
         (CacheRules::Anthropic, None) => (input * 0.1, input * 1.25),
-        (CacheRules::OpenAi | CacheRules::None, None) => (input, input),
+        (
+            CacheRules::OpenAi | CacheRules::OpenAiWrites | CacheRules::Google | CacheRules::None,
+            None,
+        ) => (input, input),
     };
     Ok(Pricing {
         model: base
@@ -428,7 +460,7 @@ mod tests {
         let p = lookup("gpt-5.6-sol").unwrap();
         assert_eq!(
             (p.rules, p.cache_read, p.cache_write),
-            (CacheRules::OpenAi, 0.5, 6.25)
+            (CacheRules::OpenAiWrites, 0.5, 6.25)
         );
         let p = lookup("claude-opus-4-6-20260205").unwrap();
         assert_eq!(
@@ -436,6 +468,18 @@ mod tests {
             ("claude-opus-4-6", 5.0, 6.25)
         );
         assert_eq!(lookup("claude-sonnet-4-6").unwrap().output, 15.0);
+        let p = lookup("google/gemini-3-pro-preview").unwrap();
+        assert_eq!(
+            (p.model.as_str(), p.rules, p.cache_read, p.cache_write),
+            ("gemini-3-pro", CacheRules::Google, 0.20, 2.0)
+        );
+        assert_eq!(
+            lookup("gemini-2.5-pro-preview-06-05").unwrap().model,
+            "gemini-2.5-pro"
+        );
+        assert!(lookup("gemini-2.5-flash-lite").is_none());
+        let p = resolve("x", Some("in=1,out=2,cache=google")).unwrap();
+        assert_eq!(p.rules, CacheRules::Google);
     }
 
     #[test]
@@ -498,13 +542,13 @@ mod tests {
             (p.model.as_str(), from),
             (DEFAULT_MODEL, ModelSource::Default)
         );
-        let (p, from) = for_log(None, Some("gemini-3-pro-preview"), None).unwrap();
+        let (p, from) = for_log(None, Some("gemini-4-neon"), None).unwrap();
         assert_eq!(from, ModelSource::Log);
         assert!(!p.known, "never priced as another model");
-        assert_eq!(p.model, "gemini-3-pro-preview");
+        assert_eq!(p.model, "gemini-4-neon");
         assert_eq!(p.cost(1000, 0, 0, 1000), 0.0);
-        let (p, _) = for_log(None, Some("gemini-3-pro-preview"), Some("in=2,out=12")).unwrap();
-        assert!(p.known && p.input == 2.0);
+        let (p, _) = for_log(None, Some("gemini-4-neon"), Some("in=3,out=15")).unwrap();
+        assert!(p.known && p.input == 3.0);
         assert!(for_log(Some("mystery"), None, None).is_err());
     }
 }
