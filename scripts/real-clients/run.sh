@@ -17,15 +17,16 @@
 # tools alone are about 25k tokens), CODEX_BUDGET (default 24k), CWL (a `cwl`
 # binary; default: built here in release with the scripted upstream),
 # ROUNDS (default 1: the session above; N, up to 40, makes it N rounds long,
-# about 15 more model turns a round, each round re-reading, grepping and
+# about 16 more model turns a round, each round re-reading, grepping and
 # editing differently: SCRIPTED_ROUNDS of the scripted upstream; long
 # sessions may make the clients compact their history, which the upstream
 # follows), RUNS (default "claude-direct claude-proxy codex-direct
 # codex-proxy": the runs to make), TIMEOUT (seconds per client run; default
 # 900 a round), CODEX_AUTO_COMPACT (Codex's model_auto_compact_token_limit;
-# unset: its default). Claude Code 2.1.197 takes claude-sonnet-4-5 as a 1M
-# model and does not compact a 12-round session; its own
-# CLAUDE_CODE_AUTO_COMPACT_WINDOW (e.g. 160000) passes through and makes it.
+# unset: its default). Claude Code 2.1.197 does not compact a 12-round
+# session by itself (its window for claude-sonnet-4-5 is over 490k tokens);
+# its own CLAUDE_CODE_AUTO_COMPACT_WINDOW (e.g. 160000) passes through and
+# makes it.
 #
 # For each run OUT/<client>-<direct|proxy>/ gets: repo/ (the repository the
 # session edited), upstream/ (every request the upstream received, as sent,
@@ -48,6 +49,14 @@ OUT=${1:-/tmp/real-clients-out}
 SCRIPT=run.sh
 ROUNDS=${ROUNDS:-1}
 RUNS=${RUNS:-claude-direct claude-proxy codex-direct codex-proxy}
+for name in $RUNS; do
+  case $name in claude-direct|claude-proxy|codex-direct|codex-proxy) ;;
+    *) echo "$SCRIPT: RUNS: unknown run '$name' (claude-direct, claude-proxy, codex-direct, codex-proxy)" >&2; exit 2 ;;
+  esac
+done
+[ -n "${RUNS// /}" ] || { echo "$SCRIPT: RUNS names no run" >&2; exit 2; }
+case $ROUNDS in ''|*[!0-9]*) ROUNDS_OK= ;; *) ROUNDS_OK=$(( 10#$ROUNDS >= 1 && 10#$ROUNDS <= 40 )) ;; esac
+[ "$ROUNDS_OK" = 1 ] || { echo "$SCRIPT: ROUNDS must be a whole number from 1 to 40, not '$ROUNDS'" >&2; exit 2; }
 TIMEOUT=${TIMEOUT:-$((900 * ROUNDS))}
 . "$ROOT/scripts/real-clients/common.sh"
 
