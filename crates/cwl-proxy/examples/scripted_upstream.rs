@@ -33,10 +33,11 @@
 //!
 //! With `SCRIPTED_ROUNDS=N` (1 to 40; 1 when unset: the session above)
 //! the session goes on for N rounds: after the first, each round continues
-//! the task differently (re-reads a module whole and another in a slice,
+//! the task differently (re-reads a module whole and others in slices,
 //! greps, shows a log slice, looks up a record quoted from a round long
 //! before, edits two parsers of one module, compiles, tests, diffs, now
-//! and then notes the round in the README) before the final answer;
+//! and then notes the round in the README), about 16 model calls a round,
+//! before the final answer;
 //! `check-edits DIR` (same environment) checks that every scripted edit
 //! is in the repository. Long sessions make clients compact: a request
 //! asking for a summary (Claude Code's summarising prompt, or a Codex
