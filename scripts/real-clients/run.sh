@@ -15,7 +15,18 @@
 # CODEX_HOME in OUT, so your own configuration is neither read nor changed.
 # Environment: CLAUDE_BUDGET (default 50k: Claude Code's system prompt and
 # tools alone are about 25k tokens), CODEX_BUDGET (default 24k), CWL (a `cwl`
-# binary; default: built here in release with the scripted upstream).
+# binary; default: built here in release with the scripted upstream),
+# ROUNDS (default 1: the session above; N, up to 40, makes it N rounds long,
+# about 16 more model turns a round, each round re-reading, grepping and
+# editing differently: SCRIPTED_ROUNDS of the scripted upstream; long
+# sessions may make the clients compact their history, which the upstream
+# follows), RUNS (default "claude-direct claude-proxy codex-direct
+# codex-proxy": the runs to make), TIMEOUT (seconds per client run; default
+# 900 a round), CODEX_AUTO_COMPACT (Codex's model_auto_compact_token_limit;
+# unset: its default). Claude Code 2.1.197 does not compact a 12-round
+# session by itself (its window for claude-sonnet-4-5 is over 490k tokens);
+# its own CLAUDE_CODE_AUTO_COMPACT_WINDOW (e.g. 160000) passes through and
+# makes it.
 #
 # For each run OUT/<client>-<direct|proxy>/ gets: repo/ (the repository the
 # session edited), upstream/ (every request the upstream received, as sent,
@@ -28,13 +39,25 @@
 # assistant turn and what follows it are byte for byte what the client sent).
 # The script fails if a client exits non-zero, a scripted tool call fails
 # (an error result or a non-zero exit code) or the scripted edits are not in
-# its repository; then scripts/real-clients/summarize.py OUT prints the
+# its repository (edits.json: `scripted_upstream check-edits`, every edit of
+# every round); then scripts/real-clients/summarize.py OUT prints the
 # figures.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-/tmp/real-clients-out}
 SCRIPT=run.sh
+ROUNDS=${ROUNDS:-1}
+RUNS=${RUNS:-claude-direct claude-proxy codex-direct codex-proxy}
+for name in $RUNS; do
+  case $name in claude-direct|claude-proxy|codex-direct|codex-proxy) ;;
+    *) echo "$SCRIPT: RUNS: unknown run '$name' (claude-direct, claude-proxy, codex-direct, codex-proxy)" >&2; exit 2 ;;
+  esac
+done
+[ -n "${RUNS// /}" ] || { echo "$SCRIPT: RUNS names no run" >&2; exit 2; }
+case $ROUNDS in ''|*[!0-9]*) ROUNDS_OK= ;; *) ROUNDS_OK=$(( 10#$ROUNDS >= 1 && 10#$ROUNDS <= 40 )) ;; esac
+[ "$ROUNDS_OK" = 1 ] || { echo "$SCRIPT: ROUNDS must be a whole number from 1 to 40, not '$ROUNDS'" >&2; exit 2; }
+TIMEOUT=${TIMEOUT:-$((900 * ROUNDS))}
 . "$ROOT/scripts/real-clients/common.sh"
 
 # run CLIENT MODE
@@ -44,7 +67,7 @@ run() {
   local repo=$dir/repo
   init_repo "$repo"
 
-  "$UPSTREAM" serve --listen 127.0.0.1:0 --repo "$repo" --log-dir "$dir/upstream" > "$dir/upstream.out" 2>&1 &
+  SCRIPTED_ROUNDS=$ROUNDS "$UPSTREAM" serve --listen 127.0.0.1:0 --repo "$repo" --log-dir "$dir/upstream" > "$dir/upstream.out" 2>&1 &
   local upstream_pid=$!
   PIDS+=("$upstream_pid")
   local upstream_url base proxy_pid= tap_pid=
@@ -70,7 +93,7 @@ run() {
   if [ "$client" = claude ]; then
     (cd "$repo" && HOME=$dir/home IS_SANDBOX=1 ANTHROPIC_BASE_URL=$base ANTHROPIC_API_KEY=sk-ant-dummy \
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 \
-      timeout 900 "$CLAUDE" -p "$PROMPT" --dangerously-skip-permissions --model claude-sonnet-4-5 \
+      timeout "$TIMEOUT" "$CLAUDE" -p "$PROMPT" --dangerously-skip-permissions --model claude-sonnet-4-5 \
       < /dev/null > "$dir/client.out" 2> "$dir/client.err") || rc=$?
     find "$dir/home/.claude/projects" -name '*.jsonl' -exec cp {} "$dir/claude-session.jsonl" \;
   else
@@ -85,8 +108,11 @@ base_url = "$base/v1"
 env_key = "OPENAI_API_KEY"
 wire_api = "responses"
 TOML
+    if [ -n "${CODEX_AUTO_COMPACT:-}" ]; then
+      sed -i "1i model_auto_compact_token_limit = $CODEX_AUTO_COMPACT" "$dir/codex-home/config.toml"
+    fi
     (cd "$repo" && HOME=$dir/home CODEX_HOME=$dir/codex-home OPENAI_API_KEY=sk-dummy \
-      timeout 900 "$CODEX" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "$PROMPT" \
+      timeout "$TIMEOUT" "$CODEX" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "$PROMPT" \
       < /dev/null > "$dir/client.out" 2> "$dir/client.err") || rc=$?
     find "$dir/codex-home/sessions" -name 'rollout-*.jsonl' -exec cp {} "$dir/codex-rollout.jsonl" \;
   fi
@@ -101,6 +127,8 @@ TOML
   [ "$(grep -l 'if r\["amount"\] > 0' "$repo"/src/inventory/*.py | wc -l)" = 8 ] || fail="${fail:+$fail; }not every total edited"
   [ -f "$repo/src/inventory/summary.py" ] || fail="${fail:+$fail; }summary.py missing"
   grep -q "inventory.summary" "$repo/README.md" || fail="${fail:+$fail; }README not edited"
+  SCRIPTED_ROUNDS=$ROUNDS "$UPSTREAM" check-edits "$repo" > "$dir/edits.json" \
+    || fail="${fail:+$fail; }scripted edits missing ($(cat "$dir/edits.json"))"
   git -C "$repo" diff > "$dir/repo.diff"
   local errors
   errors=$(grep -c '"tool_error":true' "$dir/upstream/requests.jsonl" || true)
@@ -113,13 +141,13 @@ TOML
     echo "FAIL $client-$mode: $fail (see $dir)"
     return 1
   fi
-  echo "ok   $client-$mode: exit 0, scripted edits in the repository"
+  echo "ok   $client-$mode: exit 0, scripted edits of $ROUNDS round(s) in the repository"
 }
 
 status=0
 for client in claude codex; do
   for mode in direct proxy; do
-    run "$client" "$mode" || status=1
+    case " $RUNS " in *" $client-$mode "*) run "$client" "$mode" || status=1 ;; esac
   done
 done
 exit $status

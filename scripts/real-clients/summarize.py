@@ -8,6 +8,8 @@ upstream received (main loop, side requests, count_tokens); the largest
 input-token count the upstream received (its own o200k count, see
 crates/cwl-proxy/examples/scripted_upstream.rs) against the proxy's budget;
 how many latest assistant turns the upstream found to be the ones it sent;
+the client's own compactions (compaction requests the upstream answered,
+requests that resumed after one, compaction records in the client's log);
 and from the proxy's --json events: requests, routes, the largest
 tokens_before/tokens_after, requests over budget, episodes evicted, warnings.
 """
@@ -30,6 +32,17 @@ def lines(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def client_compactions(directory):
+    """Compaction records in the client's own session log: Claude Code's
+    compact_boundary system lines, Codex's compacted items."""
+    count = 0
+    for name in ("claude-session.jsonl", "codex-rollout.jsonl"):
+        for line in lines(os.path.join(directory, name)):
+            if line.get("subtype") == "compact_boundary" or line.get("type") == "compacted":
+                count += 1
+    return count
+
+
 def run(directory):
     name = os.path.basename(directory)
     out = {"run": name}
@@ -43,6 +56,9 @@ def run(directory):
     out["count_tokens"] = sum(r.get("kind") == "count_tokens" for r in requests)
     out["probes"] = sum(r.get("kind") == "probe" for r in requests)
     out["other"] = sum("kind" not in r for r in requests)
+    out["compaction_requests"] = sum(r.get("kind") == "compaction" for r in requests)
+    out["resumed"] = sum(bool(r.get("resumed")) for r in main)
+    out["client_log_compactions"] = client_compactions(directory)
     out["steps_reached"] = max((r["step"] for r in main), default=None)
     out["max_input_tokens"] = max((r["input_tokens"] for r in main), default=0)
     out["mean_input_tokens"] = round(sum(r["input_tokens"] for r in main) / len(main)) if main else 0

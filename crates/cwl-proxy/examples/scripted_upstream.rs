@@ -31,6 +31,27 @@
 //! assistant turn is the one this server sent, whether the tool result it
 //! answers reports an error or a non-zero exit code).
 //!
+//! With `SCRIPTED_ROUNDS=N` (1 to 40; 1 when unset: the session above)
+//! the session goes on for N rounds: after the first, each round continues
+//! the task differently (re-reads a module whole and others in slices,
+//! greps, shows a log slice, looks up a record quoted from a round long
+//! before, edits two parsers of one module, compiles, tests, diffs, now
+//! and then notes the round in the README), about 16 model calls a round,
+//! before the final answer;
+//! `check-edits DIR` (same environment) checks that every scripted edit
+//! is in the repository. Long sessions make clients compact: a request
+//! asking for a summary (Claude Code's summarising prompt, or a Codex
+//! history ending in a user message, or `/responses/compact`) gets one
+//! that ends with `Resume at scripted step N`, and a request holding no
+//! result of this server's calls resumes at the furthest of that marker,
+//! the furthest step any request asked for and its own latest result, so
+//! a compaction neither restarts nor repeats the script. A compaction
+//! makes Claude Code forget which files it read (and its Edit refuses a
+//! file not read), so an edit of a file not read, edited or written since
+//! is preceded by a `Read` of it (id `toolu_cwl_reread_NNN`).
+//! `requests.jsonl` logs compaction requests as kind `compaction` and
+//! marks `resumed` requests.
+//!
 //! With `SCRIPTED_RECALL=1` in its environment (for `cwl proxy --strategy
 //! self-gc`; `scripts/real-clients/recall.sh`), it also answers Self-GC's
 //! planner calls with a plan folding every result but the latest six, and
@@ -77,8 +98,10 @@ const LOG_LINES: usize = 600;
 
 /// One step of the scripted session, before it is put in a client's shape.
 enum Step {
-    Shell(String, &'static str),
+    Shell(String, String),
     Read(String),
+    /// A slice of a file: path, first line (1-based), lines.
+    ReadRange(String, usize, usize),
     Edit(String, String, String),
     Write(String, String),
     Done(String),
@@ -119,19 +142,29 @@ fn module_source(index: usize) -> String {
     out
 }
 
+/// The record id on line `i` (0-based) of the events log.
+fn log_id(i: usize) -> String {
+    let module = MODULES[i % MODULES.len()];
+    format!("{}-{:06}", &module[..3].to_uppercase(), i * 37)
+}
+
+/// The amount on line `i` (0-based) of the events log.
+fn log_amount(i: usize) -> usize {
+    (i * 7919) % 9000
+}
+
 fn events_log() -> String {
     (0..LOG_LINES)
         .map(|i| {
             let module = MODULES[i % MODULES.len()];
             let verdict = if i % 13 == 0 { "rejected" } else { "accepted" };
             format!(
-                "2026-11-24T10:{:02}:{:02}Z INFO {module} record {} {verdict} id={}-{:06} amount={}\n",
+                "2026-11-24T10:{:02}:{:02}Z INFO {module} record {} {verdict} id={} amount={}\n",
                 i / 60,
                 i % 60,
                 i % FUNCTIONS,
-                &module[..3].to_uppercase(),
-                i * 37,
-                (i * 7919) % 9000
+                log_id(i),
+                log_amount(i)
             )
         })
         .collect()
@@ -173,28 +206,31 @@ out[name] = getattr(module, \"LIMIT_\" + name.upper())\n    return out\n\n\n\
 def describe():\n    \"\"\"A printable summary of the limits.\"\"\"\n    \
 return \"\\n\".join(\"%s: %d\" % item for item in sorted(limits().items()))\n";
 
-/// The whole session, the same for every client.
-fn script() -> Vec<Step> {
+/// The whole session of `rounds` rounds, the same for every client.
+fn script(rounds: usize) -> Vec<Step> {
     use Step::*;
     let mut steps = vec![Shell(
         "git log --oneline -5 && ls -R src data tests".into(),
-        "Show history and files",
+        "Show history and files".into(),
     )];
     for module in MODULES {
         steps.push(Read(module_path(module)));
     }
     steps.push(Shell(
         "grep -rn 'def parse_' src | head -120".into(),
-        "List the parser functions",
+        "List the parser functions".into(),
     ));
-    steps.push(Shell("grep -rn 'LIMIT_' src".into(), "Find the limits"));
+    steps.push(Shell(
+        "grep -rn 'LIMIT_' src".into(),
+        "Find the limits".into(),
+    ));
     steps.push(Shell(
         "head -250 data/events.log".into(),
-        "Show the start of the log",
+        "Show the start of the log".into(),
     ));
     steps.push(Shell(
         "grep -c rejected data/events.log; grep rejected data/events.log | head -40".into(),
-        "Count rejected records",
+        "Count rejected records".into(),
     ));
     for (index, module) in MODULES.iter().enumerate().take(2) {
         let upper = module.to_uppercase();
@@ -206,7 +242,7 @@ fn script() -> Vec<Step> {
     }
     steps.push(Shell(
         "python3 -m py_compile src/inventory/*.py && echo compiled".into(),
-        "Compile the modules",
+        "Compile the modules".into(),
     ));
     steps.push(Read(module_path("orders")));
     for module in MODULES {
@@ -218,7 +254,7 @@ fn script() -> Vec<Step> {
         if module == "pricing" {
             steps.push(Shell(
                 "python3 -m unittest discover -s tests -v 2>&1 | tail -20".into(),
-                "Run the tests",
+                "Run the tests".into(),
             ));
         }
     }
@@ -226,17 +262,20 @@ fn script() -> Vec<Step> {
     steps.push(Shell(
         "PYTHONPATH=src python3 -c 'from inventory import summary; print(summary.describe())'"
             .into(),
-        "Print the limits summary",
+        "Print the limits summary".into(),
     ));
     steps.push(Shell(
         "tail -200 data/events.log".into(),
-        "Show the end of the log",
+        "Show the end of the log".into(),
     ));
     steps.push(Read(module_path("billing")));
-    steps.push(Shell("git diff --stat".into(), "Show the diff summary"));
+    steps.push(Shell(
+        "git diff --stat".into(),
+        "Show the diff summary".into(),
+    ));
     steps.push(Shell(
         "git diff src/inventory/orders.py src/inventory/stock.py".into(),
-        "Show the limit changes",
+        "Show the limit changes".into(),
     ));
     steps.push(Read("README.md".into()));
     steps.push(Edit(
@@ -248,14 +287,316 @@ fn script() -> Vec<Step> {
     ));
     steps.push(Shell(
         "python3 -m unittest discover -s tests 2>&1 | tail -3 && git status --short".into(),
-        "Run the tests and show the status",
+        "Run the tests and show the status".into(),
     ));
-    steps.push(Done(
+    let mut done: String =
         "Done: the orders and stock limits are doubled, every total skips non-positive \
          amounts, `src/inventory/summary.py` prints the limits, and the README says so."
-            .into(),
-    ));
+            .into();
+    for round in 2..=rounds {
+        steps.extend(round_steps(round));
+    }
+    if rounds > 1 {
+        let edits = steps
+            .iter()
+            .filter(|s| matches!(s, Edit(_, old, _) if old.contains("Parse record kind")))
+            .count();
+        done.push_str(&format!(
+            " Over {} more rounds {edits} parser docstrings now say how amounts are scaled.",
+            rounds - 1
+        ));
+    }
+    steps.push(Done(done));
     steps
+}
+
+/// Most rounds a session may have: keeps every step id below 1000 and
+/// every (module, record kind) a round edits distinct.
+const MAX_ROUNDS: usize = 40;
+
+/// Lines of the events log a round shows.
+const SLICE_LINES: usize = 60;
+
+/// The first line (1-based) of the events log slice round `round` shows.
+fn slice_start(round: usize) -> usize {
+    (round * 47) % (LOG_LINES - SLICE_LINES) + 1
+}
+
+/// The line (1-based) of `def parse_*_record_{k}` in a module as
+/// `init-repo` writes it.
+fn def_line(k: usize) -> usize {
+    5 + 9 * k
+}
+
+/// The module round `round` (2 or more) reads and edits.
+fn edited_module(round: usize) -> usize {
+    (3 * round) % MODULES.len()
+}
+
+/// Round `round` (2 or more) of the session: the same task continued,
+/// differently each round. It re-reads modules (one whole, two in slices
+/// whose lines differ from round to round), greps,
+/// reads a slice of the log and looks up a record seen rounds earlier,
+/// edits two parsers of one module (docstrings, or a helper added before
+/// a parser), compiles and tests, shows diffs and sometimes notes the
+/// round in the README. Every edit applies to the repository as the
+/// earlier rounds left it: the (module, kind) pairs edited are distinct
+/// for up to `MAX_ROUNDS` rounds.
+fn round_steps(round: usize) -> Vec<Step> {
+    use Step::*;
+    let r = round;
+    let n = MODULES.len();
+    let a = edited_module(r);
+    let (ma, mb, mc) = (
+        MODULES[a],
+        MODULES[(a + 1 + (r + 3) % 7) % n],
+        MODULES[(a + 1 + r % 7) % n],
+    );
+    let (k1, k2, k3) = (
+        (7 * r + 3) % FUNCTIONS,
+        (7 * r + 23) % FUNCTIONS,
+        (7 * r + 13) % FUNCTIONS,
+    );
+    let (pa, pc) = (module_path(ma), module_path(mc));
+    let mut steps = vec![match r % 3 {
+        0 => Shell("git diff --stat".into(), "See what changed so far".into()),
+        1 => Shell(
+            "git status --short && git log --oneline -1".into(),
+            "Check the working tree".into(),
+        ),
+        _ => Shell(
+            format!(
+                "git diff {} | head -80",
+                module_path(MODULES[edited_module(r - 1)])
+            ),
+            "Look at the previous round's changes".into(),
+        ),
+    }];
+    steps.push(Read(pa.clone()));
+    steps.push(match r % 4 {
+        0 => Shell(
+            format!("grep -n 'def parse_{mc}_record_' {pc} | head -{}", 12 + r),
+            format!("List the {mc} parsers"),
+        ),
+        1 => Shell(
+            format!("grep -n 'raise ValueError' {pc} | head -15"),
+            format!("Find the bound checks of {mc}"),
+        ),
+        2 => Shell(
+            format!(
+                "grep -rn 'amount = int(fields\\[1\\]) \\* {}' src | head -30",
+                2 + r % 7
+            ),
+            format!("Find the parsers that scale amounts by {}", 2 + r % 7),
+        ),
+        _ => Shell(
+            "grep -rn 'Parse record kind' src | grep -v 'split fields' | head -40".into(),
+            "List the parser docstrings documented so far".into(),
+        ),
+    });
+    let offset = 1 + (r * 37) % 250;
+    steps.push(ReadRange(module_path(mb), offset, 40 + (r % 3) * 20));
+    let start = slice_start(r);
+    steps.push(Shell(
+        format!(
+            "sed -n '{start},{}p' data/events.log",
+            start + SLICE_LINES - 1
+        ),
+        format!("Show log lines {start} to {}", start + SLICE_LINES - 1),
+    ));
+    steps.push(match r % 3 {
+        0 => Shell(
+            format!(
+                "grep -c '{mc} record' data/events.log; grep '{mc} record .* rejected' data/events.log | head -12"
+            ),
+            format!("Count the {mc} records and show the rejected ones"),
+        ),
+        1 => Shell(
+            "awk '{split($NF, a, \"=\"); if (a[2] + 0 > 8500) print}' data/events.log | head -25"
+                .into(),
+            "Show the records with amounts over 8500".into(),
+        ),
+        _ => Shell(
+            "cut -d' ' -f3,6 data/events.log | sort | uniq -c | sort -rn | head -16".into(),
+            "Count the verdicts by module".into(),
+        ),
+    });
+    steps.push(Shell(
+        format!(
+            "grep -n '{mb} record' data/events.log | head -{}",
+            30 + (r % 4) * 10
+        ),
+        format!("Show the {mb} records of the log"),
+    ));
+    // A record shown many steps earlier, quoted from memory and looked up.
+    let (line, seen) = match r % 3 {
+        0 if r >= 6 => (
+            slice_start(r - 4) - 1 + (r * 13) % SLICE_LINES,
+            format!("log lines shown in round {}", r - 4),
+        ),
+        2 => (
+            13 * ((r * 7) % 40),
+            "the rejected records listed in round 1".into(),
+        ),
+        _ => (
+            (r * 37) % 250,
+            "the start of the log shown in round 1".into(),
+        ),
+    };
+    steps.push(Shell(
+        format!("grep -n 'id={}' data/events.log", log_id(line)),
+        format!(
+            "Look up {} again: amount {} in {seen}",
+            log_id(line),
+            log_amount(line)
+        ),
+    ));
+    steps.push(docstring_edit(ma, k1, r));
+    if r.is_multiple_of(2) {
+        steps.push(docstring_edit(ma, k2, r));
+    } else {
+        steps.push(helper_edit(ma, k3, r));
+    }
+    steps.push(Shell(
+        format!("python3 -m py_compile {pa} && echo compiled {ma}"),
+        format!("Compile {ma}"),
+    ));
+    // A slice, not the whole file: Claude Code answers a read that repeats
+    // the file's last read (same lines, file unchanged) with a stub.
+    steps.push(ReadRange(pc, 1 + (r * 29) % 120, 240 + (r % 5) * 10));
+    steps.push(if r.is_multiple_of(2) {
+        Shell(
+            "python3 -m unittest discover -s tests -v 2>&1 | tail -8".into(),
+            "Run the tests".into(),
+        )
+    } else {
+        Shell(
+            format!(
+                "PYTHONPATH=src python3 -c 'from inventory import {ma}; print({ma}.{ma}_amount_{k3}(\"X1,5\"))'"
+            ),
+            format!("Try the new helper {ma}_amount_{k3}"),
+        )
+    });
+    steps.push(Shell(
+        format!("git diff {pa}"),
+        format!("Show the changes to {ma}"),
+    ));
+    steps.push(ReadRange(pa.clone(), def_line(k1), 12));
+    if r.is_multiple_of(3) {
+        steps.push(Read("README.md".into()));
+        let anchor = "Totals skip non-positive amounts; `inventory.summary` lists the limits.\n";
+        steps.push(Edit(
+            "README.md".into(),
+            anchor.into(),
+            format!(
+                "{anchor}Round {r}: the `{ma}` parsers of kinds {k1} and {} document their scaling.\n",
+                if r.is_multiple_of(2) { k2 } else { k3 }
+            ),
+        ));
+    }
+    if r % 4 == 2 {
+        steps.push(Shell(
+            "grep -n 'LIMIT_[A-Z]* = ' src/inventory/*.py".into(),
+            format!(
+                "Check the limits again: orders was {} and stock {} before round 1 doubled them",
+                limit(0),
+                limit(1)
+            ),
+        ));
+    }
+    steps
+}
+
+/// Round `round`'s edit of the docstring of `parse_{module}_record_{k}`.
+fn docstring_edit(module: &str, k: usize, round: usize) -> Step {
+    let upper = module.to_uppercase();
+    Step::Edit(
+        module_path(module),
+        format!(
+            "    \"\"\"Parse record kind {k} of {module}: split fields, convert amounts, check bounds.\"\"\""
+        ),
+        format!(
+            "    \"\"\"Parse record kind {k} of {module} (round {round}): fields are id,amount; \
+             the amount is scaled by {} and offset by {k}, at most LIMIT_{upper}.\"\"\"",
+            k % 7 + 2
+        ),
+    )
+}
+
+/// Round `round`'s helper `{module}_amount_{k}`, added before
+/// `parse_{module}_record_{k}`.
+fn helper_edit(module: &str, k: usize, round: usize) -> Step {
+    let def = format!("def parse_{module}_record_{k}(line):");
+    Step::Edit(
+        module_path(module),
+        def.clone(),
+        format!(
+            "def {module}_amount_{k}(line):\n    \
+             \"\"\"The amount of a kind-{k} {module} record (added in round {round}).\"\"\"\n    \
+             return parse_{module}_record_{k}(line)[\"amount\"]\n\n\n{def}"
+        ),
+    )
+}
+
+/// The rounds a server was asked for: `SCRIPTED_ROUNDS`, 1 when unset.
+fn rounds_from_env() -> Result<usize, String> {
+    parse_rounds(std::env::var("SCRIPTED_ROUNDS").ok().as_deref())
+}
+
+/// The rounds `SCRIPTED_ROUNDS` asks for (`None`: unset, 1).
+fn parse_rounds(text: Option<&str>) -> Result<usize, String> {
+    let Some(text) = text else {
+        return Ok(1);
+    };
+    text.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=MAX_ROUNDS).contains(n))
+        .ok_or(format!(
+            "SCRIPTED_ROUNDS must be a whole number from 1 to {MAX_ROUNDS}, not {text:?}"
+        ))
+}
+
+/// Checks that every edit and write of the script is in the repository
+/// `dir`: each line an edit adds (a line of its new text that its old
+/// text lacks) is a line of the file, and a written file holds what was
+/// written. Prints a JSON verdict.
+fn check_edits(dir: &Path, rounds: usize) -> Result<(), String> {
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for (index, step) in script(rounds).iter().enumerate() {
+        let (path, expected): (&String, Vec<&str>) = match step {
+            Step::Edit(path, old, new) => (
+                path,
+                new.lines()
+                    .filter(|l| !old.lines().any(|o| o == *l))
+                    .collect(),
+            ),
+            Step::Write(path, content) => (path, content.lines().collect()),
+            _ => continue,
+        };
+        checked += 1;
+        let text = std::fs::read_to_string(dir.join(path)).unwrap_or_default();
+        if expected
+            .iter()
+            .any(|line| !text.lines().any(|l| l == *line))
+        {
+            missing.push(format!("step {index}: {path}"));
+        }
+    }
+    println!(
+        "{}",
+        json!({"rounds": rounds, "edits_checked": checked, "missing": missing})
+    );
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} scripted edits are not in {}",
+            missing.len(),
+            dir.display()
+        ))
+    }
 }
 
 /// Length of each turn's opaque reasoning: a thinking signature or an
@@ -293,6 +634,10 @@ fn narration(step: &Step, index: usize) -> String {
     match step {
         Step::Shell(_, what) => format!("Step {index}: {what}."),
         Step::Read(path) => format!("Step {index}: reading {path}."),
+        Step::ReadRange(path, from, lines) => format!(
+            "Step {index}: reading lines {from} to {} of {path}.",
+            from + lines - 1
+        ),
         Step::Edit(path, _, _) => format!("Step {index}: editing {path}."),
         Step::Write(path, _) => format!("Step {index}: writing {path}."),
         Step::Done(text) => text.clone(),
@@ -305,6 +650,10 @@ fn claude_call(step: &Step, repo: &Path) -> Option<(&'static str, Value)> {
     Some(match step {
         Step::Shell(cmd, what) => ("Bash", json!({"command": cmd, "description": what})),
         Step::Read(path) => ("Read", json!({"file_path": abs(path)})),
+        Step::ReadRange(path, from, lines) => (
+            "Read",
+            json!({"file_path": abs(path), "offset": from, "limit": lines}),
+        ),
         Step::Edit(path, old, new) => (
             "Edit",
             json!({"file_path": abs(path), "old_string": old, "new_string": new}),
@@ -326,6 +675,9 @@ fn codex_call(step: &Step) -> Option<Value> {
     let cmd = match step {
         Step::Shell(cmd, _) => cmd.clone(),
         Step::Read(path) => format!("cat -n {path}"),
+        Step::ReadRange(path, from, lines) => {
+            format!("nl -ba {path} | sed -n '{from},{}p'", from + lines - 1)
+        }
         Step::Edit(path, old, new) => format!(
             "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: {path}\n@@\n{}{}*** End Patch\nPATCH",
             patch_lines(old, '-'),
@@ -437,6 +789,37 @@ fn next_step(last_ids: &[String], prefix: &str) -> usize {
         .map_or(0, |step| step + 1)
 }
 
+/// The file a step reads, edits or writes.
+fn step_path(step: &Step) -> Option<&str> {
+    match step {
+        Step::Read(path)
+        | Step::ReadRange(path, _, _)
+        | Step::Edit(path, _, _)
+        | Step::Write(path, _) => Some(path),
+        Step::Shell(..) | Step::Done(_) => None,
+    }
+}
+
+/// The latest step whose result `ids` (a request's tool-result ids) hold.
+fn latest_result<'a>(ids: impl Iterator<Item = &'a str>, prefix: &str) -> Option<usize> {
+    ids.filter_map(|id| id.strip_prefix(prefix)?.parse::<usize>().ok())
+        .max()
+}
+
+/// Adds to a `requests.jsonl` line whether the request resumed after a
+/// compaction and which step a re-read stood for (only when so, so that
+/// a session without compaction logs as before).
+fn mark_resume(summary: &mut Value, resumed: bool, reread: Option<usize>) {
+    if let Some(fields) = summary.as_object_mut() {
+        if resumed {
+            fields.insert("resumed".into(), json!(true));
+        }
+        if let Some(step) = reread {
+            fields.insert("reread".into(), json!(step));
+        }
+    }
+}
+
 struct Server {
     repo: PathBuf,
     log_dir: PathBuf,
@@ -444,6 +827,43 @@ struct Server {
     seq: AtomicUsize,
     /// Whether to plan folds and call `recall` (`SCRIPTED_RECALL=1`).
     recall: bool,
+    /// The furthest step any request asked for: where a request that holds
+    /// no result of this server's calls (after a client's compaction)
+    /// resumes.
+    progress: AtomicUsize,
+    /// Summaries written for clients' compactions so far.
+    compactions: AtomicUsize,
+    /// The files Claude Code read, edited or wrote since its latest
+    /// compaction (`None` before any): a compaction makes it forget them.
+    touched: std::sync::Mutex<Option<std::collections::HashSet<String>>>,
+}
+
+/// What Claude Code's summarising (compaction) request asks.
+const CLAUDE_COMPACTION: &str = "create a detailed summary of";
+
+/// The line the summaries this server writes end with, before the step
+/// the script resumes at: a request after a client's compaction says
+/// where the script stands in its visible text.
+const RESUME_MARKER: &str = "Resume at scripted step ";
+
+/// The furthest step the resume markers in `text` name.
+fn resume_marker(text: &str) -> Option<usize> {
+    text.match_indices(RESUME_MARKER)
+        .filter_map(|(at, _)| {
+            let rest = &text[at + RESUME_MARKER.len()..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            rest[..end].parse().ok()
+        })
+        .max()
+}
+
+/// The step a `reread` call (a `Read` made after a compaction, before
+/// the edit it stands for) stands for, from its result's id.
+fn reread_step(ids: &[String], prefix: &str) -> Option<usize> {
+    ids.iter()
+        .find_map(|id| id.strip_prefix(prefix)?.parse().ok())
 }
 
 /// What Self-GC's planner prompt says, to recognise it.
@@ -503,6 +923,107 @@ fn sse(events: &[Value]) -> String {
         .collect()
 }
 
+/// An Anthropic Messages reply holding `content`, streamed when the
+/// request asks for it.
+fn anthropic_reply(
+    body: &Value,
+    id: String,
+    content: Vec<Value>,
+    stop_reason: &str,
+    tokens: usize,
+) -> Reply {
+    let model = body["model"]
+        .as_str()
+        .unwrap_or("claude-scripted")
+        .to_string();
+    let usage_out = 20 * content.len();
+    if body["stream"] != true {
+        return Reply {
+            status: StatusCode::OK,
+            content_type: "application/json",
+            body: json!({"id": id, "type": "message", "role": "assistant", "model": model,
+                         "content": content, "stop_reason": stop_reason, "stop_sequence": null,
+                         "usage": {"input_tokens": tokens, "output_tokens": usage_out}})
+            .to_string(),
+        };
+    }
+    let mut events = vec![
+        json!({"type": "message_start", "message": {"id": id, "type": "message",
+        "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": tokens, "output_tokens": 1}}}),
+    ];
+    for (index, block) in content.iter().enumerate() {
+        if block["type"] == "thinking" {
+            events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": ""}}));
+            events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": block["thinking"]}}));
+            events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": block["signature"]}}));
+        } else if block["type"] == "text" {
+            events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}));
+            events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": block["text"]}}));
+        } else {
+            events.push(
+                json!({"type": "content_block_start", "index": index, "content_block":
+                {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}),
+            );
+            let input = block["input"].to_string();
+            let cut = input
+                .char_indices()
+                .nth(input.chars().count() / 2)
+                .map_or(0, |(i, _)| i);
+            for part in [&input[..cut], &input[cut..]] {
+                events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}}));
+            }
+        }
+        events.push(json!({"type": "content_block_stop", "index": index}));
+    }
+    events.push(json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": usage_out}}));
+    events.push(json!({"type": "message_stop"}));
+    Reply {
+        status: StatusCode::OK,
+        content_type: "text/event-stream",
+        body: sse(&events),
+    }
+}
+
+/// An OpenAI Responses reply holding `output`, streamed when the request
+/// asks for it.
+fn responses_reply(body: &Value, id: String, output: Vec<Value>, tokens: usize) -> Reply {
+    let usage = json!({"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 20 * output.len(), "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": tokens + 20 * output.len()});
+    let response = json!({"id": id, "object": "response", "status": "completed",
+        "model": body["model"], "output": output, "usage": usage});
+    if body["stream"] != true {
+        return Reply {
+            status: StatusCode::OK,
+            content_type: "application/json",
+            body: response.to_string(),
+        };
+    }
+    let mut events = vec![json!({"type": "response.created", "response": {"id": id,
+        "object": "response", "status": "in_progress", "output": []}})];
+    for (index, item) in output.iter().enumerate() {
+        events.push(
+            json!({"type": "response.output_item.added", "output_index": index, "item": item}),
+        );
+        if item["type"] == "message" {
+            events.push(
+                json!({"type": "response.output_text.delta", "output_index": index,
+                "item_id": item["id"], "content_index": 0, "delta": item["content"][0]["text"]}),
+            );
+        }
+        events.push(
+            json!({"type": "response.output_item.done", "output_index": index, "item": item}),
+        );
+    }
+    events.push(json!({"type": "response.completed", "response": response}));
+    Reply {
+        status: StatusCode::OK,
+        content_type: "text/event-stream",
+        body: sse(&events),
+    }
+}
+
 impl Server {
     fn log(&self, api: &str, raw: &[u8], summary: Value) {
         let seq = self.seq.fetch_add(1, Ordering::SeqCst);
@@ -519,6 +1040,89 @@ impl Server {
         {
             let _ = writeln!(file, "{line}");
         }
+    }
+
+    /// Where a request that holds no result of this server's latest call
+    /// resumes: the furthest of the progress so far, the resume markers in
+    /// its text and one past the latest step whose result it holds
+    /// (`latest`); 0 for the first request of a session.
+    fn resume(&self, raw: &[u8], latest: Option<usize>) -> usize {
+        let marker = resume_marker(&String::from_utf8_lossy(raw));
+        let step = [
+            Some(self.progress.load(Ordering::SeqCst)),
+            marker,
+            latest.map(|s| s + 1),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(0);
+        self.advance(step)
+    }
+
+    /// Whether Claude Code has compacted since it last read, edited or
+    /// wrote `path`.
+    fn forgotten(&self, path: &str) -> bool {
+        self.touched
+            .lock()
+            .expect("not poisoned")
+            .as_ref()
+            .is_some_and(|paths| !paths.contains(path))
+    }
+
+    /// Records that Claude Code is about to read, edit or write `path`.
+    fn touch(&self, path: &str) {
+        if let Some(paths) = self.touched.lock().expect("not poisoned").as_mut() {
+            paths.insert(path.to_string());
+        }
+    }
+
+    /// Records that a request asked for `step`; returns it.
+    fn advance(&self, step: usize) -> usize {
+        self.progress.fetch_max(step, Ordering::SeqCst);
+        step
+    }
+
+    /// The summary a client's compaction request gets: what was done, what
+    /// comes next and the resume marker for step `next`.
+    fn compaction_summary(&self, next: usize) -> String {
+        let next = next.min(self.script.len() - 1);
+        let mut edited: Vec<String> = Vec::new();
+        for step in &self.script[..next] {
+            if let Step::Edit(path, _, _) | Step::Write(path, _) = step
+                && !edited.contains(path)
+            {
+                edited.push(path.clone());
+            }
+        }
+        let recent: Vec<String> = (next.saturating_sub(6)..next)
+            .map(|i| format!("   - {}", narration(&self.script[i], i)))
+            .collect();
+        format!(
+            "<analysis>\nThe user asked to tidy the inventory package; the work went step by step \
+             through reads, greps, log slices, edits and test runs. {next} steps are done.\n</analysis>\n\
+             <summary>\n\
+             1. Primary Request and Intent: tidy the inventory package (double the orders and \
+             stock limits, make every total skip non-positive amounts, add a limits summary \
+             module, mention it in the README), then document the parsers.\n\
+             2. Key Technical Concepts: Python modules in src/inventory with one parser per \
+             record kind and a LIMIT_ constant each; data/events.log holds the records.\n\
+             3. Files and Code Sections: edited so far: {}.\n\
+             4. Errors and fixes: none.\n\
+             5. Problem Solving: every change compiled and the tests pass.\n\
+             6. All user messages: the request above.\n\
+             7. Pending Tasks: the remaining scripted steps.\n\
+             8. Current Work: the latest steps:\n{}\n\
+             9. Optional Next Step: {}\n\
+             {RESUME_MARKER}{next}.\n</summary>",
+            if edited.is_empty() {
+                "nothing yet".to_string()
+            } else {
+                edited.join(", ")
+            },
+            recent.join("\n"),
+            narration(&self.script[next], next)
+        )
     }
 
     /// Logs the result a `recall` call got back (written whole to
@@ -555,8 +1159,41 @@ impl Server {
             };
         }
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let latest = latest_result(
+            messages
+                .iter()
+                .filter_map(|m| m["content"].as_array())
+                .flatten()
+                .filter(|b| b["type"] == "tool_result")
+                .filter_map(|b| b["tool_use_id"].as_str()),
+            "toolu_cwl_",
+        );
+        let compacting = messages.last().is_some_and(|m| {
+            m["role"] == "user" && text_of(&m["content"]).contains(CLAUDE_COMPACTION)
+        });
+        if compacting {
+            let next = self.resume(raw, latest);
+            self.log(
+                "anthropic",
+                raw,
+                json!({"path": path, "kind": "compaction", "model": body["model"],
+                       "step": next, "messages": messages.len(), "input_tokens": tokens}),
+            );
+            let n = self.compactions.fetch_add(1, Ordering::SeqCst);
+            *self.touched.lock().expect("not poisoned") = Some(Default::default());
+            let content = vec![json!({"type": "text", "text": self.compaction_summary(next)})];
+            return anthropic_reply(
+                &body,
+                format!("msg_cwl_summary_{n:03}"),
+                content,
+                "end_turn",
+                tokens,
+            );
+        }
         let mut tool_error = false;
         let mut recall = None;
+        let mut resumed = false;
+        let mut reread = None;
         let main = body["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["name"] == "Bash"));
@@ -589,45 +1226,60 @@ impl Server {
                 recall =
                     Some(self.recalled(&text_of(&result["content"]), result["is_error"] == true));
             }
-            let step = recalled
-                .max(Some(next_step(&last_ids, "toolu_cwl_")))
-                .unwrap_or(0);
+            reread = reread_step(&last_ids, "toolu_cwl_reread_");
+            let from_ids = next_step(&last_ids, "toolu_cwl_");
+            let step = if recalled.is_some() || reread.is_some() || from_ids > 0 {
+                self.advance(recalled.max(reread).max(Some(from_ids)).unwrap_or(0))
+            } else {
+                let step = self.resume(raw, latest);
+                resumed = step > 0;
+                step
+            };
             tool_error = messages
                 .last()
                 .and_then(|m| m["content"].as_array())
                 .into_iter()
                 .flatten()
                 .any(|b| b["type"] == "tool_result" && b["is_error"] == true);
-            let latest_ok = (step > 0 && recalled.is_none()).then(|| {
-                let expected = claude_call(&self.script[step - 1], &self.repo);
-                let assistant = messages.iter().rev().find(|m| m["role"] == "assistant");
-                let call = assistant
-                    .and_then(|m| m["content"].as_array())
-                    .into_iter()
-                    .flatten()
-                    .find(|b| b["type"] == "tool_use");
-                match (expected, call) {
-                    (Some((name, input)), Some(call)) => {
-                        call["name"] == name
-                            && call["id"] == format!("toolu_cwl_{:03}", step - 1)
-                            && input.as_object().is_some_and(|fields| {
-                                fields.iter().all(|(k, v)| call["input"][k] == *v)
-                            })
+            let latest_ok =
+                (step > 0 && recalled.is_none() && reread.is_none() && !resumed).then(|| {
+                    let expected = claude_call(&self.script[step - 1], &self.repo);
+                    let assistant = messages.iter().rev().find(|m| m["role"] == "assistant");
+                    let call = assistant
+                        .and_then(|m| m["content"].as_array())
+                        .into_iter()
+                        .flatten()
+                        .find(|b| b["type"] == "tool_use");
+                    match (expected, call) {
+                        (Some((name, input)), Some(call)) => {
+                            call["name"] == name
+                                && call["id"] == format!("toolu_cwl_{:03}", step - 1)
+                                && input.as_object().is_some_and(|fields| {
+                                    fields.iter().all(|(k, v)| call["input"][k] == *v)
+                                })
+                        }
+                        _ => false,
                     }
-                    _ => false,
-                }
-            });
+                });
             (Some(step.min(self.script.len() - 1)), latest_ok)
         } else {
             (None, None)
         };
-        self.log(
-            "anthropic",
-            raw,
-            json!({"path": path, "kind": if main {"main"} else {"side"}, "model": body["model"],
-                   "step": step, "messages": messages.len(), "input_tokens": tokens,
-                   "latest_turn_ok": latest_ok, "tool_error": tool_error, "recall": recall}),
-        );
+        let mut summary = json!({"path": path, "kind": if main {"main"} else {"side"},
+               "model": body["model"], "step": step, "messages": messages.len(),
+               "input_tokens": tokens, "latest_turn_ok": latest_ok, "tool_error": tool_error,
+               "recall": recall});
+        mark_resume(&mut summary, resumed, reread);
+        self.log("anthropic", raw, summary);
+        // After a compaction Claude Code forgets which files were read, and
+        // its Edit refuses a file not read: read it again first.
+        let rereads = step.filter(|&s| match &self.script[s] {
+            Step::Edit(path, _, _) => resumed || self.forgotten(path),
+            _ => false,
+        });
+        if let Some(path) = step.and_then(|s| step_path(&self.script[s])) {
+            self.touch(path);
+        }
         let asks_recall = step.and_then(|step| {
             let called = messages.iter().any(|m| {
                 m["content"].as_array().is_some_and(|c| {
@@ -642,6 +1294,18 @@ impl Server {
         let mut content = Vec::new();
         let stop_reason;
         match step {
+            Some(step) if rereads.is_some() => {
+                let Step::Edit(path, _, _) = &self.script[step] else {
+                    unreachable!("checked")
+                };
+                content.push(json!({"type": "text",
+                    "text": format!("Step {step}: reading {path} again before editing it.")}));
+                content.push(
+                    json!({"type": "tool_use", "id": format!("toolu_cwl_reread_{step:03}"),
+                    "name": "Read", "input": {"file_path": self.repo.join(path).display().to_string()}}),
+                );
+                stop_reason = "tool_use";
+            }
             Some(step) if asks_recall.is_some() => {
                 let (_, id) = asks_recall.as_ref().expect("checked");
                 content
@@ -678,61 +1342,12 @@ impl Server {
             }
         }
         // Claude Code joins the blocks of responses with the same id.
-        let id = match &asks_recall {
-            Some((step, _)) => format!("msg_cwl_recall_{step:03}"),
-            None => format!("msg_cwl_{:03}", step.unwrap_or(999)),
+        let id = match (&asks_recall, rereads) {
+            (_, Some(step)) => format!("msg_cwl_reread_{step:03}"),
+            (Some((step, _)), None) => format!("msg_cwl_recall_{step:03}"),
+            (None, None) => format!("msg_cwl_{:03}", step.unwrap_or(999)),
         };
-        let model = body["model"]
-            .as_str()
-            .unwrap_or("claude-scripted")
-            .to_string();
-        let usage_out = 20 * content.len();
-        if body["stream"] != true {
-            return Reply {
-                status: StatusCode::OK,
-                content_type: "application/json",
-                body: json!({"id": id, "type": "message", "role": "assistant", "model": model,
-                             "content": content, "stop_reason": stop_reason, "stop_sequence": null,
-                             "usage": {"input_tokens": tokens, "output_tokens": usage_out}})
-                .to_string(),
-            };
-        }
-        let mut events = vec![
-            json!({"type": "message_start", "message": {"id": id, "type": "message",
-            "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": tokens, "output_tokens": 1}}}),
-        ];
-        for (index, block) in content.iter().enumerate() {
-            if block["type"] == "thinking" {
-                events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": ""}}));
-                events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": block["thinking"]}}));
-                events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": block["signature"]}}));
-            } else if block["type"] == "text" {
-                events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}));
-                events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": block["text"]}}));
-            } else {
-                events.push(
-                    json!({"type": "content_block_start", "index": index, "content_block":
-                    {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}),
-                );
-                let input = block["input"].to_string();
-                let cut = input
-                    .char_indices()
-                    .nth(input.chars().count() / 2)
-                    .map_or(0, |(i, _)| i);
-                for part in [&input[..cut], &input[cut..]] {
-                    events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}}));
-                }
-            }
-            events.push(json!({"type": "content_block_stop", "index": index}));
-        }
-        events.push(json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": usage_out}}));
-        events.push(json!({"type": "message_stop"}));
-        Reply {
-            status: StatusCode::OK,
-            content_type: "text/event-stream",
-            body: sse(&events),
-        }
+        anthropic_reply(&body, id, content, stop_reason, tokens)
     }
 
     fn responses(&self, path: &str, raw: &[u8]) -> Reply {
@@ -746,8 +1361,55 @@ impl Server {
         };
         let tokens = responses_tokens(&body);
         let input = body["input"].as_array().cloned().unwrap_or_default();
+        let latest = latest_result(
+            input
+                .iter()
+                .filter(|item| item["type"] == "function_call_output")
+                .filter_map(|item| item["call_id"].as_str()),
+            "call_cwl_",
+        );
+        // A compaction: the remote endpoint, or the history of calls
+        // followed by a user message (the summarising prompt).
+        let remote = path.contains("/compact");
+        let compacting = remote
+            || (latest.is_some()
+                && input
+                    .last()
+                    .is_some_and(|item| item["type"] == "message" && item["role"] == "user"));
+        if compacting {
+            let next = self.resume(raw, latest);
+            self.log(
+                "responses",
+                raw,
+                json!({"path": path, "kind": "compaction", "model": body["model"],
+                       "step": next, "items": input.len(), "input_tokens": tokens}),
+            );
+            let n = self.compactions.fetch_add(1, Ordering::SeqCst);
+            let summary = self.compaction_summary(next);
+            if remote {
+                let mut history: Vec<Value> = input
+                    .iter()
+                    .filter(|item| item["type"] == "message" && item["role"] == "user")
+                    .cloned()
+                    .collect();
+                history.push(json!({"type": "message", "role": "user",
+                    "content": [{"type": "input_text", "text": summary}]}));
+                return Reply {
+                    status: StatusCode::OK,
+                    content_type: "application/json",
+                    body: json!({"output": history}).to_string(),
+                };
+            }
+            let output = vec![
+                json!({"type": "message", "id": format!("msg_cwl_summary_{n:03}"),
+                "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": summary, "annotations": []}]}),
+            ];
+            return responses_reply(&body, format!("resp_cwl_summary_{n:03}"), output, tokens);
+        }
         let mut tool_error = false;
         let mut recall = None;
+        let mut resumed = false;
         let main = body["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["name"] == "exec_command"));
@@ -781,14 +1443,19 @@ impl Server {
                     .unwrap_or(Value::Null);
                 recall = Some(self.recalled(&text_of(&result["output"]), false));
             }
-            let step = recalled
-                .max(Some(next_step(&tail, "call_cwl_")))
-                .unwrap_or(0);
+            let from_ids = next_step(&tail, "call_cwl_");
+            let step = if recalled.is_some() || from_ids > 0 {
+                self.advance(recalled.max(Some(from_ids)).unwrap_or(0))
+            } else {
+                let step = self.resume(raw, latest);
+                resumed = step > 0;
+                step
+            };
             tool_error = input
                 .last()
                 .filter(|item| item["type"] == "function_call_output")
                 .is_some_and(|item| failed_exit(&text_of(&item["output"])));
-            let latest_ok = (step > 0 && recalled.is_none()).then(|| {
+            let latest_ok = (step > 0 && recalled.is_none() && !resumed).then(|| {
                 let call = input
                     .iter()
                     .rev()
@@ -809,13 +1476,12 @@ impl Server {
         } else {
             (None, None)
         };
-        self.log(
-            "responses",
-            raw,
-            json!({"path": path, "kind": if main {"main"} else {"side"}, "model": body["model"],
-                   "step": step, "items": input.len(), "input_tokens": tokens,
-                   "latest_turn_ok": latest_ok, "tool_error": tool_error, "recall": recall}),
-        );
+        let mut summary = json!({"path": path, "kind": if main {"main"} else {"side"},
+               "model": body["model"], "step": step, "items": input.len(),
+               "input_tokens": tokens, "latest_turn_ok": latest_ok, "tool_error": tool_error,
+               "recall": recall});
+        mark_resume(&mut summary, resumed, None);
+        self.log("responses", raw, summary);
         let asks_recall = step.and_then(|_| {
             let called = input
                 .iter()
@@ -858,41 +1524,7 @@ impl Server {
                 "arguments": arguments.to_string(), "status": "completed"}),
             );
         }
-        let id = format!("resp_cwl_{suffix}");
-        let usage = json!({"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": 20 * output.len(), "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": tokens + 20 * output.len()});
-        let response = json!({"id": id, "object": "response", "status": "completed",
-            "model": body["model"], "output": output, "usage": usage});
-        if body["stream"] != true {
-            return Reply {
-                status: StatusCode::OK,
-                content_type: "application/json",
-                body: response.to_string(),
-            };
-        }
-        let mut events = vec![json!({"type": "response.created", "response": {"id": id,
-            "object": "response", "status": "in_progress", "output": []}})];
-        for (index, item) in output.iter().enumerate() {
-            events.push(
-                json!({"type": "response.output_item.added", "output_index": index, "item": item}),
-            );
-            if item["type"] == "message" {
-                events.push(
-                    json!({"type": "response.output_text.delta", "output_index": index,
-                    "item_id": item["id"], "content_index": 0, "delta": text}),
-                );
-            }
-            events.push(
-                json!({"type": "response.output_item.done", "output_index": index, "item": item}),
-            );
-        }
-        events.push(json!({"type": "response.completed", "response": response}));
-        Reply {
-            status: StatusCode::OK,
-            content_type: "text/event-stream",
-            body: sse(&events),
-        }
+        responses_reply(&body, format!("resp_cwl_{suffix}"), output, tokens)
     }
 
     fn handle(&self, method: &str, path: &str, raw: &[u8]) -> Reply {
@@ -962,7 +1594,8 @@ async fn serve(listener: tokio::net::TcpListener, server: Arc<Server>) {
 
 fn usage() -> String {
     "usage: scripted_upstream init-repo DIR | serve --listen ADDR --repo DIR --log-dir DIR \
-     | tap --listen ADDR --to URL --log-dir DIR | check-turns TAP_DIR UPSTREAM_DIR"
+     | tap --listen ADDR --to URL --log-dir DIR | check-turns TAP_DIR UPSTREAM_DIR \
+     | check-edits DIR"
         .into()
 }
 
@@ -1202,6 +1835,10 @@ async fn main() -> Result<(), String> {
             init_repo(Path::new(dir))
                 .map_err(|e| format!("cannot write the repository in {dir}: {e}"))
         }
+        Some("check-edits") => {
+            let dir = args.get(1).ok_or_else(usage)?;
+            check_edits(Path::new(dir), rounds_from_env()?)
+        }
         Some("check-turns") => {
             let (Some(tap_dir), Some(upstream_dir)) = (args.get(1), args.get(2)) else {
                 return Err(usage());
@@ -1238,21 +1875,284 @@ async fn main() -> Result<(), String> {
                 .await
                 .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
             let address = listener.local_addr().map_err(|e| e.to_string())?;
-            let script = script();
+            let rounds = rounds_from_env()?;
+            let script = script(rounds);
             println!(
                 "scripted upstream on http://{address} ({} steps)",
                 script.len()
             );
+            if rounds > 1 {
+                println!("{rounds} rounds");
+            }
             let server = Arc::new(Server {
                 repo,
                 log_dir,
                 script,
                 seq: AtomicUsize::new(0),
                 recall: std::env::var("SCRIPTED_RECALL").is_ok_and(|v| v == "1"),
+                progress: AtomicUsize::new(0),
+                compactions: AtomicUsize::new(0),
+                touched: std::sync::Mutex::new(None),
             });
             serve(listener, server).await;
             Ok(())
         }
         _ => Err(usage()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("scripted-upstream-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        dir
+    }
+
+    /// Applies the script's edits and writes as Claude Code's Edit does:
+    /// the old text must occur exactly once.
+    fn apply(dir: &Path, rounds: usize) -> Result<(), String> {
+        for (index, step) in script(rounds).iter().enumerate() {
+            match step {
+                Step::Edit(path, old, new) => {
+                    let text =
+                        std::fs::read_to_string(dir.join(path)).map_err(|e| e.to_string())?;
+                    if text.matches(old.as_str()).count() != 1 {
+                        return Err(format!("step {index}: {old:?} is not once in {path}"));
+                    }
+                    std::fs::write(dir.join(path), text.replacen(old.as_str(), new, 1))
+                        .map_err(|e| e.to_string())?;
+                }
+                Step::Write(path, content) => {
+                    std::fs::write(dir.join(path), content).map_err(|e| e.to_string())?
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn one_round_is_the_session_as_before() {
+        let steps = script(1);
+        assert_eq!(steps.len(), 36);
+        assert!(matches!(&steps[35], Step::Done(text) if text.ends_with("the README says so.")));
+    }
+
+    #[test]
+    fn every_edit_of_the_longest_session_applies_and_is_checked() {
+        let dir = temp_dir("edits");
+        init_repo(&dir).expect("the repository");
+        assert!(check_edits(&dir, MAX_ROUNDS).is_err(), "nothing edited yet");
+        apply(&dir, MAX_ROUNDS).expect("every edit applies once");
+        check_edits(&dir, MAX_ROUNDS).expect("every edit is found");
+        let steps = script(MAX_ROUNDS);
+        assert!(steps.len() < 1000, "step ids keep three digits");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn rounds_differ_and_lengthen_the_session() {
+        let twelve = script(12);
+        assert!(twelve.len() > 200, "{} steps", twelve.len());
+        let calls = |round| {
+            round_steps(round)
+                .iter()
+                .filter_map(codex_call)
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_ne!(calls(5), calls(6));
+        // Rounds 5 and 13 edit the same module: they read, compile and diff
+        // it alike, and do everything else differently.
+        let shared = calls(5).iter().filter(|c| calls(13).contains(c)).count();
+        assert_eq!(shared, 3, "rounds 5 and 13 share {shared} calls");
+    }
+
+    #[test]
+    fn rounds_parse_with_a_clear_error() {
+        assert_eq!(parse_rounds(None), Ok(1));
+        assert_eq!(parse_rounds(Some("12")), Ok(12));
+        for bad in ["0", "41", "twelve", ""] {
+            let error = parse_rounds(Some(bad)).expect_err(bad);
+            assert!(error.contains("SCRIPTED_ROUNDS"), "{error}");
+        }
+    }
+
+    #[test]
+    fn resume_markers_give_the_furthest_step() {
+        let text = format!("a {RESUME_MARKER}12.\nb {RESUME_MARKER}40.\n{RESUME_MARKER}x");
+        assert_eq!(resume_marker(&text), Some(40));
+        assert_eq!(resume_marker("no marker"), None);
+    }
+
+    fn server(rounds: usize) -> Server {
+        Server {
+            repo: PathBuf::from("/repo"),
+            log_dir: temp_dir(&format!("log-{rounds}")),
+            script: script(rounds),
+            seq: AtomicUsize::new(0),
+            recall: false,
+            progress: AtomicUsize::new(0),
+            compactions: AtomicUsize::new(0),
+            touched: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn claude_request(messages: Value) -> Vec<u8> {
+        json!({"model": "claude-sonnet-4-5", "tools": [{"name": "Bash"}], "messages": messages})
+            .to_string()
+            .into_bytes()
+    }
+
+    fn result(step: usize) -> Value {
+        json!({"role": "user", "content": [{"type": "tool_result",
+            "tool_use_id": format!("toolu_cwl_{step:03}"), "content": "ok"}]})
+    }
+
+    fn reply(server: &Server, body: Vec<u8>) -> Value {
+        let reply = server.anthropic("/v1/messages", &body);
+        assert_eq!(reply.status, StatusCode::OK);
+        serde_json::from_str(&reply.body).expect("a JSON reply")
+    }
+
+    #[test]
+    fn a_claude_compaction_neither_restarts_nor_repeats_the_script() {
+        let server = server(3);
+        let edit = server
+            .script
+            .iter()
+            .position(|s| matches!(s, Step::Edit(..)))
+            .expect("an edit");
+        let before = edit - 1;
+        let next = reply(&server, claude_request(json!([result(before - 1)])));
+        assert_eq!(next["content"][2]["id"], format!("toolu_cwl_{before:03}"));
+        let prompt = json!({"role": "user", "content": [{"type": "text",
+            "text": "Your task is to create a detailed summary of the conversation so far."}]});
+        let summary = reply(
+            &server,
+            claude_request(json!([result(before - 1), result(before), prompt])),
+        );
+        let text = summary["content"][0]["text"].as_str().expect("a summary");
+        assert!(text.contains(&format!("{RESUME_MARKER}{edit}.")), "{text}");
+        assert_eq!(summary["stop_reason"], "end_turn");
+        // After the compaction only the summary is left: the edit's file is
+        // read again, then the edit follows.
+        let resumed = claude_request(json!([{"role": "user", "content": text}]));
+        let first = reply(&server, resumed);
+        assert_eq!(
+            first["content"][1]["id"],
+            format!("toolu_cwl_reread_{edit:03}")
+        );
+        assert_eq!(first["content"][1]["name"], "Read");
+        let reread = json!([{"role": "user", "content": [{"type": "tool_result",
+            "tool_use_id": format!("toolu_cwl_reread_{edit:03}"), "content": "file"}]}]);
+        let then = reply(&server, claude_request(reread));
+        assert_eq!(then["content"][2]["id"], format!("toolu_cwl_{edit:03}"));
+        assert_eq!(then["content"][2]["name"], "Edit");
+        // Without any marker or result, progress alone resumes the script.
+        let bare = reply(
+            &server,
+            claude_request(json!([{"role": "user", "content": "go on"}])),
+        );
+        assert_eq!(
+            bare["content"][1]["id"],
+            format!("toolu_cwl_reread_{edit:03}")
+        );
+        let log = std::fs::read_to_string(server.log_dir.join("requests.jsonl")).expect("a log");
+        assert_eq!(log.matches("\"kind\":\"compaction\"").count(), 1);
+        assert_eq!(log.matches("\"resumed\":true").count(), 2);
+        std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
+    }
+
+    #[test]
+    fn an_edit_after_a_claude_compaction_reads_its_file_again() {
+        let server = server(2);
+        let edit = server
+            .script
+            .iter()
+            .position(|s| matches!(s, Step::Edit(..)))
+            .expect("an edit");
+        let prompt = json!({"role": "user", "content": [{"type": "text",
+            "text": "Your task is to create a detailed summary of the conversation so far."}]});
+        reply(&server, claude_request(json!([result(edit - 3), prompt])));
+        // Claude Code kept the latest turn after its summary: the request
+        // holds a result, yet the edit's file was read before the
+        // compaction only.
+        let kept = reply(&server, claude_request(json!([result(edit - 1)])));
+        assert_eq!(
+            kept["content"][1]["id"],
+            format!("toolu_cwl_reread_{edit:03}")
+        );
+        let Step::Edit(path, _, _) = &server.script[edit] else {
+            unreachable!("an edit")
+        };
+        assert_eq!(
+            kept["content"][1]["input"]["file_path"],
+            format!("/repo/{path}")
+        );
+        // An edit of a file already read since the compaction goes ahead.
+        let next_edit = edit + 1;
+        assert!(matches!(&server.script[next_edit], Step::Edit(p, _, _) if p != path));
+        let Step::Edit(other, _, _) = &server.script[next_edit] else {
+            unreachable!("an edit")
+        };
+        server.touch(other);
+        let then = reply(&server, claude_request(json!([result(edit)])));
+        assert_eq!(
+            then["content"][2]["id"],
+            format!("toolu_cwl_{next_edit:03}")
+        );
+        std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
+    }
+
+    #[test]
+    fn a_codex_compaction_resumes_at_the_next_step() {
+        let server = server(2);
+        let tools = json!([{"type": "function", "name": "exec_command"}]);
+        let call = |step: usize| {
+            [
+                json!({"type": "function_call", "name": "exec_command",
+                       "call_id": format!("call_cwl_{step:03}"), "arguments": "{}"}),
+                json!({"type": "function_call_output", "call_id": format!("call_cwl_{step:03}"),
+                       "output": "ok"}),
+            ]
+        };
+        let user = |text: &str| {
+            json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": text}]})
+        };
+        let mut history = vec![user("Tidy the inventory package")];
+        for step in 0..4 {
+            history.extend(call(step));
+        }
+        history.push(user("Summarise the conversation for a handoff."));
+        let body = json!({"model": "gpt-5-codex", "tools": tools, "input": history});
+        let reply = server.responses("/v1/responses", body.to_string().as_bytes());
+        let summary: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        let text = summary["output"][0]["content"][0]["text"]
+            .as_str()
+            .expect("a summary");
+        assert!(text.contains(&format!("{RESUME_MARKER}4.")), "{text}");
+        assert!(
+            summary["output"].as_array().expect("output").len() == 1,
+            "no call"
+        );
+        let resumed = json!({"model": "gpt-5-codex", "tools": tools,
+            "input": [user("Tidy the inventory package"), user(text)]});
+        let reply = server.responses("/v1/responses", resumed.to_string().as_bytes());
+        let next: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        let calls: Vec<&Value> = next["output"]
+            .as_array()
+            .expect("output")
+            .iter()
+            .filter(|item| item["type"] == "function_call")
+            .collect();
+        assert_eq!(calls[0]["call_id"], "call_cwl_004");
+        std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
     }
 }
