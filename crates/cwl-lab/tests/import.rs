@@ -672,6 +672,38 @@ fn claude_code_merges_split_messages_and_pairs_results() {
     assert_eq!(s.assistant_messages, 3);
 }
 
+#[test]
+fn claude_code_context_restored_after_a_compaction_is_not_counted_again() {
+    let file = r#"{"type":"file","filename":"/p/a.py","content":{"type":"text","file":{"filePath":"/p/a.py","content":"x = 1\n","numLines":1}}}"#;
+    let lines = [
+        r#"{"type":"user","uuid":"u1","message":{"role":"user","content":"read a.py"}}"#.to_string(),
+        r#"{"type":"assistant","uuid":"a1","message":{"id":"m1","role":"assistant","model":"claude-x","content":[{"type":"text","text":"Read it."}]}}"#.to_string(),
+        r#"{"type":"system","subtype":"compact_boundary","uuid":"b1","compactMetadata":{"trigger":"auto","preTokens":1000}}"#.to_string(),
+        r#"{"type":"user","uuid":"s1","isCompactSummary":true,"message":{"role":"user","content":"Summary: read a.py."}}"#.to_string(),
+        format!(r#"{{"type":"attachment","uuid":"f1","attachment":{file}}}"#),
+        r#"{"type":"attachment","uuid":"q1","attachment":{"type":"queued_command","prompt":"now b.py"}}"#.to_string(),
+        r#"{"type":"assistant","uuid":"a2","message":{"id":"m2","role":"assistant","model":"claude-x","content":[{"type":"text","text":"On it."}]}}"#.to_string(),
+        r#"{"type":"user","uuid":"u2","message":{"role":"user","content":"and c.py"}}"#.to_string(),
+        format!(r#"{{"type":"attachment","uuid":"f2","attachment":{file}}}"#),
+    ];
+    let (_dir, path) = temp_file("s.jsonl", lines.join("\n").as_bytes());
+    let imported = run(import::open(&path).unwrap());
+    assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
+    let read = "Called the Read tool with the following input: {\"file_path\":\"/p/a.py\"}\nResult of calling the Read tool:\n1\tx = 1";
+    assert_eq!(
+        imported.messages,
+        vec![
+            Message::user("read a.py"),
+            Message::assistant_text("Read it."),
+            // The file re-attached by the compaction is left out; the
+            // queued prompt is a user turn all the same.
+            Message::user("now b.py"),
+            Message::assistant_text("On it."),
+            Message::user(format!("and c.py\n{read}")),
+        ]
+    );
+}
+
 // -------------------------------------------------------------------- codex
 
 #[test]

@@ -21,7 +21,10 @@
 //! - `system` lines with subtype `compact_boundary` → [`Event::Compaction`]
 //!   (`compactMetadata.preTokens`), whose summary is the next `user` line
 //!   (`isCompactSummary`): the summary is the compaction's text, never a
-//!   user turn. Other `system` lines, sidechain lines (sub-agents) in a
+//!   user turn. The context attachments between the summary and the next
+//!   user or assistant line are the harness restoring what the compaction
+//!   dropped (files read before it, listings), on top of the history the
+//!   replay already holds, so they are ignored with it. Other `system` lines, sidechain lines (sub-agents) in a
 //!   main transcript (a sub-agent's own file, `subagents/agent-*.jsonl`,
 //!   whose lines are all sidechain, is read as a session), bookkeeping types, repeated `uuid`s and `<synthetic>` assistant
 //!   messages (written by Claude Code, not by a model) are ignored.
@@ -184,6 +187,10 @@ pub(crate) struct Parser {
     user: Option<PendingUser>,
     /// A compaction boundary waiting for its summary (the next line).
     compaction: Option<Located>,
+    /// Set from a compaction summary to the next user or assistant line:
+    /// the attachments there are the harness re-injecting context (files
+    /// it had read, listings) into the compacted conversation.
+    after_summary: bool,
     /// Whether the file is a sub-agent's own transcript: its first
     /// transcript line is a sidechain one.
     sidechain_file: Option<bool>,
@@ -222,6 +229,9 @@ impl super::LineParser for Parser {
         }
         if let Some(boundary) = self.compaction.take() {
             sink.push(boundary);
+        }
+        if matches!(kind, "user" | "assistant") {
+            self.after_summary = false;
         }
         match kind {
             "system" => {
@@ -331,6 +341,7 @@ impl Parser {
             *summary = Some(text);
         }
         sink.push(boundary);
+        self.after_summary = true;
         Outcome::Used
     }
 
@@ -343,6 +354,7 @@ impl Parser {
     ) -> Outcome {
         match claude_attachment::read(attachment) {
             Attachment::Nothing => Outcome::Ignored,
+            Attachment::Context(_) if self.after_summary => Outcome::Ignored,
             Attachment::Prompt(text) => {
                 self.user_text(line, text, timestamp, sink);
                 Outcome::Used
