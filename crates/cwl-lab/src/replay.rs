@@ -83,6 +83,8 @@ pub struct FileReport {
     pub format: String,
     /// The model its costs are for.
     pub model: String,
+    /// The price table row that priced it (see [`crate::metrics::cost::Pricing::priced_as`]).
+    pub priced_as: String,
     /// Where that model came from (set by the command line).
     pub model_source: Option<ModelSource>,
     /// Whether the model has a price (else its costs are unknown).
@@ -173,6 +175,7 @@ pub fn replay_with(
         path: path.to_string(),
         format: info.format.clone(),
         model: config.pricing.model.clone(),
+        priced_as: config.pricing.priced_as.clone(),
         model_source: None,
         priced: config.pricing.known,
         budget: config.policy.budget,

@@ -84,6 +84,27 @@ fn each_log_is_priced_by_its_own_model_unless_model_is_given() {
 }
 
 #[test]
+fn a_dated_or_variant_model_keeps_its_name_and_says_what_priced_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let dated = pi_log(dir.path(), "d.jsonl", "claude-sonnet-4-5-20250929", 3);
+    let (report, _) = replay_files(&args(&[&dated], &[])).unwrap();
+    let file = &report.files[0];
+    assert_eq!(
+        (file.model.as_str(), file.priced_as.as_str(), file.priced),
+        ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5", true)
+    );
+    let text = table::render(&report);
+    assert!(
+        text.contains(
+            "model claude-sonnet-4-5-20250929, the log's model, priced as claude-sonnet-4-5; budget 80k"
+        ),
+        "{text}"
+    );
+    let value: Value = serde_json::from_str(&json::to_json(&report)).unwrap();
+    assert_eq!(value["files"][0]["priced_as"], "claude-sonnet-4-5");
+}
+
+#[test]
 fn a_model_without_a_price_has_an_unknown_cost() {
     let dir = tempfile::tempdir().unwrap();
     let gemini = pi_log(dir.path(), "gemini.jsonl", "gemini-4-neon", 3);

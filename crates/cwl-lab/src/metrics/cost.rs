@@ -68,8 +68,11 @@ impl fmt::Display for CacheRules {
 /// What one model's tokens cost, in US dollars per million.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pricing {
-    /// The model's name.
+    /// The model's name, as the log or `--model` gave it.
     pub model: String,
+    /// The price table row that priced it (`gpt-5` for `gpt-5-codex`);
+    /// the model itself for a `--price` entry or an unknown model.
+    pub priced_as: String,
     /// The provider's caching rules.
     pub rules: CacheRules,
     /// Uncached input.
@@ -93,6 +96,7 @@ impl Pricing {
     pub fn unknown(model: &str) -> Self {
         Pricing {
             model: model.to_string(),
+            priced_as: model.to_string(),
             rules: CacheRules::None,
             input: 0.0,
             output: 0.0,
@@ -261,7 +265,8 @@ pub fn lookup(model: &str) -> Option<Pricing> {
         CacheRules::None => (row.input, row.input),
     };
     Some(Pricing {
-        model: row.name.to_string(),
+        model: model.to_string(),
+        priced_as: row.name.to_string(),
         rules: row.rules,
         input: row.input,
         output: row.output,
@@ -352,6 +357,9 @@ pub fn with_override(
         model: base
             .as_ref()
             .map_or_else(|| model.to_string(), |b| b.model.clone()),
+        priced_as: base
+            .as_ref()
+            .map_or_else(|| model.to_string(), |b| b.priced_as.clone()),
         rules,
         input,
         output,
@@ -416,17 +424,18 @@ mod tests {
     #[test]
     fn looks_up_by_longest_prefix() {
         let p = lookup("anthropic/claude-sonnet-4-5-20250929").unwrap();
-        assert_eq!(p.model, "claude-sonnet-4-5");
+        assert_eq!(p.priced_as, "claude-sonnet-4-5");
+        assert_eq!(p.model, "anthropic/claude-sonnet-4-5-20250929");
         assert_eq!(p.rules, CacheRules::Anthropic);
         assert!((p.cache_write - 3.75).abs() < 1e-12);
         assert!((p.cache_read - 0.3).abs() < 1e-12);
         assert_eq!(
-            lookup("gpt-4o-mini-2024-07-18").unwrap().model,
+            lookup("gpt-4o-mini-2024-07-18").unwrap().priced_as,
             "gpt-4o-mini"
         );
-        assert_eq!(lookup("gpt-5-mini").unwrap().model, "gpt-5-mini");
+        assert_eq!(lookup("gpt-5-mini").unwrap().priced_as, "gpt-5-mini");
         assert_eq!(
-            lookup("claude-3-7-sonnet-latest").unwrap().model,
+            lookup("claude-3-7-sonnet-latest").unwrap().priced_as,
             "claude-3-7-sonnet"
         );
         assert!(lookup("llama-3").is_none());
@@ -447,12 +456,12 @@ mod tests {
     fn knows_the_2026_models() {
         let p = lookup("gpt-5.2-codex").unwrap();
         assert_eq!(
-            (p.model.as_str(), p.cache_read, p.cache_write),
+            (p.priced_as.as_str(), p.cache_read, p.cache_write),
             ("gpt-5.2", 0.175, 1.75)
         );
         assert_eq!(lookup("gpt-5.3-codex").unwrap().input, 1.75);
         assert_eq!(
-            lookup("gpt-5.1-codex-max").unwrap().model,
+            lookup("gpt-5.1-codex-max").unwrap().priced_as,
             "gpt-5.1-codex-max"
         );
         let p = lookup("gpt-5.4").unwrap();
@@ -464,17 +473,17 @@ mod tests {
         );
         let p = lookup("claude-opus-4-6-20260205").unwrap();
         assert_eq!(
-            (p.model.as_str(), p.input, p.cache_write),
+            (p.priced_as.as_str(), p.input, p.cache_write),
             ("claude-opus-4-6", 5.0, 6.25)
         );
         assert_eq!(lookup("claude-sonnet-4-6").unwrap().output, 15.0);
         let p = lookup("google/gemini-3-pro-preview").unwrap();
         assert_eq!(
-            (p.model.as_str(), p.rules, p.cache_read, p.cache_write),
+            (p.priced_as.as_str(), p.rules, p.cache_read, p.cache_write),
             ("gemini-3-pro", CacheRules::Google, 0.20, 2.0)
         );
         assert_eq!(
-            lookup("gemini-2.5-pro-preview-06-05").unwrap().model,
+            lookup("gemini-2.5-pro-preview-06-05").unwrap().priced_as,
             "gemini-2.5-pro"
         );
         assert!(lookup("gemini-2.5-flash-lite").is_none());
@@ -528,8 +537,8 @@ mod tests {
     fn a_log_is_priced_by_its_own_model() {
         let (p, from) = for_log(None, Some("gpt-5.1-codex"), None).unwrap();
         assert_eq!(
-            (p.model.as_str(), from, p.known),
-            ("gpt-5.1", ModelSource::Log, true)
+            (p.model.as_str(), p.priced_as.as_str(), from, p.known),
+            ("gpt-5.1-codex", "gpt-5.1", ModelSource::Log, true)
         );
         assert_eq!(p.rules, CacheRules::OpenAi);
         let (p, from) = for_log(Some("claude-opus-4-5"), Some("gpt-5"), None).unwrap();

@@ -2,7 +2,7 @@
 //! input and options.
 //!
 //! `{"budget", "budget_typed", "model", "files": [{"path", "format",
-//! "model", "model_from", "cost_known", "budget", "requests",
+//! "model", "priced_as", "model_from", "cost_known", "budget", "requests",
 //! "no_model_call"?, "annotated", "log_compactions", "warnings", "compared_calls",
 //! "logged_prompt_tokens_mean", "replayed_prompt_tokens_mean",
 //! "local_prompt_tokens_mean", "calibration", "policies": {NAME: M},
@@ -18,7 +18,8 @@
 //!
 //! `model` is the `--model` every file was priced as, or `null` when each
 //! file is priced by its own log's model (`model_from`: `log`, `flag` or
-//! `default` when the log names none); `cost_known` is false for a model
+//! `default` when the log names none) and `priced_as` the price table row
+//! that priced it (`gpt-5` for `gpt-5-codex`); `cost_known` is false for a model
 //! with no price, whose `cost_usd` is then `null`. A file with no model
 //! call has `"no_model_call": true` and no policies.
 //!
@@ -54,6 +55,7 @@ struct File<'a> {
     path: &'a str,
     format: &'a str,
     model: &'a str,
+    priced_as: &'a str,
     model_from: Option<ModelSource>,
     cost_known: bool,
     budget: usize,
@@ -100,6 +102,7 @@ pub fn to_json(report: &ReplayReport) -> String {
                 path: &file.path,
                 format: &file.format,
                 model: &file.model,
+                priced_as: &file.priced_as,
                 model_from: file.model_source,
                 cost_known: file.priced,
                 budget: file.budget,

@@ -101,10 +101,12 @@ fn file_section(report: &ReplayReport, file: &FileReport) -> String {
         Some(ModelSource::Default) => ", default: the log names none",
         None => "",
     };
-    let price = if file.priced {
-        ""
+    let price = if !file.priced {
+        "; not in the price table: cost unknown".to_string()
+    } else if file.priced_as != file.model {
+        format!(", priced as {}", file.priced_as)
     } else {
-        "; not in the price table: cost unknown"
+        String::new()
     };
     let budget = if report.budget_typed.ends_with('%') {
         format!(
