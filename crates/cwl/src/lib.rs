@@ -53,6 +53,7 @@ pub mod record;
 mod repeats;
 pub mod report;
 pub mod strategy;
+mod term_index;
 pub mod tokens;
 mod uses;
 
