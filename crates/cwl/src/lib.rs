@@ -44,6 +44,7 @@ mod eviction;
 pub mod evictor;
 mod fold;
 pub mod graph;
+mod id_set;
 pub mod message;
 pub mod oneshot;
 pub mod openai;
