@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use serde::de::{MapAccess, Visitor};
+use serde::de::{Error, MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -32,20 +32,37 @@ impl Holders {
         &self.ids[..usize::from(self.len)]
     }
 
+    /// Makes `owner` the newest holder: moved last if it holds already,
+    /// else appended, the oldest dropped when full. Writes only the ids a
+    /// shift through the array would (unused ones keep what they held).
     fn push(&mut self, owner: EpisodeId) {
-        let len = usize::from(self.len);
-        if self.as_slice().last() == Some(&owner) {
-            return;
-        }
-        if let Some(at) = self.as_slice().iter().position(|&id| id == owner) {
-            self.ids.copy_within(at + 1..len, at);
-            self.ids[len - 1] = owner;
-        } else if len < HOLDERS {
-            self.ids[len] = owner;
-            self.len += 1;
-        } else {
-            self.ids.copy_within(1.., 0);
-            self.ids[HOLDERS - 1] = owner;
+        let [a, b, c] = self.ids;
+        match self.len {
+            0 => {
+                self.ids[0] = owner;
+                self.len = 1;
+            }
+            1 if a != owner => {
+                self.ids[1] = owner;
+                self.len = 2;
+            }
+            2 if b != owner => {
+                if a == owner {
+                    self.ids[0] = b;
+                    self.ids[1] = owner;
+                } else {
+                    self.ids[2] = owner;
+                    self.len = 3;
+                }
+            }
+            3 if c != owner => {
+                self.ids = if b == owner {
+                    [a, c, owner]
+                } else {
+                    [b, c, owner]
+                };
+            }
+            _ => {}
         }
     }
 }
@@ -90,17 +107,23 @@ impl TermIndex {
     pub(crate) fn push(&mut self, keys: &[u64], owner: EpisodeId) {
         self.reserve(keys.len());
         let mut chunks = keys.chunks(AHEAD);
+        let mut homes = [0usize; AHEAD];
         let mut next = chunks.next();
         if let Some(chunk) = next {
-            self.warm(chunk);
+            self.warm(chunk, &mut homes);
         }
         while let Some(chunk) = next {
+            let here = homes;
             next = chunks.next();
             if let Some(ahead) = next {
-                self.warm(ahead);
+                self.warm(ahead, &mut homes);
             }
-            for &key in chunk {
-                let at = self.find(key);
+            let mask = self.slots.len() - 1;
+            for (&key, &home) in chunk.iter().zip(&here) {
+                let mut at = home;
+                while !self.slots[at].is_empty() && self.slots[at].key != key {
+                    at = (at + 1) & mask;
+                }
                 let slot = &mut self.slots[at];
                 if slot.is_empty() {
                     slot.key = key;
@@ -147,11 +170,13 @@ impl TermIndex {
             .map(|slot| (slot.key, &slot.holders))
     }
 
-    /// Loads the slots of `keys`, so their misses overlap.
-    fn warm(&self, keys: &[u64]) {
+    /// Loads the slots of `keys`, so their misses overlap, and notes
+    /// where each key's probe starts.
+    fn warm(&self, keys: &[u64], homes: &mut [usize; AHEAD]) {
         let mut sum = 0u64;
-        for &key in keys {
-            sum ^= self.slots[self.home(key)].key;
+        for (&key, home) in keys.iter().zip(homes.iter_mut()) {
+            *home = self.home(key);
+            sum ^= self.slots[*home].key;
         }
         std::hint::black_box(sum);
     }
@@ -214,6 +239,12 @@ impl<'de> Deserialize<'de> for TermIndex {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TermIndex, A::Error> {
                 let mut index = TermIndex::default();
                 while let Some((key, holders)) = map.next_entry::<u64, Holders>()? {
+                    if usize::from(holders.len) > HOLDERS {
+                        return Err(A::Error::custom(format!(
+                            "term {key} lists {} holders; at most {HOLDERS} are kept",
+                            holders.len
+                        )));
+                    }
                     index.insert(key, holders);
                 }
                 Ok(index)
@@ -277,6 +308,41 @@ mod tests {
         }
     }
 
+    /// `Holders::push` as first written, through the slice.
+    fn reference_push(holders: &mut Holders, owner: EpisodeId) {
+        let len = usize::from(holders.len);
+        if holders.as_slice().last() == Some(&owner) {
+            return;
+        }
+        if let Some(at) = holders.as_slice().iter().position(|&id| id == owner) {
+            holders.ids.copy_within(at + 1..len, at);
+            holders.ids[len - 1] = owner;
+        } else if len < HOLDERS {
+            holders.ids[len] = owner;
+            holders.len += 1;
+        } else {
+            holders.ids.copy_within(1.., 0);
+            holders.ids[HOLDERS - 1] = owner;
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn holders_move_as_the_first_push_moved_them(
+            ids in prop::array::uniform3(0u32..5),
+            len in 0u8..=3,
+            owners in prop::collection::vec(0u32..5, 1..12),
+        ) {
+            let mut holders = Holders { ids, len };
+            let mut reference = holders;
+            for owner in owners {
+                holders.push(owner);
+                reference_push(&mut reference, owner);
+                prop_assert_eq!(holders, reference);
+            }
+        }
+    }
+
     #[test]
     fn saved_as_the_hash_map_was() {
         let mut map: FxHashMap<u64, Holders> = FxHashMap::default();
@@ -293,5 +359,11 @@ mod tests {
         let error = serde_json::from_str::<TermIndex>(r#"{"x": {"ids": [1, 0, 0], "len": 1}}"#)
             .unwrap_err();
         assert!(error.to_string().contains("x"), "{error}");
+        let error = serde_json::from_str::<TermIndex>(r#"{"9": {"ids": [1, 2, 3], "len": 4}}"#)
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("term 9 lists 4 holders"),
+            "{error}"
+        );
     }
 }
