@@ -179,14 +179,30 @@ impl Iterator for Terms<'_> {
                     .iter()
                     .position(|&byte| class(byte) & PART != 0)
                     .unwrap_or(bytes.len() - self.at);
-            let end = start
-                + bytes[start..]
-                    .iter()
-                    .position(|&byte| class(byte) & PART == 0)
-                    .unwrap_or(bytes.len() - start);
+            let Some(&first) = bytes.get(start) else {
+                self.at = start;
+                break;
+            };
+            let mut inner = 0;
+            let mut end = start + 1;
+            while let Some(&byte) = bytes.get(end) {
+                let class = class(byte);
+                if class & PART == 0 {
+                    break;
+                }
+                inner |= class;
+                end += 1;
+            }
             self.at = end;
-            let word = trim(&bytes[start..end]);
-            let Some(classes) = term_classes(word) else {
+            let edges = class(first) | class(bytes[end - 1]);
+            let (word, classes) = if edges & EDGE == 0 {
+                let word = &bytes[start..end];
+                (word, name_classes(word.len(), class(first), inner))
+            } else {
+                let word = trim(&bytes[start..end]);
+                (word, term_classes(word))
+            };
+            let Some(classes) = classes else {
                 continue;
             };
             if classes & SLASH != 0 {
@@ -283,11 +299,17 @@ fn term_classes(word: &[u8]) -> Option<u8> {
     let [first, rest @ ..] = word else {
         return None;
     };
-    if !(MIN_TERM..=MAX_TERM).contains(&word.len()) {
+    let inner = rest.iter().fold(0, |classes, &byte| classes | class(byte));
+    name_classes(word.len(), class(*first), inner)
+}
+
+/// [`term_classes`] from a word's length, its first byte's classes and
+/// the union of the others'.
+fn name_classes(len: usize, first: u8, inner: u8) -> Option<u8> {
+    if !(MIN_TERM..=MAX_TERM).contains(&len) {
         return None;
     }
-    let inner = rest.iter().fold(0, |classes, &byte| classes | class(byte));
-    let all = inner | (class(*first) & !UPPER);
+    let all = inner | (first & !UPPER);
     let names =
         all & SEPARATOR != 0 || inner & UPPER != 0 || (all & DIGIT != 0 && all & LETTER != 0);
     names.then_some(all)
