@@ -71,7 +71,8 @@ impl Uses {
     /// arguments) as held by `owner`.
     pub(crate) fn hold(&mut self, owner: EpisodeId, text: &str) {
         self.terms.clear();
-        self.terms.extend(terms(text));
+        let terms = &mut self.terms;
+        each_term(text, |term| terms.push(term));
         self.holders.push(&self.terms, owner);
         if self.holders.len() > 2 * self.swept_at.max(4096) {
             self.sweep();
@@ -82,7 +83,7 @@ impl Uses {
     /// `writer`, names the terms it has: their other holders are used now.
     pub(crate) fn refer(&mut self, writer: Option<EpisodeId>, text: &str) {
         let mut used = Vec::new();
-        for term in terms(text) {
+        each_term(text, |term| {
             if let Some(holders) = self.holders.get(term) {
                 used.extend(
                     holders
@@ -92,7 +93,7 @@ impl Uses {
                         .filter(|&id| Some(id) != writer),
                 );
             }
-        }
+        });
         for id in used {
             self.set_clock(id);
         }
@@ -145,76 +146,51 @@ impl Uses {
     }
 }
 
-/// The terms of `text`, hashed. A path also gives its last component
-/// (`data/events.log` names `events.log`, an absolute path the file a
-/// listing shows by its bare name).
-fn terms(text: &str) -> Terms<'_> {
-    Terms {
-        bytes: text.as_bytes(),
-        at: 0,
-        name: None,
-    }
-}
-
-/// The scanner behind [`terms`]: one pass over the bytes, each classed
-/// by a table lookup.
-struct Terms<'a> {
-    bytes: &'a [u8],
-    at: usize,
-    /// The hash of the last word's file name, given next.
-    name: Option<u64>,
-}
-
-impl Iterator for Terms<'_> {
-    type Item = u64;
-
-    fn next(&mut self) -> Option<u64> {
-        if let Some(name) = self.name.take() {
-            return Some(name);
-        }
-        let bytes = self.bytes;
-        while self.at < bytes.len() {
-            let start = self.at
-                + bytes[self.at..]
-                    .iter()
-                    .position(|&byte| class(byte) & PART != 0)
-                    .unwrap_or(bytes.len() - self.at);
-            let Some(&first) = bytes.get(start) else {
-                self.at = start;
+/// The terms of `text`, hashed, in order. A path also gives its last
+/// component (`data/events.log` names `events.log`, an absolute path the
+/// file a listing shows by its bare name). One pass over the bytes, each
+/// classed by a table lookup.
+fn each_term(text: &str, mut found: impl FnMut(u64)) {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        let Some(start) = bytes[at..]
+            .iter()
+            .position(|&byte| class(byte) & PART != 0)
+            .map(|offset| at + offset)
+        else {
+            break;
+        };
+        let first = class(bytes[start]);
+        let mut inner = 0;
+        let mut end = start + 1;
+        while let Some(&byte) = bytes.get(end) {
+            let class = class(byte);
+            if class & PART == 0 {
                 break;
-            };
-            let mut inner = 0;
-            let mut end = start + 1;
-            while let Some(&byte) = bytes.get(end) {
-                let class = class(byte);
-                if class & PART == 0 {
-                    break;
-                }
-                inner |= class;
-                end += 1;
             }
-            self.at = end;
-            let edges = class(first) | class(bytes[end - 1]);
-            let (word, classes) = if edges & EDGE == 0 {
-                let word = &bytes[start..end];
-                (word, name_classes(word.len(), class(first), inner))
-            } else {
-                let word = trim(&bytes[start..end]);
-                (word, term_classes(word))
-            };
-            let Some(classes) = classes else {
-                continue;
-            };
-            if classes & SLASH != 0 {
-                let at = word.iter().rposition(|&byte| byte == b'/').unwrap_or(0);
-                let name = &word[at + 1..];
-                if term_classes(name).is_some() {
-                    self.name = Some(hash(name));
-                }
-            }
-            return Some(hash(word));
+            inner |= class;
+            end += 1;
         }
-        None
+        at = end;
+        let (word, classes) = if (first | class(bytes[end - 1])) & EDGE == 0 {
+            let word = &bytes[start..end];
+            (word, name_classes(word.len(), first, inner))
+        } else {
+            let word = trim(&bytes[start..end]);
+            (word, term_classes(word))
+        };
+        let Some(classes) = classes else {
+            continue;
+        };
+        found(hash(word));
+        if classes & SLASH != 0 {
+            let slash = word.iter().rposition(|&byte| byte == b'/').unwrap_or(0);
+            let name = &word[slash + 1..];
+            if term_classes(name).is_some() {
+                found(hash(name));
+            }
+        }
     }
 }
 
@@ -321,8 +297,14 @@ mod tests {
 
     use super::*;
 
+    fn terms(text: &str) -> Vec<u64> {
+        let mut found = Vec::new();
+        each_term(text, |term| found.push(term));
+        found
+    }
+
     mod reference {
-        //! The scanner as first written, which [`super::terms`] must match.
+        //! The scanner as first written, which [`super::each_term`] must match.
         use super::super::{MAX_TERM, MIN_TERM};
         use rustc_hash::FxHasher;
         use std::hash::Hasher;
@@ -386,7 +368,7 @@ mod tests {
         fn the_scanner_finds_the_terms_the_first_one_did(
             text in r"([a-zA-Z0-9_./:\- \n(),éß`]{0,12}|[a-z./]{190,210}){0,20}"
         ) {
-            let found: Vec<u64> = terms(&text).collect();
+            let found = terms(&text);
             prop_assert_eq!(found, reference::reference_terms(&text).collect::<Vec<u64>>());
         }
     }
@@ -394,7 +376,7 @@ mod tests {
     #[test]
     fn the_scanner_matches_the_first_one_on_code() {
         let text = include_str!("uses.rs");
-        let found: Vec<u64> = terms(text).collect();
+        let found = terms(text);
         assert!(found.len() > 200, "{}", found.len());
         assert_eq!(
             found,
@@ -403,7 +385,7 @@ mod tests {
     }
 
     fn words(text: &str) -> usize {
-        terms(text).count()
+        terms(text).len()
     }
 
     #[test]
