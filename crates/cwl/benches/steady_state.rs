@@ -11,130 +11,17 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cwl::{Block, Config, Context, Estimate, Message, ToolCall, ToolSpec, delimiter_spec};
+use cwl::{Config, Context, Estimate, Message, ToolSpec, delimiter_spec};
 use serde_json::json;
+
+#[path = "support/session.rs"]
+mod session;
+
+use session::Session;
 
 const BUDGET: usize = 80_000;
 const TASKS: usize = 89;
 const TARGET: u64 = 32_000_000;
-
-/// A tiny deterministic PRNG (xorshift64*), enough for shaping content.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn range(&mut self, low: usize, high: usize) -> usize {
-        low + (self.next() % (high - low) as u64) as usize
-    }
-}
-
-/// Text of about `tokens` tokens under the estimator (4 bytes a token).
-fn text(rng: &mut Rng, tokens: usize) -> String {
-    let mut out = String::with_capacity(tokens * 4);
-    while out.len() < tokens * 4 {
-        out.push_str(&format!(
-            "src/m{}.rs:{} ",
-            rng.range(0, 99),
-            rng.range(0, 999)
-        ));
-    }
-    out.truncate(tokens * 4);
-    out
-}
-
-/// One model call: the results of the previous call's tools, then the
-/// assistant message the model returned.
-struct Turn {
-    results: Vec<Message>,
-    reply: Message,
-}
-
-struct Session {
-    rng: Rng,
-    next_id: u64,
-    pending: Vec<Message>,
-}
-
-impl Session {
-    fn call(
-        &mut self,
-        name: &str,
-        arguments: String,
-        output: String,
-        reasoning: Option<String>,
-    ) -> Turn {
-        self.next_id += 1;
-        let id = format!("call_{}", self.next_id);
-        let mut content = Vec::new();
-        if let Some(reasoning) = reasoning {
-            content.push(Block::Reasoning {
-                text: reasoning,
-                signature: None,
-            });
-        }
-        content.push(Block::ToolCall(ToolCall::new(&id, name, arguments)));
-        let results = std::mem::take(&mut self.pending);
-        self.pending
-            .push(Message::tool_result(&id, name, output, false));
-        Turn {
-            results,
-            reply: Message::Assistant { content },
-        }
-    }
-
-    fn delimiter(&mut self, arguments: serde_json::Value) -> Turn {
-        self.call("delimiter", arguments.to_string(), "ok".into(), None)
-    }
-
-    fn task(&mut self, task: usize) -> (Message, Vec<Turn>) {
-        let tokens = self.rng.range(40, 300);
-        let user = Message::user(text(&mut self.rng, tokens));
-        let expl = format!("explore-{task}");
-        let mut turns =
-            vec![self.delimiter(json!({"action": "start", "name": expl, "type": "expl"}))];
-        for step in 0..4 {
-            let (tool, size) = if step % 2 == 0 {
-                ("grep", (1_800, 7_000))
-            } else {
-                ("read", (1_000, 4_000))
-            };
-            let tokens = self.rng.range(size.0, size.1);
-            let output = text(&mut self.rng, tokens);
-            let tokens = self.rng.range(50, 400);
-            let reasoning = Some(text(&mut self.rng, tokens));
-            turns.push(self.call(
-                tool,
-                json!({"pattern": step}).to_string(),
-                output,
-                reasoning,
-            ));
-        }
-        turns.push(self.delimiter(json!({"action": "end", "description": format!("task {task}: found the code in src/m{task}.rs")})));
-        turns.push(self.delimiter(json!({"action": "start", "name": format!("change-{task}"), "type": "act", "dependencies": [expl]})));
-        for step in 0..4 {
-            let (tool, size) = if step % 2 == 0 {
-                ("edit", (200, 800))
-            } else {
-                ("bash", (300, 2_000))
-            };
-            let tokens = self.rng.range(size.0, size.1);
-            let output = text(&mut self.rng, tokens);
-            turns.push(self.call(tool, json!({"path": step}).to_string(), output, None));
-        }
-        turns.push(self.delimiter(json!({"action": "end"})));
-        let results = std::mem::take(&mut self.pending);
-        turns.push(Turn {
-            results,
-            reply: Message::assistant_text(format!("Task {task} is done.")),
-        });
-        (user, turns)
-    }
-}
 
 fn peak_memory_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -160,11 +47,7 @@ fn main() {
     context
         .push(Message::system("You are a coding agent."))
         .expect("system");
-    let mut session = Session {
-        rng: Rng(0x5eed),
-        next_id: 0,
-        pending: Vec::new(),
-    };
+    let mut session = Session::new(0x5eed, None);
 
     let mut cumulative: u64 = 0;
     let mut history: u64 = 0;

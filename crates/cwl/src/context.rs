@@ -114,7 +114,8 @@ pub(crate) struct Meta {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Entry {
     pub(crate) seq: u64,
-    pub(crate) message: Option<Message>,
+    /// Boxed, so walking the view reads a small entry per message.
+    pub(crate) message: Option<Box<Message>>,
     /// One per assistant block, one for a tool result, none otherwise.
     pub(crate) meta: Vec<Meta>,
     /// Tokens of the message itself (overhead, and content when protected).
@@ -128,7 +129,7 @@ impl Entry {
     /// Drops an assistant message left with nothing but reasoning (no
     /// valid request holds one); returns the tokens freed.
     pub(crate) fn drop_if_only_reasoning(&mut self) -> usize {
-        let Some(Message::Assistant { content }) = &self.message else {
+        let Some(Message::Assistant { content }) = self.message.as_deref() else {
             return 0;
         };
         if !content
@@ -291,7 +292,7 @@ impl Context {
                 self.total += MESSAGE_OVERHEAD + tokens;
                 self.entries.push(Entry {
                     seq,
-                    message: Some(Message::ToolResult(result)),
+                    message: Some(Box::new(Message::ToolResult(result))),
                     meta: vec![meta],
                     base: clamp(MESSAGE_OVERHEAD),
                     altered: false,
@@ -320,9 +321,9 @@ impl Context {
         let (before, after) = self.entries.split_at(split);
         before
             .iter()
-            .filter_map(|entry| entry.message.as_ref())
+            .filter_map(|entry| entry.message.as_deref())
             .chain(self.residues.index_message())
-            .chain(after.iter().filter_map(|entry| entry.message.as_ref()))
+            .chain(after.iter().filter_map(|entry| entry.message.as_deref()))
     }
 
     /// The view with where each message comes from.
@@ -339,7 +340,7 @@ impl Context {
             } else {
                 Source::Pushed(crate::graph::push_index(entry.seq))
             };
-            entry.message.as_ref().map(|message| (source, message))
+            entry.message.as_deref().map(|message| (source, message))
         }
         before
             .iter()
@@ -423,7 +424,7 @@ impl Context {
         self.total += base;
         self.entries.push(Entry {
             seq,
-            message: Some(message),
+            message: Some(Box::new(message)),
             meta: Vec::new(),
             base: clamp(base),
             altered: false,
@@ -539,7 +540,7 @@ impl Context {
         self.total += total;
         self.entries.push(Entry {
             seq,
-            message: Some(Message::Assistant { content }),
+            message: Some(Box::new(Message::Assistant { content })),
             meta,
             base: clamp(MESSAGE_OVERHEAD),
             altered: false,

@@ -189,7 +189,7 @@ impl Context {
                 break;
             }
             let entry = &mut self.entries[index];
-            let Some(message) = entry.message.as_mut() else {
+            let Some(message) = entry.message.as_deref_mut() else {
                 continue;
             };
             match message {
@@ -307,7 +307,7 @@ impl Context {
         let mut stubbed = std::collections::HashSet::new();
         let mut kept = false;
         for entry in self.entries[begin..].iter().take_while(|e| owned(e)) {
-            if let Some(Message::ToolResult(result)) = &entry.message
+            if let Some(Message::ToolResult(result)) = entry.message.as_deref()
                 && entry.meta[0].owner == Some(target)
                 && matches!(entry.meta[0].role, Role::Call(_))
             {
@@ -324,7 +324,7 @@ impl Context {
         let before = self.total;
         let mut changed = None;
         for entry in self.entries[begin..].iter_mut().take_while(|e| owned(e)) {
-            let Some(message) = entry.message.as_mut() else {
+            let Some(message) = entry.message.as_deref_mut() else {
                 continue;
             };
             match message {
@@ -385,9 +385,9 @@ impl Context {
             at,
             Entry {
                 seq,
-                message: Some(Message::Assistant {
+                message: Some(Box::new(Message::Assistant {
                     content: vec![Block::Text { text }],
-                }),
+                })),
                 meta: vec![Meta {
                     owner: Some(owner),
                     role: Role::Residue,

@@ -198,7 +198,7 @@ impl Context {
             .iter_mut()
             .take_while(|entry| entry.seq == item.seq)
         {
-            let Some(message) = entry.message.as_mut() else {
+            let Some(message) = entry.message.as_deref_mut() else {
                 continue;
             };
             match message {

@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use crate::id_set::IdSet;
 use crate::protocol::{Annotation, DelimiterError, EpisodeKind};
 use crate::repeats::Repeats;
 use crate::uses::Uses;
@@ -226,7 +227,7 @@ pub struct Graph {
     gap: Option<EpisodeId>,
     gaps_opened: u32,
     /// Closed acts not yet removed.
-    acts: BTreeSet<EpisodeId>,
+    acts: IdSet,
     /// Closed acts no level has touched yet.
     #[serde(default)]
     fresh_acts: BTreeSet<EpisodeId>,
@@ -234,9 +235,9 @@ pub struct Graph {
     live_acts: BTreeSet<EpisodeId>,
     /// Closed annotated or recalled expls not yet removed that no act
     /// protects (every dependent act removed or reduced to its calls).
-    expls: BTreeSet<EpisodeId>,
+    expls: IdSet,
     /// Closed unannotated segments not yet removed.
-    gaps: BTreeSet<EpisodeId>,
+    gaps: IdSet,
     frontier: u64,
 }
 
@@ -349,7 +350,7 @@ impl Candidates<'_> {
         let graph = self.graph;
         let gap_open =
             || graph.gaps.contains(&id) && graph.live_acts.last().is_none_or(|&act| id > act);
-        self.settled(id) && (graph.acts.contains(&id) || graph.expls.contains(&id) || gap_open())
+        (graph.acts.contains(&id) || graph.expls.contains(&id) || gap_open()) && self.settled(id)
     }
 
     /// Whether the episode ended before the recent working set (the last

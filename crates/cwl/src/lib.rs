@@ -44,6 +44,7 @@ mod eviction;
 pub mod evictor;
 mod fold;
 pub mod graph;
+mod id_set;
 pub mod message;
 pub mod oneshot;
 pub mod openai;
@@ -53,6 +54,7 @@ pub mod record;
 mod repeats;
 pub mod report;
 pub mod strategy;
+mod term_index;
 pub mod tokens;
 mod uses;
 

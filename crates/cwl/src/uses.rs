@@ -15,7 +15,7 @@
 //! `stock.py`, `map_err`, `detectColorMode`, `v2beta`, not `return`);
 //! a path also names its last component, so `data/events.log` or an
 //! absolute path reaches the listing that showed `events.log`.
-//! Only the [`HOLDERS`] most recent episodes holding a term are
+//! Only the [`HOLDERS`](crate::term_index::HOLDERS) most recent episodes holding a term are
 //! remembered, and a term none of whose holders is still in the view is
 //! dropped, so the index follows the view, not the history.
 //!
@@ -26,10 +26,11 @@
 use std::collections::BTreeSet;
 use std::hash::Hasher;
 
-use rustc_hash::{FxHashMap, FxHasher};
+use rustc_hash::FxHasher;
 use serde::{Deserialize, Serialize};
 
 use crate::graph::EpisodeId;
+use crate::term_index::TermIndex;
 
 /// Shortest term, in bytes, that counts.
 pub const MIN_TERM: usize = 5;
@@ -37,43 +38,10 @@ pub const MIN_TERM: usize = 5;
 /// Longest term, in bytes, that counts (longer runs are data, not names).
 const MAX_TERM: usize = 200;
 
-/// Holders remembered per term.
-pub const HOLDERS: usize = 3;
-
-/// The most recent episodes holding one term, newest last.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-struct Holders {
-    ids: [EpisodeId; HOLDERS],
-    len: u8,
-}
-
-impl Holders {
-    fn as_slice(&self) -> &[EpisodeId] {
-        &self.ids[..usize::from(self.len)]
-    }
-
-    fn push(&mut self, owner: EpisodeId) {
-        let len = usize::from(self.len);
-        if self.as_slice().last() == Some(&owner) {
-            return;
-        }
-        if let Some(at) = self.as_slice().iter().position(|&id| id == owner) {
-            self.ids.copy_within(at + 1..len, at);
-            self.ids[len - 1] = owner;
-        } else if len < HOLDERS {
-            self.ids[len] = owner;
-            self.len += 1;
-        } else {
-            self.ids.copy_within(1.., 0);
-            self.ids[HOLDERS - 1] = owner;
-        }
-    }
-}
-
 /// The term index of the view and each episode's clock.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Uses {
-    holders: FxHashMap<u64, Holders>,
+    holders: TermIndex,
     /// Per episode: history position (tokens) of its last use or content.
     clocks: Vec<u64>,
     /// The episodes still in the view by clock, least recently used first.
@@ -84,6 +52,9 @@ pub(crate) struct Uses {
     now: u64,
     /// Terms after the last sweep of dead ones.
     swept_at: usize,
+    /// Scratch: the terms of the text being held.
+    #[serde(skip)]
+    terms: Vec<u64>,
 }
 
 impl Uses {
@@ -99,9 +70,10 @@ impl Uses {
     /// Records the terms of `text` (a tool result, a text block, a call's
     /// arguments) as held by `owner`.
     pub(crate) fn hold(&mut self, owner: EpisodeId, text: &str) {
-        for term in terms(text) {
-            self.holders.entry(term).or_default().push(owner);
-        }
+        self.terms.clear();
+        let terms = &mut self.terms;
+        each_term(text, |term| terms.push(term));
+        self.holders.push(&self.terms, owner);
         if self.holders.len() > 2 * self.swept_at.max(4096) {
             self.sweep();
         }
@@ -111,8 +83,8 @@ impl Uses {
     /// `writer`, names the terms it has: their other holders are used now.
     pub(crate) fn refer(&mut self, writer: Option<EpisodeId>, text: &str) {
         let mut used = Vec::new();
-        for term in terms(text) {
-            if let Some(holders) = self.holders.get(&term) {
+        each_term(text, |term| {
+            if let Some(holders) = self.holders.get(term) {
                 used.extend(
                     holders
                         .as_slice()
@@ -121,7 +93,7 @@ impl Uses {
                         .filter(|&id| Some(id) != writer),
                 );
             }
-        }
+        });
         for id in used {
             self.set_clock(id);
         }
@@ -169,68 +141,251 @@ impl Uses {
         let gone = &self.gone;
         let live = |id: &EpisodeId| !gone.get(*id as usize).copied().unwrap_or(false);
         self.holders
-            .retain(|_, holders| holders.as_slice().iter().any(live));
+            .retain(|holders| holders.as_slice().iter().any(live));
         self.swept_at = self.holders.len();
     }
 }
 
-/// The terms of `text`, hashed. A path also gives its last component
-/// (`data/events.log` names `events.log`, an absolute path the file a
-/// listing shows by its bare name).
-fn terms(text: &str) -> impl Iterator<Item = u64> + '_ {
-    text.as_bytes()
-        .split(|&byte| !in_term(byte))
-        .map(trim)
-        .filter(|word| is_term(word))
-        .flat_map(|word| {
-            let name = word
-                .iter()
-                .rposition(|&byte| byte == b'/')
-                .map(|at| &word[at + 1..])
-                .filter(|name| is_term(name));
-            std::iter::once(word).chain(name)
-        })
-        .map(|word| {
-            let mut hasher = FxHasher::default();
-            hasher.write(word);
-            hasher.finish()
-        })
+/// The terms of `text`, hashed, in order. A path also gives its last
+/// component (`data/events.log` names `events.log`, an absolute path the
+/// file a listing shows by its bare name). One pass over the bytes, each
+/// classed by a table lookup.
+fn each_term(text: &str, mut found: impl FnMut(u64)) {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        let Some(start) = bytes[at..]
+            .iter()
+            .position(|&byte| class(byte) & PART != 0)
+            .map(|offset| at + offset)
+        else {
+            break;
+        };
+        let first = class(bytes[start]);
+        let mut inner = 0;
+        let mut end = start + 1;
+        while let Some(&byte) = bytes.get(end) {
+            let class = class(byte);
+            if class & PART == 0 {
+                break;
+            }
+            inner |= class;
+            end += 1;
+        }
+        at = end;
+        let (word, classes) = if (first | class(bytes[end - 1])) & EDGE == 0 {
+            let word = &bytes[start..end];
+            (word, name_classes(word.len(), first, inner))
+        } else {
+            let word = trim(&bytes[start..end]);
+            (word, term_classes(word))
+        };
+        let Some(classes) = classes else {
+            continue;
+        };
+        found(hash(word));
+        if classes & SLASH != 0 {
+            let slash = word.iter().rposition(|&byte| byte == b'/').unwrap_or(0);
+            let name = &word[slash + 1..];
+            if term_classes(name).is_some() {
+                found(hash(name));
+            }
+        }
+    }
 }
 
-fn is_term(word: &[u8]) -> bool {
-    (MIN_TERM..=MAX_TERM).contains(&word.len()) && names_something(word)
+fn hash(word: &[u8]) -> u64 {
+    let mut hasher = FxHasher::default();
+    hasher.write(word);
+    hasher.finish()
 }
 
-/// Letters and digits (any non-ASCII byte counts as one) and `_ . / - :`.
-fn in_term(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || byte >= 0x80 || matches!(byte, b'_' | b'.' | b'/' | b'-' | b':')
+/// Byte classes: letters and digits (any non-ASCII byte counts as one)
+/// and `_ . / - :` make terms.
+const PART: u8 = 1;
+/// Trimmed from a term's ends: `. / - :`.
+const EDGE: u8 = 2;
+/// Makes a word a name: `. / _ :`.
+const SEPARATOR: u8 = 4;
+const UPPER: u8 = 8;
+const DIGIT: u8 = 16;
+/// An ASCII letter or a non-ASCII byte.
+const LETTER: u8 = 32;
+const SLASH: u8 = 64;
+
+const CLASSES: [u8; 256] = classes();
+
+const fn classes() -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut at = 0;
+    while at < 256 {
+        let byte = at as u8;
+        let mut class = 0;
+        let letter = byte.is_ascii_alphabetic() || byte >= 0x80;
+        if letter || byte.is_ascii_digit() || matches!(byte, b'_' | b'.' | b'/' | b'-' | b':') {
+            class |= PART;
+        }
+        if matches!(byte, b'.' | b'/' | b'-' | b':') {
+            class |= EDGE;
+        }
+        if matches!(byte, b'.' | b'/' | b'_' | b':') {
+            class |= SEPARATOR;
+        }
+        if byte.is_ascii_uppercase() {
+            class |= UPPER;
+        }
+        if byte.is_ascii_digit() {
+            class |= DIGIT;
+        }
+        if letter {
+            class |= LETTER;
+        }
+        if byte == b'/' {
+            class |= SLASH;
+        }
+        table[at] = class;
+        at += 1;
+    }
+    table
+}
+
+fn class(byte: u8) -> u8 {
+    CLASSES[usize::from(byte)]
 }
 
 fn trim(mut word: &[u8]) -> &[u8] {
-    let edge = |byte: &u8| matches!(byte, b'.' | b'/' | b'-' | b':');
-    while word.first().is_some_and(edge) {
-        word = &word[1..];
+    while let [first, rest @ ..] = word
+        && class(*first) & EDGE != 0
+    {
+        word = rest;
     }
-    while word.last().is_some_and(edge) {
-        word = &word[..word.len() - 1];
+    while let [rest @ .., last] = word
+        && class(*last) & EDGE != 0
+    {
+        word = rest;
     }
     word
 }
 
-fn names_something(word: &[u8]) -> bool {
-    let separated = word.iter().any(|b| matches!(b, b'.' | b'/' | b'_' | b':'));
-    let inner_capital = word[1..].iter().any(u8::is_ascii_uppercase);
-    let digits = word.iter().any(u8::is_ascii_digit);
-    let letters = word.iter().any(|b| b.is_ascii_alphabetic() || *b >= 0x80);
-    separated || inner_capital || (digits && letters)
+/// The classes of a term's bytes (a capital only after the first), or
+/// `None` when the word is no term: at least [`MIN_TERM`] bytes, at most
+/// `MAX_TERM`, with a separator, a capital after its first letter, or
+/// both letters and digits.
+fn term_classes(word: &[u8]) -> Option<u8> {
+    let [first, rest @ ..] = word else {
+        return None;
+    };
+    let inner = rest.iter().fold(0, |classes, &byte| classes | class(byte));
+    name_classes(word.len(), class(*first), inner)
+}
+
+/// [`term_classes`] from a word's length, its first byte's classes and
+/// the union of the others'.
+fn name_classes(len: usize, first: u8, inner: u8) -> Option<u8> {
+    if !(MIN_TERM..=MAX_TERM).contains(&len) {
+        return None;
+    }
+    let all = inner | (first & !UPPER);
+    let names =
+        all & SEPARATOR != 0 || inner & UPPER != 0 || (all & DIGIT != 0 && all & LETTER != 0);
+    names.then_some(all)
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
+    fn terms(text: &str) -> Vec<u64> {
+        let mut found = Vec::new();
+        each_term(text, |term| found.push(term));
+        found
+    }
+
+    mod reference {
+        //! The scanner as first written, which [`super::each_term`] must match.
+        use super::super::{MAX_TERM, MIN_TERM};
+        use rustc_hash::FxHasher;
+        use std::hash::Hasher;
+
+        /// The terms of `text`, hashed. A path also gives its last component
+        /// (`data/events.log` names `events.log`, an absolute path the file a
+        /// listing shows by its bare name).
+        pub(super) fn reference_terms(text: &str) -> impl Iterator<Item = u64> + '_ {
+            text.as_bytes()
+                .split(|&byte| !in_term(byte))
+                .map(trim)
+                .filter(|word| is_term(word))
+                .flat_map(|word| {
+                    let name = word
+                        .iter()
+                        .rposition(|&byte| byte == b'/')
+                        .map(|at| &word[at + 1..])
+                        .filter(|name| is_term(name));
+                    std::iter::once(word).chain(name)
+                })
+                .map(|word| {
+                    let mut hasher = FxHasher::default();
+                    hasher.write(word);
+                    hasher.finish()
+                })
+        }
+
+        fn is_term(word: &[u8]) -> bool {
+            (MIN_TERM..=MAX_TERM).contains(&word.len()) && names_something(word)
+        }
+
+        /// Letters and digits (any non-ASCII byte counts as one) and `_ . / - :`.
+        fn in_term(byte: u8) -> bool {
+            byte.is_ascii_alphanumeric()
+                || byte >= 0x80
+                || matches!(byte, b'_' | b'.' | b'/' | b'-' | b':')
+        }
+
+        fn trim(mut word: &[u8]) -> &[u8] {
+            let edge = |byte: &u8| matches!(byte, b'.' | b'/' | b'-' | b':');
+            while word.first().is_some_and(edge) {
+                word = &word[1..];
+            }
+            while word.last().is_some_and(edge) {
+                word = &word[..word.len() - 1];
+            }
+            word
+        }
+
+        fn names_something(word: &[u8]) -> bool {
+            let separated = word.iter().any(|b| matches!(b, b'.' | b'/' | b'_' | b':'));
+            let inner_capital = word[1..].iter().any(u8::is_ascii_uppercase);
+            let digits = word.iter().any(u8::is_ascii_digit);
+            let letters = word.iter().any(|b| b.is_ascii_alphabetic() || *b >= 0x80);
+            separated || inner_capital || (digits && letters)
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_scanner_finds_the_terms_the_first_one_did(
+            text in r"([a-zA-Z0-9_./:\- \n(),éß`]{0,12}|[a-z./]{190,210}){0,20}"
+        ) {
+            let found = terms(&text);
+            prop_assert_eq!(found, reference::reference_terms(&text).collect::<Vec<u64>>());
+        }
+    }
+
+    #[test]
+    fn the_scanner_matches_the_first_one_on_code() {
+        let text = include_str!("uses.rs");
+        let found = terms(text);
+        assert!(found.len() > 200, "{}", found.len());
+        assert_eq!(
+            found,
+            reference::reference_terms(text).collect::<Vec<u64>>()
+        );
+    }
+
     fn words(text: &str) -> usize {
-        terms(text).count()
+        terms(text).len()
     }
 
     #[test]
@@ -289,7 +444,7 @@ mod tests {
         let clocks: Vec<u64> = (0..5).map(|id| uses.clock(id)).collect();
         assert_eq!(clocks, [10, 20, 60, 60, 60]);
         uses.hold(2, "config.ts");
-        let holders = uses.holders.values().next().unwrap();
+        let (_, holders) = uses.holders.iter().next().unwrap();
         assert_eq!(holders.as_slice(), [3, 4, 2], "a holder again moves last");
     }
 
