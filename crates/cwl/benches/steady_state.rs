@@ -11,8 +11,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cwl::{Config, Context, Estimate, Message, ToolSpec, delimiter_spec};
-use serde_json::json;
+use cwl::{Config, Context, Estimate, Message};
 
 #[path = "support/session.rs"]
 mod session;
@@ -34,15 +33,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
-    let mut tools: Vec<ToolSpec> = ["read", "write", "edit", "bash", "grep", "glob", "ls"]
-        .iter()
-        .map(|name| ToolSpec {
-            name: name.to_string(),
-            description: format!("The {name} tool."),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        })
-        .collect();
-    tools.push(delimiter_spec());
+    let tools = session::tools();
     let mut context = Context::new(Config::with_budget(BUDGET), Arc::new(Estimate), tools);
     context
         .push(Message::system("You are a coding agent."))

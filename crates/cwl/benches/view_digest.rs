@@ -13,16 +13,12 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use cwl::{
-    Checkpoint, Config, Context, Estimate, Evictor, Message, OldestFirst, PaperOrder, ToolSpec,
-    delimiter_spec,
-};
-use serde_json::json;
+use cwl::{Checkpoint, Config, Context, Estimate, Evictor, Message, OldestFirst, PaperOrder};
 
 #[path = "support/session.rs"]
 mod session;
 
-use session::Session;
+use session::{Session, tools};
 
 const BUDGET: usize = 80_000;
 const TASKS: usize = 89;
@@ -30,19 +26,6 @@ const TASKS: usize = 89;
 const CHECKPOINT_EVERY: usize = 1_000;
 /// The turn at which the lockstep twin is restored.
 const RESTORE_AT: usize = 2_500;
-
-fn tools() -> Vec<ToolSpec> {
-    let mut tools: Vec<ToolSpec> = ["read", "write", "edit", "bash", "grep", "glob", "ls"]
-        .iter()
-        .map(|name| ToolSpec {
-            name: name.to_string(),
-            description: format!("The {name} tool."),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        })
-        .collect();
-    tools.push(delimiter_spec());
-    tools
-}
 
 /// What one turn left: the report, and the view's sources and size.
 fn turn_digest(context: &Context, report: &cwl::Report, full: bool) -> u64 {

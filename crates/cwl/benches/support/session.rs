@@ -2,8 +2,22 @@
 //! of one expl (greps and reads with reasoning) and one act (edits and
 //! shell runs), each closed by a plain answer.
 
-use cwl::{Block, Message, ToolCall};
+use cwl::{Block, Message, ToolCall, ToolSpec, delimiter_spec};
 use serde_json::json;
+
+/// The tools the session's calls name, with `delimiter`.
+pub fn tools() -> Vec<ToolSpec> {
+    let mut tools: Vec<ToolSpec> = ["read", "write", "edit", "bash", "grep", "glob", "ls"]
+        .iter()
+        .map(|name| ToolSpec {
+            name: name.to_string(),
+            description: format!("The {name} tool."),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        })
+        .collect();
+    tools.push(delimiter_spec());
+    tools
+}
 
 /// A tiny deterministic PRNG (xorshift64*), enough for shaping content.
 pub struct Rng(pub u64);
