@@ -7,8 +7,10 @@
 //! "logged_prompt_tokens_mean", "replayed_prompt_tokens_mean",
 //! "local_prompt_tokens_mean", "calibration", "policies": {NAME: M},
 //! "errors"?: {NAME: why}}], "skipped": [{"path", "why"}],
-//! "aggregate": {NAME: M}}` where `M` is a [`Summary`] and policies appear
-//! in the order asked.
+//! "aggregate": {NAME: M}, "cwl_against_best"}` where `M` is a [`Summary`]
+//! and policies appear in the order asked; `cwl_against_best` ([`Versus`])
+//! is `null` unless `cwl` and another policy that held the budget were
+//! replayed.
 //!
 //! Besides the CWL metrics, `M` holds Self-GC's: `prune` (the mean of
 //! `1 − |C′|/|C|`), and with a judge `judged`, `no_impact_rate`,
@@ -33,6 +35,7 @@
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
+use super::versus::Versus;
 use super::{ReplayReport, Skipped};
 use crate::calibrate::{Calibration, Fidelity};
 use crate::metrics::Summary;
@@ -81,6 +84,7 @@ struct Report<'a> {
     files: Vec<File<'a>>,
     skipped: &'a [Skipped],
     aggregate: Ordered<Summary>,
+    cwl_against_best: Option<Versus>,
 }
 
 /// The report as pretty-printed JSON.
@@ -124,9 +128,10 @@ pub fn to_json(report: &ReplayReport) -> String {
             }
         })
         .collect();
+    let totals = report.aggregate();
+    let cwl_against_best = Versus::of(&totals);
     let aggregate = Ordered(
-        report
-            .aggregate()
+        totals
             .into_iter()
             .map(|(kind, stats)| (kind.name().to_string(), stats.summary()))
             .collect(),
@@ -138,6 +143,7 @@ pub fn to_json(report: &ReplayReport) -> String {
         files,
         skipped: &report.skipped,
         aggregate,
+        cwl_against_best,
     };
     serde_json::to_string_pretty(&out).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }

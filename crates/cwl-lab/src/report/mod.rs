@@ -1,10 +1,12 @@
 //! Reports of a replay: a table per file and an aggregate ([`table`]), one
 //! JSON object for scripts ([`json`]), and a plot of request tokens over
-//! each session ([`plot`]); warnings ranked and counted ([`warnings`]).
+//! each session ([`plot`]); warnings ranked and counted ([`warnings`]);
+//! CWL against the best policy that held the budget ([`versus`]).
 
 pub mod json;
 pub mod plot;
 pub mod table;
+pub mod versus;
 pub mod warnings;
 
 use crate::metrics::Stats;

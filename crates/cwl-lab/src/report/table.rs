@@ -7,6 +7,7 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
 
 use super::ReplayReport;
+use super::versus::Versus;
 use crate::metrics::Stats;
 use crate::metrics::cost::ModelSource;
 use crate::policy::PolicyKind;
@@ -67,6 +68,12 @@ pub fn render_with(report: &ReplayReport, per_file: bool) -> String {
     ));
     let rows: Vec<(PolicyKind, &Stats)> = aggregate.iter().map(|(k, s)| (*k, s)).collect();
     out.push_str(&table(&rows));
+    if let Some(versus) = Versus::of(&aggregate) {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&versus.line());
+    }
     out.push('\n');
     out
 }
