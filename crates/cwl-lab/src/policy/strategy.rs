@@ -262,90 +262,18 @@ impl Policy for StrategyPolicy {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use chrono::TimeDelta;
-    use cwl::strategy::Saved;
-    use cwl::{
-        Accepted, Config, Context, DelimiterError, DelimiterOutcome, Estimate, Graph, Report,
-        ToolSpec, TranscriptError, TranscriptStore,
-    };
+    use cwl::{Config, Context, Estimate};
 
     use super::*;
     use crate::side::NoModel;
-
-    /// CWL's context, keeping the gaps it is told.
-    #[derive(Debug)]
-    struct Timed {
-        inner: Context,
-        gaps: Arc<Mutex<Vec<u64>>>,
-    }
-
-    impl Strategy for Timed {
-        fn name(&self) -> &'static str {
-            "timed"
-        }
-        fn push(&mut self, message: Message) -> Result<Vec<DelimiterOutcome>, TranscriptError> {
-            self.inner.push(message)
-        }
-        fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
-            self.inner.annotate(annotation)
-        }
-        fn enforce(&mut self) -> Report {
-            self.inner.enforce()
-        }
-        fn idle(&mut self, seconds: u64) -> bool {
-            self.gaps.lock().unwrap().push(seconds);
-            true
-        }
-        fn view_sources(&self) -> Box<dyn Iterator<Item = (Source, &Message)> + '_> {
-            Box::new(self.inner.view_sources())
-        }
-        fn tools(&self) -> &[ToolSpec] {
-            self.inner.tools()
-        }
-        fn tokens(&self) -> usize {
-            self.inner.tokens()
-        }
-        fn counted_tokens(&self) -> usize {
-            self.inner.counted_tokens()
-        }
-        fn budget(&self) -> usize {
-            self.inner.budget()
-        }
-        fn set_budget(&mut self, budget: usize) {
-            self.inner.set_budget(budget);
-        }
-        fn config(&self) -> &Config {
-            self.inner.config()
-        }
-        fn calibration_offset(&self) -> i64 {
-            self.inner.calibration_offset()
-        }
-        fn calibrate(&mut self, local: usize, reported: usize) {
-            self.inner.calibrate(local, reported);
-        }
-        fn graph(&self) -> &Graph {
-            self.inner.graph()
-        }
-        fn pending_calls(&self) -> Vec<&str> {
-            self.inner.pending_calls()
-        }
-        fn recall(&self, arguments: &str, store: &dyn TranscriptStore) -> Result<String, String> {
-            Strategy::recall(&self.inner, arguments, store)
-        }
-        fn save(&self) -> Result<Saved, serde_json::Error> {
-            Strategy::save(&self.inner)
-        }
-    }
+    use crate::side::testing::{Asking, Gaps};
 
     #[test]
     fn the_time_between_logged_requests_is_told_before_each_pass() {
-        let gaps = Arc::new(Mutex::new(Vec::new()));
-        let strategy = Timed {
-            inner: Context::new(Config::with_budget(10_000), Arc::new(Estimate), Vec::new()),
-            gaps: Arc::clone(&gaps),
-        };
+        let gaps = Gaps::default();
+        let context = Context::new(Config::with_budget(10_000), Arc::new(Estimate), Vec::new());
+        let strategy = Asking::new(context, 1, Default::default()).keeping_gaps(Arc::clone(&gaps));
         let mut policy = StrategyPolicy::new("timed", Box::new(strategy), Arc::new(NoModel));
         let mut lab = Lab::new(Arc::new(Estimate), &[]);
         let user = lab.entry(Message::user("go"));

@@ -2,7 +2,8 @@
 //! CWL's [`Context`] that, before every `every`-th request, asks a
 //! `planner` request over its current view and keeps each answer it is
 //! given. It changes nothing with the answers: tests check what reached
-//! it and what the replay counted.
+//! it and what the replay counted. It can also keep the idle gaps it is
+//! told ([`Asking::keeping_gaps`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,7 +26,11 @@ pub struct Asking {
     next_id: u64,
     queued: Option<SideRequest>,
     answers: Answers,
+    gaps: Option<Gaps>,
 }
+
+/// The idle gaps, in seconds, an [`Asking`] strategy was told.
+pub type Gaps = Arc<Mutex<Vec<u64>>>;
 
 /// What an [`Asking`] strategy sends as its planner prompt's last message.
 pub const PLANNER_PROMPT: &str = "PLAN: which objects can go?";
@@ -41,6 +46,15 @@ impl Asking {
             next_id: 0,
             queued: None,
             answers,
+            gaps: None,
+        }
+    }
+
+    /// The same strategy, keeping every idle gap it is told in `gaps`.
+    pub fn keeping_gaps(self, gaps: Gaps) -> Self {
+        Asking {
+            gaps: Some(gaps),
+            ..self
         }
     }
 
@@ -79,6 +93,15 @@ impl Strategy for Asking {
     fn enforce(&mut self) -> Report {
         self.enforced += 1;
         self.context.enforce()
+    }
+
+    fn idle(&mut self, seconds: u64) -> bool {
+        if let Some(gaps) = &self.gaps {
+            gaps.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(seconds);
+        }
+        Strategy::idle(&mut self.context, seconds)
     }
 
     fn view_sources(&self) -> Box<dyn Iterator<Item = (Source, &Message)> + '_> {
