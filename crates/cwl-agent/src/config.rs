@@ -16,6 +16,7 @@
 //! residue_share = "15%"           # room for residues and old user turns, or "off"
 //! keep_recent = "10%"             # recent work evicted last, or "off"
 //! superseded = "50%"              # repeated old content evicted first, or "off"
+//! restated = "100%"               # tool outputs a later one repeats stubbed first, or "off"
 //! act_outputs = "stub"            # old acts reduced to their calls first, or "keep"
 //! strategy = "cwl"                # what manages the context: "cwl", "cwm" or "self-gc"
 //! planner_model = "gpt-4o-mini"   # the model of side calls (Self-GC's planner)
@@ -76,6 +77,8 @@ pub struct FileConfig {
     pub keep_recent: Option<String>,
     /// Superseded share (`0.5`, `50%`, `off`).
     pub superseded: Option<String>,
+    /// Restated share (`1`, `100%`, `off`).
+    pub restated: Option<String>,
     /// Old acts' outputs first (`stub` or `keep`).
     pub act_outputs: Option<String>,
     /// What manages the context (`cwl`, `cwm` or `self-gc`).

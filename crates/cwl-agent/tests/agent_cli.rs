@@ -160,7 +160,7 @@ fn the_config_file_sets_models_and_budgets() {
 
     std::fs::write(
         &config,
-        "low_water = \"50%\"\nresidue_share = \"off\"\nkeep_recent = \"25%\"\nsuperseded = \"off\"\nact_outputs = \"keep\"\n",
+        "low_water = \"50%\"\nresidue_share = \"off\"\nkeep_recent = \"25%\"\nsuperseded = \"off\"\nrestated = \"90%\"\nact_outputs = \"keep\"\n",
     )
     .unwrap();
     server.push(answer("ok"));
@@ -175,6 +175,7 @@ fn the_config_file_sets_models_and_budgets() {
         residue_share: None,
         keep_recent: Some(cwl::Share::new(0.25).unwrap()),
         superseded: None,
+        restated: Some(cwl::Share::new(0.9).unwrap()),
         stub_act_outputs: false,
         strategy: cwl_agent::strategy::StrategyName::Cwl,
         strategy_options: serde_json::Value::Null,
@@ -193,6 +194,7 @@ fn the_config_file_sets_models_and_budgets() {
         ("low_water = \"2\"", "low_water"),
         ("residue_share = \"some\"", "residue_share"),
         ("keep_recent = \"2\"", "keep_recent"),
+        ("restated = \"most\"", "restated"),
     ] {
         std::fs::write(&config, format!("{text}\n")).unwrap();
         let error = cli::run_run(RunArgs {

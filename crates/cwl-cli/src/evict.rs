@@ -45,6 +45,11 @@ pub struct EvictArgs {
     /// other; `off` keeps the paper's order.
     #[arg(long, value_name = "SHARE|off", default_value = "50%", value_parser = parse_residue_cap)]
     superseded: ResidueCap,
+    /// A tool output at least this share of whose lines a later output
+    /// repeats (a file read again after an edit) is stubbed before anything
+    /// else; `off` keeps the paper's order.
+    #[arg(long, value_name = "SHARE|off", default_value = "100%", value_parser = parse_residue_cap)]
+    restated: ResidueCap,
     /// `stub`: before removing anything, old acts are reduced to their calls
     /// (tool outputs stubbed, text beside the calls dropped), oldest first,
     /// and old episodes then go least recently used first; `keep`: the
@@ -141,6 +146,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
         .residue_share(args.residue_share.0)
         .keep_recent(args.keep_recent.0)
         .superseded(args.superseded.0)
+        .restated(args.restated.0)
         .stub_act_outputs(args.act_outputs.stubbed());
     for (name, class) in &args.classes {
         config.classes.set(name, *class);

@@ -195,6 +195,9 @@ pub struct ReplayArgs {
     /// cwl: an old episode at least this share of whose lines a later episode in the view repeats (a file read again, a command rerun) goes before any other (0.5 or 50%), or `off` (the paper's order).
     #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().superseded))]
     pub superseded: cwl::ResidueCap,
+    /// cwl: a tool output at least this share of whose lines a later output in the view repeats (a file read again after an edit, log lines a later search shows) is stubbed before anything else (0.8 or 80%), or `off` (the paper's order).
+    #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().restated))]
+    pub restated: cwl::ResidueCap,
     /// cwl: `stub` reduces old acts to their calls (tool outputs stubbed, text beside the calls dropped), oldest first, before anything is removed, and then takes old episodes least recently used first (the longest since the model last named something they hold); `keep` is the paper's order.
     #[arg(long, value_name = "stub|keep", default_value_t = cwl::ActOutputs::of(cwl::Config::default().stub_act_outputs))]
     pub act_outputs: cwl::ActOutputs,
@@ -296,6 +299,7 @@ impl ReplayArgs {
                 residue_share: self.residue_share.0,
                 keep_recent: self.keep_recent.0,
                 superseded: self.superseded.0,
+                restated: self.restated.0,
                 stub_act_outputs: self.act_outputs.stubbed(),
             },
             pricing: Arc::new(pricing),

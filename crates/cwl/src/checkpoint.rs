@@ -35,6 +35,8 @@ pub struct Checkpoint {
     residues: Residues,
     #[serde(default)]
     repeats: Repeats,
+    #[serde(default, skip_serializing_if = "Repeats::is_empty")]
+    restated: Repeats<u64>,
     #[serde(default)]
     uses: Uses,
     next_seq: u64,
@@ -75,6 +77,7 @@ impl Context {
             pending: self.pending.clone(),
             residues: self.residues.clone(),
             repeats: self.repeats.clone(),
+            restated: self.restated.clone(),
             uses: self.uses.clone(),
             next_seq: self.next_seq,
             total: self.total,
@@ -105,6 +108,7 @@ impl Context {
             pending: checkpoint.pending,
             residues: checkpoint.residues,
             repeats: checkpoint.repeats,
+            restated: checkpoint.restated,
             uses: checkpoint.uses,
             next_seq: checkpoint.next_seq,
             total: checkpoint.total,

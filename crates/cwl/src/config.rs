@@ -28,6 +28,17 @@ pub const DEFAULT_KEEP_RECENT: f64 = 0.1;
 /// it to go first ([`Config::superseded`]).
 pub const DEFAULT_SUPERSEDED: f64 = 0.5;
 
+/// Default share of a tool output's lines that later outputs must repeat
+/// for it to be stubbed before anything else ([`Config::restated`]): all
+/// of them, so the stub loses nothing the view does not still show.
+pub const DEFAULT_RESTATED: f64 = 1.0;
+
+/// Fewest tokens a restated output must hold to be stubbed
+/// ([`Config::restated`]). Smaller ones freed too little to matter and
+/// moved the next passes onto other content (measured on the lab's
+/// corpora; see the README).
+pub const RESTATED_MIN_TOKENS: usize = 768;
+
 /// Tokens at or under which content is cheap to keep, when old acts are
 /// reduced first ([`Config::stub_act_outputs`]): a tool output this small
 /// (a file listing, a short status) is not stubbed, only removed with its
@@ -206,6 +217,14 @@ pub struct Config {
     /// turns this off (the paper's order).
     #[serde(default)]
     pub superseded: Option<Share>,
+    /// A tool output (of more than [`RESTATED_MIN_TOKENS`]) at least this share of
+    /// whose lines a later output still in the view repeats (a file read
+    /// again after an edit, a log slice a later search quotes) is stubbed
+    /// before anything else, oldest first, whatever its episode: the view
+    /// keeps the newer copy. `None` turns this off (and restores configs
+    /// saved before it existed unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restated: Option<Share>,
     /// Before any episode is removed, old acts are reduced to their calls
     /// (tool outputs such as test runs become a short stub, the text and
     /// reasoning beside the calls go), oldest first; a reduced act no
@@ -230,6 +249,7 @@ impl Default for Config {
             residue_share: Some(Share(DEFAULT_RESIDUE_SHARE)),
             keep_recent: Some(Share(DEFAULT_KEEP_RECENT)),
             superseded: Some(Share(DEFAULT_SUPERSEDED)),
+            restated: Some(Share(DEFAULT_RESTATED)),
             stub_act_outputs: true,
             classes: ToolClasses::default(),
         }
@@ -254,6 +274,7 @@ impl Config {
             residue_share: None,
             keep_recent: None,
             superseded: None,
+            restated: None,
             stub_act_outputs: false,
             classes: ToolClasses::default(),
         }
@@ -281,6 +302,13 @@ impl Config {
     /// (`None`: off).
     pub fn superseded(mut self, share: Option<Share>) -> Self {
         self.superseded = share;
+        self
+    }
+
+    /// Sets the share of repeated lines that makes a tool output go first
+    /// (`None`: off).
+    pub fn restated(mut self, share: Option<Share>) -> Self {
+        self.restated = share;
         self
     }
 

@@ -190,6 +190,8 @@ pub struct Context {
     pub(crate) pending: HashMap<String, Pending>,
     pub(crate) residues: Residues,
     pub(crate) repeats: Repeats,
+    /// Tool outputs by stream position, for [`Config::restated`].
+    pub(crate) restated: Repeats<u64>,
     pub(crate) uses: Uses,
     pub(crate) next_seq: u64,
     pub(crate) total: usize,
@@ -223,6 +225,7 @@ impl Context {
             pending: HashMap::new(),
             residues: Residues::default(),
             repeats: Repeats::default(),
+            restated: Repeats::default(),
             uses: Uses::default(),
             next_seq: 2,
             total: tools_tokens,
@@ -281,6 +284,9 @@ impl Context {
                         .touch(owner, seq, MESSAGE_OVERHEAD + tokens, holds);
                     if let (Some(share), Role::Call(_)) = (self.config.superseded, pending.role) {
                         self.repeats.text(owner, &result.content, share);
+                    }
+                    if let Some(share) = self.config.restated {
+                        self.restated.text(seq, &result.content, share);
                     }
                     self.uses.hold(owner, &result.content);
                 }

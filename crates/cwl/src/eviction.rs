@@ -1,7 +1,7 @@
 //! The eviction pass: Algorithm 1 of the CWL paper.
 
 use crate::classes::ToolClass;
-use crate::config::SMALL_TOKENS;
+use crate::config::{RESTATED_MIN_TOKENS, SMALL_TOKENS};
 use crate::context::{Context, Entry, Meta, Role, clamp};
 use crate::graph::{EpisodeId, Level};
 use crate::message::{Block, Message};
@@ -11,6 +11,10 @@ use crate::tokens::MESSAGE_OVERHEAD;
 
 /// What an act's tool result becomes at [`Level::Output`].
 pub(crate) const OUTPUT_STUB: &str = "[output evicted; its effects are in the workspace]";
+
+/// What a tool output becomes when a later output repeats it
+/// ([`crate::Config::restated`]).
+pub(crate) const RESTATED_STUB: &str = "[output evicted; a later output shows it again]";
 
 impl Context {
     /// Enforces the budget. When the prompt is over τ, strips candidate
@@ -62,6 +66,12 @@ impl Context {
             if self.tokens() <= report.floor {
                 break;
             }
+            if let Some((owner, removed, seq)) = self.stub_restated() {
+                note(seq);
+                self.graph.shrink(owner, removed.tokens);
+                push_level(&mut report, &mut reported, &self.graph, owner, removed);
+                continue;
+            }
             let candidates =
                 self.graph
                     .candidates_with_recent(recent, &self.repeats, &self.uses, stub);
@@ -89,19 +99,7 @@ impl Context {
             if matches!(level, Level::Output | Level::Large) && removed.tokens == 0 {
                 continue;
             }
-            match reported.get(&target) {
-                Some(&at) => report.episodes[at].levels.push(removed),
-                None => {
-                    let episode = self.graph.episode(target);
-                    reported.insert(target, report.episodes.len());
-                    report.episodes.push(EpisodeReport {
-                        name: episode.name().to_string(),
-                        kind: episode.kind(),
-                        annotated: episode.is_annotated(),
-                        levels: vec![removed],
-                    });
-                }
-            }
+            push_level(&mut report, &mut reported, &self.graph, target, removed);
         }
         if self.tokens() > budget {
             report.budget_met = false;
@@ -184,6 +182,7 @@ impl Context {
         let begin = self.entries.partition_point(|entry| entry.seq < first);
         let mut residue_placed = false;
         let mut changed: Option<u64> = None;
+        let mut outputs_gone = Vec::new();
         for index in begin..self.entries.len() {
             if self.entries[index].seq > last {
                 break;
@@ -267,6 +266,7 @@ impl Context {
                         entry.altered = true;
                         removed.blocks += 1;
                         changed.get_or_insert(entry.seq);
+                        outputs_gone.push(entry.seq);
                     }
                 }
                 Message::ToolResult(_) => {
@@ -275,6 +275,7 @@ impl Context {
                         self.total -= meta.tokens as usize + entry.base as usize;
                         entry.message = None;
                         changed.get_or_insert(entry.seq);
+                        outputs_gone.push(entry.seq);
                     }
                 }
                 Message::System { .. } | Message::User { .. } => {}
@@ -284,8 +285,49 @@ impl Context {
             self.insert_residue(first, target, text);
             changed = Some(changed.map_or(first, |seq| seq.min(first)));
         }
+        if let Some(share) = self.config.restated {
+            for seq in outputs_gone {
+                self.restated.removed(seq, share);
+            }
+        }
         removed.tokens = before.saturating_sub(self.total);
         (removed, changed)
+    }
+
+    /// Stubs the oldest tool output that later outputs still in the view
+    /// repeat ([`crate::Config::restated`]), if one is large enough to be
+    /// worth it; returns its episode, what went and its stream position.
+    fn stub_restated(&mut self) -> Option<(EpisodeId, LevelReport, u64)> {
+        let share = self.config.restated?;
+        let stub_tokens = self.counter.count(RESTATED_STUB);
+        let worth = (2 * stub_tokens).max(RESTATED_MIN_TOKENS);
+        let (index, owner) = self.restated.superseded().find_map(|seq| {
+            let index = self.entries.partition_point(|entry| entry.seq < seq);
+            let entry = self.entries.get(index).filter(|entry| entry.seq == seq)?;
+            let Some(Message::ToolResult(_)) = entry.message.as_deref() else {
+                return None;
+            };
+            let meta = entry.meta[0];
+            (meta.tokens as usize > worth).then_some((index, meta.owner?))
+        })?;
+        let entry = &mut self.entries[index];
+        let Some(Message::ToolResult(result)) = entry.message.as_deref_mut() else {
+            return None;
+        };
+        let freed = entry.meta[0].tokens as usize - stub_tokens;
+        self.total -= freed;
+        result.content = RESTATED_STUB.to_string();
+        entry.meta[0].tokens = clamp(stub_tokens);
+        entry.altered = true;
+        let seq = entry.seq;
+        self.restated.removed(seq, share);
+        let removed = LevelReport {
+            level: Level::Restated,
+            tokens: freed,
+            tool_calls: 0,
+            blocks: 1,
+        };
+        Some((owner, removed, seq))
     }
 
     /// [`Level::Large`]: removes the calls of an expl whose outputs were
@@ -311,7 +353,7 @@ impl Context {
                 && entry.meta[0].owner == Some(target)
                 && matches!(entry.meta[0].role, Role::Call(_))
             {
-                if result.content == OUTPUT_STUB {
+                if result.content == OUTPUT_STUB || result.content == RESTATED_STUB {
                     stubbed.insert(result.call_id.clone());
                 } else {
                     kept = true;
@@ -400,10 +442,34 @@ impl Context {
     }
 }
 
+/// Adds what `level` removed from `target` to the pass's report, under the
+/// episode's row.
+fn push_level(
+    report: &mut Report,
+    reported: &mut std::collections::HashMap<EpisodeId, usize>,
+    graph: &crate::graph::Graph,
+    target: EpisodeId,
+    removed: LevelReport,
+) {
+    match reported.get(&target) {
+        Some(&at) => report.episodes[at].levels.push(removed),
+        None => {
+            let episode = graph.episode(target);
+            reported.insert(target, report.episodes.len());
+            report.episodes.push(EpisodeReport {
+                name: episode.name().to_string(),
+                kind: episode.kind(),
+                annotated: episode.is_annotated(),
+                levels: vec![removed],
+            });
+        }
+    }
+}
+
 /// Whether a strip level removes content of this role.
 fn covers(level: Level, role: Role) -> bool {
     match level {
-        Level::Output | Level::Large => false,
+        Level::Restated | Level::Output | Level::Large => false,
         Level::Reasoning => role == Role::Reasoning,
         Level::Bulk => role == Role::Call(ToolClass::Bulk),
         Level::Intermediate => role == Role::Call(ToolClass::Intermediate),

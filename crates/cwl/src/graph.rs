@@ -30,6 +30,10 @@ pub(crate) const HOLDS_INTERMEDIATE: u8 = 8;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Level {
+    /// Single tool outputs that a later output still in the view repeats,
+    /// each replaced by a short stub ([`crate::Config::restated`]). Not a
+    /// stage of the episode: it can happen at any level, to any episode.
+    Restated,
     /// An act reduced to its calls: the results of its tool calls (test
     /// runs, command output) each replaced by a short stub, and the text
     /// and reasoning around its calls dropped; the calls, the record of
@@ -68,6 +72,7 @@ impl Level {
     /// What the level removes, in words for people.
     pub fn label(self) -> &'static str {
         match self {
+            Level::Restated => "restated output",
             Level::Output => "act output",
             Level::Reasoning => "reasoning",
             Level::Bulk => "bulk output",
@@ -80,7 +85,7 @@ impl Level {
     /// The content bit a level strips ([`Level::Removed`]: none needed).
     pub(crate) fn needs(self) -> u8 {
         match self {
-            Level::Output => 0,
+            Level::Restated | Level::Output => 0,
             Level::Reasoning => HOLDS_REASONING,
             Level::Bulk => HOLDS_BULK,
             Level::Intermediate => HOLDS_INTERMEDIATE,
@@ -738,6 +743,13 @@ impl Graph {
                 needs == 0 || episode.contents.is_none_or(|held| held & needs != 0)
             })
             .find(|level| episode.level.is_none_or(|done| *level > done))
+    }
+
+    /// Records that `freed` tokens of `id` left the view without a change
+    /// of level (a restated output stubbed).
+    pub(crate) fn shrink(&mut self, id: EpisodeId, freed: usize) {
+        let episode = &mut self.episodes[id as usize];
+        episode.tokens = episode.tokens.saturating_sub(freed);
     }
 
     /// Records that `level` was applied to `id`.

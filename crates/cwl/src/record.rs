@@ -105,6 +105,11 @@ pub enum Record {
         /// without it.
         #[serde(default)]
         superseded: Option<Share>,
+        /// The share of a tool output's lines later outputs must repeat for
+        /// it to be stubbed first; `None`: off. Files written before it
+        /// existed ran without it.
+        #[serde(default)]
+        restated: Option<Share>,
         /// Whether old acts' outputs are stubbed before any removal. Files
         /// written before it existed ran without it.
         #[serde(default)]

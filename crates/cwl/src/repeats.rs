@@ -36,9 +36,9 @@ type LineKey = u64;
 
 /// Who holds a line: its newest holder and the one it took it from.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct Holders {
-    latest: EpisodeId,
-    previous: Option<EpisodeId>,
+struct Holders<K> {
+    latest: K,
+    previous: Option<K>,
 }
 
 /// Per episode: its counted lines and how many a later episode repeats.
@@ -48,18 +48,39 @@ struct Tally {
     repeated: u32,
 }
 
-/// The line index of the live view and the set of superseded episodes.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub(crate) struct Repeats {
-    holders: FxHashMap<LineKey, Holders>,
-    tallies: FxHashMap<EpisodeId, Tally>,
-    superseded: BTreeSet<EpisodeId>,
+/// The line index of the live view and the set of superseded holders:
+/// episodes (keyed by [`EpisodeId`]) or single tool outputs (keyed by
+/// their stream position).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(bound(
+    serialize = "K: Serialize + Eq + Hash + Ord",
+    deserialize = "K: Deserialize<'de> + Eq + Hash + Ord"
+))]
+pub(crate) struct Repeats<K = EpisodeId> {
+    holders: FxHashMap<LineKey, Holders<K>>,
+    tallies: FxHashMap<K, Tally>,
+    superseded: BTreeSet<K>,
 }
 
-impl Repeats {
+impl<K> Default for Repeats<K> {
+    fn default() -> Self {
+        Repeats {
+            holders: FxHashMap::default(),
+            tallies: FxHashMap::default(),
+            superseded: BTreeSet::new(),
+        }
+    }
+}
+
+impl<K: Copy + Eq + Hash + Ord> Repeats<K> {
+    /// Whether no holder's lines are recorded.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tallies.is_empty()
+    }
+
     /// Records the lines of `block` (a text block or a tool call's
     /// arguments) as content of `owner`.
-    pub(crate) fn block(&mut self, owner: EpisodeId, block: &Block, share: Share) {
+    pub(crate) fn block(&mut self, owner: K, block: &Block, share: Share) {
         match block {
             Block::Text { text } => self.text(owner, text, share),
             Block::ToolCall(call) => match serde_json::from_str(&call.arguments) {
@@ -71,13 +92,13 @@ impl Repeats {
     }
 
     /// Records the lines of `text` as content of `owner`.
-    pub(crate) fn text(&mut self, owner: EpisodeId, text: &str, share: Share) {
+    pub(crate) fn text(&mut self, owner: K, text: &str, share: Share) {
         for key in text.lines().filter_map(line_key) {
             self.line(owner, key, share);
         }
     }
 
-    fn json(&mut self, owner: EpisodeId, value: &serde_json::Value, share: Share) {
+    fn json(&mut self, owner: K, value: &serde_json::Value, share: Share) {
         match value {
             serde_json::Value::String(text) => self.text(owner, text, share),
             serde_json::Value::Array(items) => {
@@ -90,7 +111,7 @@ impl Repeats {
         }
     }
 
-    fn line(&mut self, owner: EpisodeId, key: LineKey, share: Share) {
+    fn line(&mut self, owner: K, key: LineKey, share: Share) {
         let previous = match self.holders.get(&key) {
             Some(holders) if holders.latest == owner => return,
             Some(holders) => Some(holders.latest),
@@ -115,7 +136,7 @@ impl Repeats {
 
     /// Forgets a removed episode: lines it was the newest holder of go
     /// back to the holder before it, whose copy is no longer repeated.
-    pub(crate) fn removed(&mut self, episode: EpisodeId, share: Share) {
+    pub(crate) fn removed(&mut self, episode: K, share: Share) {
         self.superseded.remove(&episode);
         let Some(tally) = self.tallies.remove(&episode) else {
             return;
@@ -151,16 +172,16 @@ impl Repeats {
     /// Whether a later episode still in the view repeats at least the
     /// configured share of `episode`'s lines.
     #[cfg(test)]
-    pub(crate) fn is_superseded(&self, episode: EpisodeId) -> bool {
+    pub(crate) fn is_superseded(&self, episode: K) -> bool {
         self.superseded.contains(&episode)
     }
 
     /// Superseded episodes, oldest first.
-    pub(crate) fn superseded(&self) -> impl Iterator<Item = EpisodeId> + '_ {
+    pub(crate) fn superseded(&self) -> impl Iterator<Item = K> + '_ {
         self.superseded.iter().copied()
     }
 
-    fn update(&mut self, episode: EpisodeId, share: Share) {
+    fn update(&mut self, episode: K, share: Share) {
         let Some(tally) = self.tallies.get(&episode) else {
             return;
         };

@@ -513,6 +513,99 @@ fn an_episode_a_later_one_repeats_goes_first_and_its_lines_stay() {
     assert_eq!(context.tokens(), recount(&context));
 }
 
+/// A file of `lines` numbered lines, as a reader prints it; `changed`
+/// rewrites one of them.
+fn numbered(lines: usize, changed: Option<usize>) -> String {
+    (0..lines)
+        .map(|line| match changed {
+            Some(at) if at == line => format!("{line:>4}\tlet value_{line} = rewritten({line});\n"),
+            _ => format!("{line:>4}\tlet value_{line} = compute_the_value({line}, &context);\n"),
+        })
+        .collect()
+}
+
+/// A read, an act, and a second read that repeats all of the first read
+/// (`changed`: all but one line) as part of a larger episode.
+fn read_twice(changed: Option<usize>) -> Vec<Message> {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("first-read")
+        .tool("read", &numbered(80, None))
+        .tool("grep", &bulk(400))
+        .end_expl("read the file")
+        .start_act("unrelated-edit", &[])
+        .tool("edit", &bulk(300))
+        .end_act()
+        .start_expl("second-read")
+        .tool("read", &numbered(120, changed))
+        .end_expl("read it again")
+        .say("done");
+    script.build()
+}
+
+#[test]
+fn an_output_a_later_one_repeats_is_stubbed_first_and_its_lines_stay() {
+    let messages = read_twice(None);
+    let all = with(Config::paper(1_000_000), &messages).tokens();
+    let restated = Config::paper(all - 100).restated(Some(Share::new(1.0).unwrap()));
+    let mut context = with(restated.clone(), &messages);
+    let report = context.enforce();
+    assert_eq!(names(&report), ["first-read"], "{report:?}");
+    assert_eq!(report.episodes[0].levels[0].level, cwl::Level::Restated);
+    assert!(report.budget_met);
+    let view = view(&context);
+    validate(&view).unwrap();
+    assert!(
+        !has_output(&view, &numbered(80, None)),
+        "the older copy went"
+    );
+    assert!(
+        has_output(&view, &numbered(120, None)),
+        "the newer copy stays"
+    );
+    assert!(
+        has_output(&view, &bulk(400)),
+        "the rest of its episode stays"
+    );
+    assert!(has_output(&view, &bulk(300)));
+    assert_eq!(context.tokens(), recount(&context));
+
+    let mut saved = with(restated, &messages);
+    let checkpoint: Checkpoint =
+        serde_json::from_str(&serde_json::to_string(&saved.checkpoint()).unwrap()).unwrap();
+    let mut resumed = Context::restore(checkpoint, counter(), Arc::new(PaperOrder)).unwrap();
+    assert_eq!(
+        resumed.enforce(),
+        saved.enforce(),
+        "the restored line index"
+    );
+}
+
+#[test]
+fn an_output_with_one_line_not_repeated_waits_its_turn() {
+    let messages = read_twice(Some(40));
+    let all = with(Config::paper(1_000_000), &messages).tokens();
+    let restated = Config::paper(all - 100).restated(Some(Share::new(1.0).unwrap()));
+    let mut context = with(restated, &messages);
+    let report = context.enforce();
+    let restated = |report: &cwl::Report| {
+        report
+            .episodes
+            .iter()
+            .flat_map(|episode| &episode.levels)
+            .any(|level| level.level == cwl::Level::Restated)
+    };
+    assert!(!restated(&report), "{report:?}");
+    assert!(has_output(&view(&context), &numbered(80, None)));
+
+    let most = Config::paper(all - 100).restated(Some(Share::new(0.9).unwrap()));
+    let mut context = with(most, &messages);
+    let report = context.enforce();
+    assert!(restated(&report), "79 of 80 lines repeated: {report:?}");
+    assert!(!has_output(&view(&context), &numbered(80, None)));
+}
+
 #[test]
 fn a_copy_that_is_gone_supersedes_nothing() {
     let file: String = (0..20)

@@ -321,6 +321,7 @@ proptest! {
         low_water in 0.3f64..1.0,
         share in 0.05f64..0.5,
         superseded in prop::option::of(0.1f64..1.0),
+        restated in prop::option::of(0.1f64..=1.0),
         stub_act_outputs in any::<bool>(),
     ) {
         let messages = session(&ops);
@@ -328,6 +329,7 @@ proptest! {
             .low_water(cwl::Share::new(low_water).expect("in range"))
             .residue_share(Some(cwl::Share::new(share).expect("in range")))
             .superseded(superseded.map(|s| cwl::Share::new(s).expect("in range")))
+            .restated(restated.map(|s| cwl::Share::new(s).expect("in range")))
             .stub_act_outputs(stub_act_outputs);
         let mut context = Context::new(config, counter(), vec![cwl::delimiter_spec()]);
         let mut previous: Vec<Message> = Vec::new();

@@ -77,6 +77,10 @@ pub struct AgentOptions {
     /// to go first (`None`: the resumed session's, else
     /// [`cwl::DEFAULT_SUPERSEDED`]).
     pub superseded: Option<ResidueCap>,
+    /// The share of a tool output's lines later outputs must repeat for it
+    /// to be stubbed first (`None`: the resumed session's, else
+    /// [`cwl::DEFAULT_RESTATED`]).
+    pub restated: Option<ResidueCap>,
     /// Whether old acts' outputs are stubbed before any removal (`None`:
     /// the resumed session's, else stubbed).
     pub act_outputs: Option<cwl::ActOutputs>,
@@ -110,6 +114,7 @@ impl AgentOptions {
             residue_share: None,
             keep_recent: None,
             superseded: None,
+            restated: None,
             act_outputs: None,
             strategy: None,
             strategy_options: None,
@@ -127,6 +132,7 @@ impl AgentOptions {
             residue_share: self.residue_share.map_or(base.residue_share, |cap| cap.0),
             keep_recent: self.keep_recent.map_or(base.keep_recent, |cap| cap.0),
             superseded: self.superseded.map_or(base.superseded, |cap| cap.0),
+            restated: self.restated.map_or(base.restated, |cap| cap.0),
             stub_act_outputs: self
                 .act_outputs
                 .map_or(base.stub_act_outputs, cwl::ActOutputs::stubbed),

@@ -185,6 +185,7 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         "keep_recent",
     )?;
     options.superseded = setting(args.superseded, &file.superseded, from_file, "superseded")?;
+    options.restated = setting(args.restated, &file.restated, from_file, "restated")?;
     options.act_outputs = setting(
         args.act_outputs,
         &file.act_outputs,

@@ -5,8 +5,8 @@ use cwl::{Config, Record, Share, Strategy};
 
 use crate::strategy::{StrategyName, UnknownStrategy};
 
-/// The low-water mark, residue cap, recent working set and superseded
-/// share of a session, and its strategy with that strategy's settings.
+/// The low-water mark, residue cap, recent working set, superseded and
+/// restated shares of a session, and its strategy with that strategy's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Where a pass that starts over τ stops, as a share of τ.
@@ -18,6 +18,9 @@ pub struct Settings {
     /// The share of an episode's lines a later one must repeat for it to
     /// go first; `None`: off.
     pub superseded: Option<Share>,
+    /// The share of a tool output's lines later outputs must repeat for it
+    /// to be stubbed first; `None`: off.
+    pub restated: Option<Share>,
     /// Whether old acts' outputs are stubbed before any removal.
     pub stub_act_outputs: bool,
     /// The strategy managing the context.
@@ -35,6 +38,7 @@ impl Default for Settings {
             residue_share: config.residue_share,
             keep_recent: config.keep_recent,
             superseded: config.superseded,
+            restated: config.restated,
             stub_act_outputs: config.stub_act_outputs,
             strategy: StrategyName::default(),
             strategy_options: serde_json::Value::Null,
@@ -50,6 +54,7 @@ impl Settings {
             .residue_share(self.residue_share)
             .keep_recent(self.keep_recent)
             .superseded(self.superseded)
+            .restated(self.restated)
             .stub_act_outputs(self.stub_act_outputs)
     }
 
@@ -60,6 +65,7 @@ impl Settings {
             residue_share: config.residue_share,
             keep_recent: config.keep_recent,
             superseded: config.superseded,
+            restated: config.restated,
             stub_act_outputs: config.stub_act_outputs,
             strategy: StrategyName::Cwl,
             strategy_options: serde_json::Value::Null,
@@ -82,6 +88,7 @@ impl Settings {
             residue_share: self.residue_share,
             keep_recent: self.keep_recent,
             superseded: self.superseded,
+            restated: self.restated,
             stub_act_outputs: self.stub_act_outputs,
             strategy: self.strategy.as_str().to_string(),
             strategy_options: self.strategy_options.clone(),
@@ -105,6 +112,7 @@ impl Settings {
             residue_share,
             keep_recent,
             superseded,
+            restated,
             stub_act_outputs,
             strategy,
             strategy_options,
@@ -120,6 +128,7 @@ impl Settings {
             residue_share: *residue_share,
             keep_recent: *keep_recent,
             superseded: *superseded,
+            restated: *restated,
             stub_act_outputs: *stub_act_outputs,
             strategy: strategy.parse()?,
             strategy_options: strategy_options.clone(),
@@ -131,11 +140,12 @@ impl std::fmt::Display for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "low-water {}, residue share {}, keep recent {}, superseded {}, act outputs {}",
+            "low-water {}, residue share {}, keep recent {}, superseded {}, restated {}, act outputs {}",
             self.low_water,
             cwl::ResidueCap(self.residue_share),
             cwl::ResidueCap(self.keep_recent),
             cwl::ResidueCap(self.superseded),
+            cwl::ResidueCap(self.restated),
             cwl::ActOutputs::of(self.stub_act_outputs)
         )?;
         if self.strategy != StrategyName::Cwl {

@@ -74,7 +74,7 @@ impl StrategyName {
                 Value::Null => Ok(Resolved::Cwl),
                 Value::Object(map) if map.is_empty() => Ok(Resolved::Cwl),
                 _ => Err(OptionError(
-                    "cwl takes no strategy options (its settings are --low-water, --keep-recent, --superseded, --act-outputs...)".into(),
+                    "cwl takes no strategy options (its settings are --low-water, --keep-recent, --superseded, --restated, --act-outputs...)".into(),
                 )),
             },
             StrategyName::Cwm => {

@@ -366,20 +366,24 @@ pub struct PolicyConfig {
     /// `cwl`: the share of an episode's lines a later one must repeat for it
     /// to go first (`None`: off, the paper).
     pub superseded: Option<::cwl::Share>,
+    /// `cwl`: the share of a tool output's lines later outputs must repeat
+    /// for it to be stubbed first (`None`: off, the paper).
+    pub restated: Option<::cwl::Share>,
     /// `cwl`: whether old acts' outputs are stubbed before any removal.
     pub stub_act_outputs: bool,
 }
 
 impl PolicyConfig {
     /// The engine configuration a strategy runs under: the budget, low
-    /// water, residue cap, recent working set, superseded share and
-    /// act-output stubs, with default tool classes.
+    /// water, residue cap, recent working set, superseded and restated
+    /// shares and act-output stubs, with default tool classes.
     pub fn engine(&self) -> ::cwl::Config {
         ::cwl::Config::with_budget(self.budget)
             .low_water(self.low_water)
             .residue_share(self.residue_share)
             .keep_recent(self.keep_recent)
             .superseded(self.superseded)
+            .restated(self.restated)
             .stub_act_outputs(self.stub_act_outputs)
     }
 }
@@ -395,6 +399,7 @@ impl Default for PolicyConfig {
             residue_share: ::cwl::Config::default().residue_share,
             keep_recent: ::cwl::Config::default().keep_recent,
             superseded: ::cwl::Config::default().superseded,
+            restated: ::cwl::Config::default().restated,
             stub_act_outputs: ::cwl::Config::default().stub_act_outputs,
         }
     }
