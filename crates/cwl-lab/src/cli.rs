@@ -147,7 +147,7 @@ pub struct ReplayArgs {
     /// Price override in US dollars per million tokens: in=,out=,read=,write=,cache=anthropic|openai|openai-writes|google|none,window= (unset read/write follow the cache rules: Anthropic 0.1×/1.25× input).
     #[arg(long, value_name = "PRICES")]
     pub price: Option<String>,
-    /// Context window in tokens (default: the model's), for `compact` and percentage budgets.
+    /// Context window in tokens, for `compact` and percentage budgets [default: the model's; `compact` uses the log's own window where it records one (Codex)].
     #[arg(long, value_name = "TOKENS")]
     pub window: Option<usize>,
     /// Print one JSON object instead of tables (always with every file).
@@ -263,25 +263,30 @@ impl ReplayArgs {
     /// The replay configuration these arguments describe, for a log that
     /// names no model.
     pub fn config(&self) -> anyhow::Result<ReplayConfig> {
-        Ok(self.config_for(None, self.tokenizer.counter())?.0)
+        Ok(self.config_for(None, None, self.tokenizer.counter())?.0)
     }
 
     /// The configuration for a log whose session names `logged` as its
-    /// model, counting with `counter`, and where the model came from (see
-    /// [`cost::for_log`]).
+    /// model and `logged_window` as its context window, counting with
+    /// `counter`, and where the model came from (see [`cost::for_log`]).
+    /// A percentage budget is a share of the model's window, so every file
+    /// of a run gets the same τ; `compact` works from the log's own window
+    /// when it records one, as the client compacted against that.
     pub fn config_for(
         &self,
         logged: Option<&str>,
+        logged_window: Option<usize>,
         counter: Arc<dyn TokenCounter>,
     ) -> anyhow::Result<(ReplayConfig, ModelSource)> {
         let policies = PolicyKind::parse_list(&self.policy)?;
         let (pricing, source) =
             cost::for_log(self.model.as_deref(), logged, self.price.as_deref())?;
-        let window = self.window.unwrap_or(pricing.window);
-        if window == 0 {
+        let model_window = self.window.unwrap_or(pricing.window);
+        if model_window == 0 {
             bail!("--window must be above zero");
         }
-        let budget = self.budget.budget.resolve(Some(window))?;
+        let budget = self.budget.budget.resolve(Some(model_window))?;
+        let window = self.window.or(logged_window).unwrap_or(model_window);
         let compact = CompactParams {
             trigger: share("compact-trigger", self.compact_trigger, false)?,
             summary_ratio: share("compact-ratio", self.compact_ratio, false)?,
@@ -466,7 +471,7 @@ pub fn replay_files_with(
     side: Arc<dyn SideModel>,
 ) -> anyhow::Result<(ReplayReport, u64)> {
     let counter = args.tokenizer.counter();
-    let (config, _) = args.config_for(None, Arc::clone(&counter))?;
+    let (config, _) = args.config_for(None, None, Arc::clone(&counter))?;
     let bar =
         ProgressBar::with_draw_target(Some(args.files.len() as u64), ProgressDrawTarget::stderr());
     bar.set_style(
@@ -498,8 +503,11 @@ pub fn replay_files_with(
                 continue;
             }
         };
-        let (mut file_config, source) =
-            args.config_for(session.info.model.as_deref(), Arc::clone(&counter))?;
+        let (mut file_config, source) = args.config_for(
+            session.info.model.as_deref(),
+            session.info.window,
+            Arc::clone(&counter),
+        )?;
         file_config.side = Arc::clone(&side);
         if args.judge {
             file_config.judge = Some(Judge {

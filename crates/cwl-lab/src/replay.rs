@@ -91,6 +91,8 @@ pub struct FileReport {
     pub priced: bool,
     /// The budget τ its requests were measured against.
     pub budget: usize,
+    /// The context window `compact` summarizes against, in provider tokens.
+    pub window: usize,
     /// Model calls replayed.
     pub requests: u64,
     /// Whether the log's agent annotated its own episodes (else the engine
@@ -179,6 +181,7 @@ pub fn replay_with(
         model_source: None,
         priced: config.pricing.known,
         budget: config.policy.budget,
+        window: config.policy.window,
         requests: 0,
         annotated,
         log_compactions: 0,

@@ -18,6 +18,9 @@ pub struct SessionInfo {
     pub format: String,
     /// The model of the original session, if the log says.
     pub model: Option<String>,
+    /// The model's context window as the log's harness counted it, if the
+    /// log says (see [`crate::import::Meta::window`]).
+    pub window: Option<usize>,
     /// Tool definitions offered to the model (empty when the log does not
     /// record them).
     pub tools: Vec<ToolSpec>,
@@ -81,6 +84,7 @@ impl Session {
             info: SessionInfo {
                 format: format.to_string(),
                 model: None,
+                window: None,
                 tools,
                 bytes: None,
             },
@@ -105,6 +109,7 @@ fn open_with_importer(path: &Path) -> Result<Session, OpenError> {
     let info = SessionInfo {
         format: meta.format.name().to_string(),
         model: meta.model.clone(),
+        window: meta.window.and_then(|window| usize::try_from(window).ok()),
         tools: meta.tools.clone(),
         bytes: std::fs::metadata(path).ok().map(|m| m.len()),
     };

@@ -714,6 +714,11 @@ fn codex_rollout_groups_calls_and_attaches_token_counts() {
     assert_eq!(meta.model.as_deref(), Some("gpt-5-codex"));
     assert_eq!(meta.provider.as_deref(), Some("openai"));
     assert_eq!(meta.cwd.as_deref(), Some("/repo"));
+    assert_eq!(
+        meta.window,
+        Some(272_000),
+        "token_count's model_context_window"
+    );
     let imported = run(import);
     let patch = serde_json::json!({"input": "*** Begin Patch\n*** Add File: t.rs\n+#[test] fn t() {}\n*** End Patch"}).to_string();
     assert_eq!(
@@ -835,6 +840,7 @@ fn codex_model_named_only_in_session_meta_is_the_sessions_model() {
     let (_dir, path) = temp_file("r.jsonl", lines.join("\n").as_bytes());
     let import = import::open(&path).unwrap();
     assert_eq!(import.meta().model.as_deref(), Some("gpt-5.4"));
+    assert_eq!(import.meta().window, None, "no token_count names a window");
     let imported = run(import);
     assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
     let models: Vec<_> = calls(&imported.events).into_iter().map(|c| c.1).collect();

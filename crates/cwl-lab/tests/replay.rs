@@ -420,6 +420,7 @@ fn timed(gap_seconds: i64) -> Session {
         info: SessionInfo {
             format: "test".into(),
             model: None,
+            window: None,
             tools: Vec::new(),
             bytes: None,
         },

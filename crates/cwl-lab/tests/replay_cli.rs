@@ -19,11 +19,14 @@ struct Replay {
 fn args(files: &[&Path], extra: &[&str]) -> ReplayArgs {
     let mut argv: Vec<String> = vec!["replay".into()];
     argv.extend(files.iter().map(|f| f.display().to_string()));
-    argv.extend(
-        ["--tokenizer", "estimate", "--policy", "none,truncate,cwl"]
-            .iter()
-            .map(|s| s.to_string()),
-    );
+    argv.extend(["--tokenizer", "estimate"].iter().map(|s| s.to_string()));
+    if !extra.contains(&"--policy") {
+        argv.extend(
+            ["--policy", "none,truncate,cwl"]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+    }
     argv.extend(extra.iter().map(|s| s.to_string()));
     Replay::try_parse_from(argv).unwrap().args
 }
@@ -211,4 +214,68 @@ fn a_plot_of_long_sessions_stays_small() {
     );
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("budget 20k"));
+}
+
+/// A Codex rollout of `calls` reads of about 600 tokens each whose
+/// `token_count` events give the client's context window as `window`.
+fn codex_log(dir: &Path, window: u64, calls: usize) -> PathBuf {
+    let mut lines = vec![
+        json!({"type": "session_meta", "payload": {"id": "c1", "cwd": "/w"}}),
+        json!({"type": "turn_context", "payload": {"model": "gpt-5-codex"}}),
+        json!({"type": "response_item", "payload": {"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "read every module"}]}}),
+    ];
+    for i in 0..calls {
+        let id = format!("call_{i}");
+        lines.push(json!({"type": "response_item", "payload": {"type": "function_call",
+            "name": "exec_command", "call_id": id, "arguments": format!("{{\"cmd\":\"cat src/m{i}.rs\"}}")}}));
+        lines.push(
+            json!({"type": "response_item", "payload": {"type": "function_call_output",
+            "call_id": id, "output": format!("fn module_{i}() {{}}\n").repeat(150)}}),
+        );
+        lines.push(
+            json!({"type": "event_msg", "payload": {"type": "token_count",
+            "info": {"model_context_window": window}}}),
+        );
+    }
+    let path = dir.join("rollout.jsonl");
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn compact_summarizes_against_the_window_the_log_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let rollout = codex_log(dir.path(), 20_000, 60);
+    let peak = |report: &cwl_lab::report::ReplayReport, policy: usize| {
+        report.files[0].policies[policy].stats.summary().tokens_max
+    };
+    let compact = ["--policy", "none,compact"];
+    let (logged, _) = replay_files(&args(&[&rollout], &compact)).unwrap();
+    assert_eq!(logged.files[0].window, 20_000);
+    assert!(
+        peak(&logged, 1) < 20_000 && peak(&logged, 0) > 30_000,
+        "compact fires near the client's 20k window: {} against {}",
+        peak(&logged, 1),
+        peak(&logged, 0)
+    );
+    let value: Value = serde_json::from_str(&json::to_json(&logged)).unwrap();
+    assert_eq!(value["files"][0]["window"], 20_000);
+
+    let flagged = [&compact[..], &["--window", "400000"]].concat();
+    let (wide, _) = replay_files(&args(&[&rollout], &flagged)).unwrap();
+    assert_eq!(wide.files[0].window, 400_000, "--window wins");
+    assert_eq!(
+        peak(&wide, 1),
+        peak(&wide, 0),
+        "never reached: compact is none"
+    );
+
+    let pi = pi_log(dir.path(), "p.jsonl", "claude-opus-4-5", 3);
+    let (table, _) = replay_files(&args(&[&pi], &compact)).unwrap();
+    assert_eq!(
+        table.files[0].window, 200_000,
+        "no logged window: the model's"
+    );
 }

@@ -118,8 +118,9 @@ struct TurnContext {
     model: Option<String>,
 }
 
-/// Fills `meta` from `session_meta` and the first `turn_context`; true once
-/// both were seen.
+/// Fills `meta` from `session_meta`, the first `turn_context` and the
+/// first `token_count` that gives the context window; true once all three
+/// were seen.
 pub(crate) fn scan(meta: &mut Meta, line: &Value) -> bool {
     let payload = line.get("payload");
     let text = |key: &str| {
@@ -146,9 +147,16 @@ pub(crate) fn scan(meta: &mut Meta, line: &Value) -> bool {
                 .and_then(parse_time);
         }
         Some("turn_context") if meta.model.is_none() => meta.model = text("model"),
+        Some("event_msg") if meta.window.is_none() => {
+            meta.window = payload
+                .and_then(|p| p.get("info"))
+                .and_then(|info| info.get("model_context_window"))
+                .and_then(Value::as_u64)
+                .filter(|&window| window > 0);
+        }
         _ => {}
     }
-    meta.session_id.is_some() && meta.model.is_some()
+    meta.session_id.is_some() && meta.model.is_some() && meta.window.is_some()
 }
 
 /// Line parser for Codex rollouts.

@@ -32,6 +32,10 @@ pub struct Meta {
     pub tools: Vec<ToolSpec>,
     /// The token budget of a cwl session.
     pub budget: Option<u64>,
+    /// The model's context window as the harness counted it, if the log
+    /// says (Codex `token_count` `model_context_window`): where the
+    /// client's own compaction works from.
+    pub window: Option<u64>,
 }
 
 impl Meta {
@@ -46,6 +50,7 @@ impl Meta {
             started: None,
             tools: Vec::new(),
             budget: None,
+            window: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! input and options.
 //!
 //! `{"budget", "budget_typed", "model", "files": [{"path", "format",
-//! "model", "priced_as", "model_from", "cost_known", "budget", "requests",
+//! "model", "priced_as", "model_from", "cost_known", "budget", "window", "requests",
 //! "no_model_call"?, "annotated", "log_compactions", "warnings", "compared_calls",
 //! "logged_prompt_tokens_mean", "replayed_prompt_tokens_mean",
 //! "local_prompt_tokens_mean", "calibration", "policies": {NAME: M},
@@ -21,7 +21,9 @@
 //! `model` is the `--model` every file was priced as, or `null` when each
 //! file is priced by its own log's model (`model_from`: `log`, `flag` or
 //! `default` when the log names none) and `priced_as` the price table row
-//! that priced it (`gpt-5` for `gpt-5-codex`); `cost_known` is false for a model
+//! that priced it (`gpt-5` for `gpt-5-codex`); `window` is the context window
+//! `compact` summarizes against (`--window`, else the one the log records, as
+//! Codex does, else the model's); `cost_known` is false for a model
 //! with no price, whose `cost_usd` is then `null`. A file with no model
 //! call has `"no_model_call": true` and no policies.
 //!
@@ -62,6 +64,7 @@ struct File<'a> {
     model_from: Option<ModelSource>,
     cost_known: bool,
     budget: usize,
+    window: usize,
     requests: u64,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     no_model_call: bool,
@@ -110,6 +113,7 @@ pub fn to_json(report: &ReplayReport) -> String {
                 model_from: file.model_source,
                 cost_known: file.priced,
                 budget: file.budget,
+                window: file.window,
                 requests: file.requests,
                 no_model_call: file.requests == 0,
                 annotated: file.annotated,
