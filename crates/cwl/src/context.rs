@@ -9,7 +9,7 @@ use thiserror::Error;
 use serde::{Deserialize, Serialize};
 
 use crate::classes::ToolClass;
-use crate::config::Config;
+use crate::config::{Config, RESTATED_MIN_TOKENS};
 use crate::evictor::{Evictor, PaperOrder};
 use crate::fold::Residues;
 use crate::graph::{
@@ -286,7 +286,11 @@ impl Context {
                         self.repeats.text(owner, &result.content, share);
                     }
                     if let Some(share) = self.config.restated {
-                        self.restated.text(seq, &result.content, share);
+                        if tokens > RESTATED_MIN_TOKENS {
+                            self.restated.text(seq, &result.content, share);
+                        } else {
+                            self.restated.held_only(seq, &result.content, share);
+                        }
                     }
                     self.uses.hold(owner, &result.content);
                 }

@@ -300,7 +300,7 @@ impl Context {
     fn stub_restated(&mut self) -> Option<(EpisodeId, LevelReport, u64)> {
         let share = self.config.restated?;
         let stub_tokens = self.counter.count(RESTATED_STUB);
-        let worth = (2 * stub_tokens).max(RESTATED_MIN_TOKENS);
+        let worth = RESTATED_MIN_TOKENS.max(2 * stub_tokens);
         let (index, owner) = self.restated.superseded().find_map(|seq| {
             let index = self.entries.partition_point(|entry| entry.seq < seq);
             let entry = self.entries.get(index).filter(|entry| entry.seq == seq)?;

@@ -41,11 +41,14 @@ struct Holders<K> {
     previous: Option<K>,
 }
 
-/// Per episode: its counted lines and how many a later episode repeats.
+/// Per holder: its counted lines and how many a later holder repeats.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Tally {
     lines: Vec<LineKey>,
     repeated: u32,
+    /// Its lines supersede older copies, but it is never superseded itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    holder_only: bool,
 }
 
 /// The line index of the live view and the set of superseded holders:
@@ -89,6 +92,14 @@ impl<K: Copy + Eq + Hash + Ord> Repeats<K> {
             },
             Block::Reasoning { .. } => {}
         }
+    }
+
+    /// Records the lines of `text` as content of `owner` that can repeat
+    /// older content but is never listed as superseded itself (too small
+    /// to be worth taking first).
+    pub(crate) fn held_only(&mut self, owner: K, text: &str, share: Share) {
+        self.tallies.entry(owner).or_default().holder_only = true;
+        self.text(owner, text, share);
     }
 
     /// Records the lines of `text` as content of `owner`.
@@ -187,7 +198,7 @@ impl<K: Copy + Eq + Hash + Ord> Repeats<K> {
         };
         let lines = u32::try_from(tally.lines.len()).unwrap_or(u32::MAX);
         let repeated = f64::from(tally.repeated.min(lines));
-        if lines >= MIN_LINES && repeated >= share.get() * f64::from(lines) {
+        if !tally.holder_only && lines >= MIN_LINES && repeated >= share.get() * f64::from(lines) {
             self.superseded.insert(episode);
         } else {
             self.superseded.remove(&episode);
@@ -266,6 +277,20 @@ mod tests {
         repeats.block(1, &Block::ToolCall(call), half());
         repeats.text(2, &body, half());
         assert!(repeats.is_superseded(1), "escaped newlines split lines");
+    }
+
+    #[test]
+    fn a_held_only_copy_supersedes_older_ones_but_never_goes_first() {
+        let mut repeats: Repeats<u64> = Repeats::default();
+        repeats.held_only(1, &file(0..10), half());
+        repeats.text(2, &file(0..10), half());
+        repeats.held_only(3, &file(0..10), half());
+        assert_eq!(repeats.superseded().collect::<Vec<_>>(), [2]);
+        repeats.removed(3, half());
+        assert!(
+            repeats.superseded().next().is_none(),
+            "the copy of 2 is gone"
+        );
     }
 
     #[test]
