@@ -17,11 +17,12 @@ pub(crate) const OUTPUT_STUB: &str = "[output evicted; its effects are in the wo
 pub(crate) const RESTATED_STUB: &str = "[output evicted; a later output shows it again]";
 
 impl Context {
-    /// Enforces the budget. When the prompt is over τ, strips candidate
-    /// episodes in the evictor's order (the paper's: oldest act, else
-    /// oldest expl), level by level, down to the low-water mark, and folds
-    /// residues past their cap; a prompt within τ is left alone, so the
-    /// view changes in rare batches.
+    /// Enforces the budget. When the prompt is over τ, stubs the tool
+    /// outputs a later output repeats ([`crate::Config::restated`]), then
+    /// strips candidate episodes in the evictor's order (the paper's:
+    /// oldest act, else oldest expl), level by level, down to the low-water
+    /// mark, and folds residues past their cap; a prompt within τ is left
+    /// alone, so the view changes in rare batches.
     ///
     /// Call before every model call.
     pub fn enforce(&mut self) -> Report {
