@@ -45,9 +45,9 @@ pub struct EvictArgs {
     /// other; `off` keeps the paper's order.
     #[arg(long, value_name = "SHARE|off", default_value = "50%", value_parser = parse_residue_cap)]
     superseded: ResidueCap,
-    /// A tool output at least this share of whose lines a later output
-    /// repeats (a file read again after an edit) is stubbed before anything
-    /// else; `off` keeps the paper's order.
+    /// A tool output of more than 768 tokens at least this share of whose
+    /// lines a later output repeats (a file read again after an edit) is
+    /// stubbed before anything else; `off` keeps the paper's order.
     #[arg(long, value_name = "SHARE|off", default_value = "100%", value_parser = parse_residue_cap)]
     restated: ResidueCap,
     /// `stub`: before removing anything, old acts are reduced to their calls

@@ -195,7 +195,7 @@ pub struct ReplayArgs {
     /// cwl: an old episode at least this share of whose lines a later episode in the view repeats (a file read again, a command rerun) goes before any other (0.5 or 50%), or `off` (the paper's order).
     #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().superseded))]
     pub superseded: cwl::ResidueCap,
-    /// cwl: a tool output at least this share of whose lines a later output in the view repeats (a file read again after an edit, log lines a later search shows) is stubbed before anything else (0.8 or 80%), or `off` (the paper's order).
+    /// cwl: a tool output of more than 768 tokens at least this share of whose lines a later output in the view repeats (a file read again after an edit, log lines a later search shows) is stubbed before anything else (1 or 100%: every line), or `off` (the paper's order).
     #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().restated))]
     pub restated: cwl::ResidueCap,
     /// cwl: `stub` reduces old acts to their calls (tool outputs stubbed, text beside the calls dropped), oldest first, before anything is removed, and then takes old episodes least recently used first (the longest since the model last named something they hold); `keep` is the paper's order.

@@ -85,10 +85,10 @@ pub struct AgentArgs {
     #[arg(long, value_name = "SHARE|off")]
     pub superseded: Option<ResidueCap>,
 
-    /// A tool output at least this share of whose lines a later output in
-    /// the view repeats (a file read again after an edit, log lines a later
-    /// search shows) is stubbed before anything else, so the newer copy
-    /// stays; `off` keeps the paper's order.
+    /// A tool output of more than 768 tokens at least this share of whose
+    /// lines a later output in the view repeats (a file read again after an
+    /// edit, log lines a later search shows) is stubbed before anything
+    /// else, so the newer copy stays; `off` keeps the paper's order.
     /// Default: 100% (a resumed session keeps its own).
     #[arg(long, value_name = "SHARE|off")]
     pub restated: Option<ResidueCap>,
