@@ -297,12 +297,17 @@ impl Context {
 
     /// Stubs the oldest tool output that later outputs still in the view
     /// repeat ([`crate::Config::restated`]), if one is large enough to be
-    /// worth it; returns its episode, what went and its stream position.
+    /// worth it and answers an earlier response than the latest; returns
+    /// its episode, what went and its stream position.
     fn stub_restated(&mut self) -> Option<(EpisodeId, LevelReport, u64)> {
         let share = self.config.restated?;
         let stub_tokens = self.counter.count(RESTATED_STUB);
         let worth = RESTATED_MIN_TOKENS.max(2 * stub_tokens);
+        let frontier = self.graph.frontier();
         let (index, owner) = self.restated.superseded().find_map(|seq| {
+            if seq > frontier {
+                return None;
+            }
             let index = self.entries.partition_point(|entry| entry.seq < seq);
             let entry = self.entries.get(index).filter(|entry| entry.seq == seq)?;
             let Some(Message::ToolResult(_)) = entry.message.as_deref() else {

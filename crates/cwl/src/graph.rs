@@ -653,6 +653,12 @@ impl Graph {
         }
     }
 
+    /// The stream position of the latest model response: it and the results
+    /// that follow it are sent as they came.
+    pub(crate) fn frontier(&self) -> u64 {
+        self.frontier
+    }
+
     /// Records that the latest model response sits at `seq`: the stretch of
     /// unannotated content before it is complete.
     pub(crate) fn set_frontier(&mut self, seq: u64) {

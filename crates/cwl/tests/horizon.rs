@@ -583,6 +583,43 @@ fn an_output_a_later_one_repeats_is_stubbed_first_and_its_lines_stay() {
 }
 
 #[test]
+fn the_latest_responses_results_are_never_restated() {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("look")
+        .tool("read", &bulk(900))
+        .end_expl("read it");
+    let mut messages = script.build();
+    let call =
+        |id: &str| cwl::Block::ToolCall(cwl::ToolCall::new(id, "read", r#"{"path":"src/a.rs"}"#));
+    messages.push(Message::Assistant {
+        content: vec![call("twice-1"), call("twice-2")],
+    });
+    for id in ["twice-1", "twice-2"] {
+        messages.push(Message::tool_result(id, "read", numbered(80, None), false));
+    }
+    let all = with(Config::paper(1_000_000), &messages).tokens();
+    let restated = Config::paper(all - 100).restated(Some(Share::new(1.0).unwrap()));
+    let mut context = with(restated, &messages);
+    let report = context.enforce();
+    assert!(
+        report
+            .episodes
+            .iter()
+            .flat_map(|episode| &episode.levels)
+            .all(|level| level.level != cwl::Level::Restated),
+        "{report:?}"
+    );
+    let view = view(&context);
+    assert_eq!(
+        view[view.len() - 3..],
+        messages[messages.len() - 3..],
+        "the latest response and its results as they came"
+    );
+}
+
+#[test]
 fn an_output_with_one_line_not_repeated_waits_its_turn() {
     let messages = read_twice(Some(40));
     let all = with(Config::paper(1_000_000), &messages).tokens();
