@@ -221,8 +221,9 @@ pub struct Config {
     /// whose lines a later output still in the view repeats (a file read
     /// again after an edit, a log slice a later search quotes) is stubbed
     /// before anything else, oldest first, whatever its episode: the view
-    /// keeps the newer copy. `None` turns this off (and restores configs
-    /// saved before it existed unchanged).
+    /// keeps the newer copy. The latest response's results are left as they
+    /// came. `None` turns this off (and restores configs saved before it
+    /// existed unchanged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restated: Option<Share>,
     /// Before any episode is removed, old acts are reduced to their calls
