@@ -126,6 +126,19 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// Replaces a tool result's content with `stub`, which counts
+    /// `stub_tokens`; returns the tokens freed (0 for any other message).
+    pub(crate) fn stub_result(&mut self, stub: &str, stub_tokens: usize) -> usize {
+        let Some(Message::ToolResult(result)) = self.message.as_deref_mut() else {
+            return 0;
+        };
+        let freed = (self.meta[0].tokens as usize).saturating_sub(stub_tokens);
+        result.content = stub.to_string();
+        self.meta[0].tokens = clamp(stub_tokens);
+        self.altered = true;
+        freed
+    }
+
     /// Drops an assistant message left with nothing but reasoning (no
     /// valid request holds one); returns the tokens freed.
     pub(crate) fn drop_if_only_reasoning(&mut self) -> usize {

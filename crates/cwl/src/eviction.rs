@@ -57,6 +57,10 @@ impl Context {
         } else {
             0
         };
+        let restated_stub_tokens = match self.config.restated {
+            Some(_) => self.counter.count(RESTATED_STUB),
+            None => 0,
+        };
         let mut reported: std::collections::HashMap<EpisodeId, usize> = Default::default();
         let mut residues_grew = true;
         loop {
@@ -67,7 +71,7 @@ impl Context {
             if self.tokens() <= report.floor {
                 break;
             }
-            if let Some((owner, removed, seq)) = self.stub_restated() {
+            if let Some((owner, removed, seq)) = self.stub_restated(restated_stub_tokens) {
                 note(seq);
                 self.graph.shrink(owner, removed.tokens);
                 push_level(&mut report, &mut reported, &self.graph, owner, removed);
@@ -253,18 +257,14 @@ impl Context {
                         }
                     }
                 }
-                Message::ToolResult(result) if level == Level::Output || keep_expl_calls => {
+                Message::ToolResult(_) if level == Level::Output || keep_expl_calls => {
                     let meta = entry.meta[0];
                     let applies = level == Level::Output || covers(level, meta.role);
                     if applies
                         && meta.owner == Some(target)
                         && meta.tokens as usize > (2 * stub_tokens).max(SMALL_TOKENS)
                     {
-                        self.total -= meta.tokens as usize;
-                        self.total += stub_tokens;
-                        result.content = OUTPUT_STUB.to_string();
-                        entry.meta[0].tokens = clamp(stub_tokens);
-                        entry.altered = true;
+                        self.total -= entry.stub_result(OUTPUT_STUB, stub_tokens);
                         removed.blocks += 1;
                         changed.get_or_insert(entry.seq);
                         outputs_gone.push(entry.seq);
@@ -298,10 +298,10 @@ impl Context {
     /// Stubs the oldest tool output that later outputs still in the view
     /// repeat ([`crate::Config::restated`]), if one is large enough to be
     /// worth it and answers an earlier response than the latest; returns
-    /// its episode, what went and its stream position.
-    fn stub_restated(&mut self) -> Option<(EpisodeId, LevelReport, u64)> {
+    /// its episode, what went and its stream position. The stub counts
+    /// `stub_tokens`.
+    fn stub_restated(&mut self, stub_tokens: usize) -> Option<(EpisodeId, LevelReport, u64)> {
         let share = self.config.restated?;
-        let stub_tokens = self.counter.count(RESTATED_STUB);
         let worth = RESTATED_MIN_TOKENS.max(2 * stub_tokens);
         let frontier = self.graph.frontier();
         let (index, owner) = self.restated.superseded().find_map(|seq| {
@@ -317,14 +317,8 @@ impl Context {
             (meta.tokens as usize > worth).then_some((index, meta.owner?))
         })?;
         let entry = &mut self.entries[index];
-        let Some(Message::ToolResult(result)) = entry.message.as_deref_mut() else {
-            return None;
-        };
-        let freed = entry.meta[0].tokens as usize - stub_tokens;
+        let freed = entry.stub_result(RESTATED_STUB, stub_tokens);
         self.total -= freed;
-        result.content = RESTATED_STUB.to_string();
-        entry.meta[0].tokens = clamp(stub_tokens);
-        entry.altered = true;
         let seq = entry.seq;
         self.restated.removed(seq, share);
         let removed = LevelReport {
