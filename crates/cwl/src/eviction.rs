@@ -46,7 +46,6 @@ impl Context {
         let evictor = std::sync::Arc::clone(&self.evictor);
         let recent = self.recent_start();
         let mut changed: Option<u64> = None;
-        let mut note = |seq: u64| changed = Some(changed.map_or(seq, |c: u64| c.min(seq)));
         // A catch-up pass (more than a whole budget over its floor: a long
         // transcript evicted at once) removes nearly every old act anyway;
         // stubbing their outputs first would only double the work.
@@ -65,14 +64,14 @@ impl Context {
         let mut residues_grew = true;
         loop {
             if residues_grew && let Some((seq, count)) = self.fold_residues() {
-                note(seq);
+                earliest(&mut changed, seq);
                 report.folded += count;
             }
-            if self.tokens() <= report.floor {
-                break;
-            }
-            if let Some((owner, removed, seq)) = self.stub_restated(restated_stub_tokens) {
-                note(seq);
+            let floor_reached = self.tokens() <= report.floor;
+            if !floor_reached
+                && let Some((owner, removed, seq)) = self.stub_restated(restated_stub_tokens)
+            {
+                earliest(&mut changed, seq);
                 self.graph.shrink(owner, removed.tokens);
                 push_level(&mut report, &mut reported, &self.graph, owner, removed);
                 continue;
@@ -80,7 +79,12 @@ impl Context {
             let candidates =
                 self.graph
                     .candidates_with_recent(recent, &self.repeats, &self.uses, stub);
-            let Some(target) = evictor.select(candidates) else {
+            let target = if floor_reached {
+                changed.and_then(|seq| evictor.after_floor(candidates, seq))
+            } else {
+                evictor.select(candidates)
+            };
+            let Some(target) = target else {
                 break;
             };
             let episode = self.graph.episode(target);
@@ -92,7 +96,9 @@ impl Context {
                 Level::Large => self.strip_large(target),
                 _ => self.strip(target, level, stub_tokens),
             };
-            seq.into_iter().for_each(&mut note);
+            if let Some(seq) = seq {
+                earliest(&mut changed, seq);
+            }
             self.graph.mark(target, level, removed.tokens);
             residues_grew = level == Level::Removed;
             if level == Level::Removed {
@@ -475,4 +481,9 @@ fn covers(level: Level, role: Role) -> bool {
         Level::Intermediate => role == Role::Call(ToolClass::Intermediate),
         Level::Removed => role != Role::Residue,
     }
+}
+
+/// Lowers `changed` to `seq`: the earliest history position a pass altered.
+fn earliest(changed: &mut Option<u64>, seq: u64) {
+    *changed = Some(changed.map_or(seq, |c| c.min(seq)));
 }

@@ -19,6 +19,14 @@ pub trait Evictor: Send + Sync + fmt::Debug {
     /// The levels applied to an episode of this kind, least destructive
     /// first. Removal always follows them, whether listed or not.
     fn levels(&self, kind: EpisodeKind) -> &'static [Level];
+
+    /// An episode that may go as well once the pass has reached its floor,
+    /// `first_changed` being the earliest history position the pass has
+    /// altered: whatever comes after it is sent anew anyway, so a step
+    /// there costs no extra cache write. `None` (the default) ends the pass.
+    fn after_floor(&self, _candidates: Candidates<'_>, _first_changed: u64) -> Option<EpisodeId> {
+        None
+    }
 }
 
 /// The paper's order: the oldest act, else the oldest expl; levels
@@ -34,7 +42,9 @@ pub trait Evictor: Send + Sync + fmt::Debug {
 /// (a file it listed, code it wrote and edits again) stays, whatever its
 /// age, and what it never came back to goes; episodes holding little of
 /// the view ([`Candidates::is_small`]) after the larger ones. A reduced
-/// act no longer protects its expls.
+/// act no longer protects its expls. Once a pass has reached its floor,
+/// what is left of superseded episodes after its first change goes too,
+/// and old acts there are reduced ([`Evictor::after_floor`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PaperOrder;
 
@@ -62,6 +72,17 @@ impl Evictor for PaperOrder {
 
     fn levels(&self, _: EpisodeKind) -> &'static [Level] {
         &Level::ALL
+    }
+
+    /// After the pass's first change, what the next pass would otherwise
+    /// start with: what is left of a superseded episode (its calls, once
+    /// its outputs are stubbed), which shows nothing a later output does
+    /// not, and an old act not yet reduced to its calls. Taking them now
+    /// spares a later pass a change that far forward in the prompt.
+    fn after_floor(&self, candidates: Candidates<'_>, first_changed: u64) -> Option<EpisodeId> {
+        candidates
+            .superseded_remnant_from(first_changed)
+            .or_else(|| candidates.oldest_fresh_act_from(first_changed))
     }
 }
 

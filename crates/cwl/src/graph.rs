@@ -323,6 +323,30 @@ impl Candidates<'_> {
             .find(|&id| self.is_old(id) && self.contains(id))
     }
 
+    /// The oldest superseded old candidate that starts at or after `seq`
+    /// and holds at most [`crate::SMALL_TOKENS`]: the remnant of an episode
+    /// a later one repeats.
+    pub fn superseded_remnant_from(&self, seq: u64) -> Option<EpisodeId> {
+        self.repeats?.superseded().find(|&id| {
+            let episode = self.graph.episode(id);
+            episode.first_seq >= seq
+                && episode.tokens <= crate::SMALL_TOKENS
+                && self.is_old(id)
+                && self.contains(id)
+        })
+    }
+
+    /// Like [`Candidates::oldest_fresh_act`], among the acts that start at
+    /// or after `seq`.
+    pub fn oldest_fresh_act_from(&self, seq: u64) -> Option<EpisodeId> {
+        if !self.stub_outputs {
+            return None;
+        }
+        self.graph.fresh_acts.iter().copied().find(|&id| {
+            self.graph.episode(id).first_seq >= seq && self.settled(id) && self.is_old(id)
+        })
+    }
+
     /// The oldest candidate act outside the recent working set that no
     /// level has touched yet, when act outputs are stubbed first
     /// ([`crate::Config::stub_act_outputs`]); `None` otherwise.

@@ -513,6 +513,121 @@ fn an_episode_a_later_one_repeats_goes_first_and_its_lines_stay() {
     assert_eq!(context.tokens(), recount(&context));
 }
 
+/// Two reads and, later, one expl that reads both files again: `large`
+/// lines of the first file (superseded, large), then `small` lines of the
+/// second (superseded, a remnant-sized episode).
+fn reads_read_again(large: usize, small: usize) -> Vec<Message> {
+    let first: String = (0..large)
+        .map(|line| format!("{line:>4}\tlet first_{line} = compute({line});\n"))
+        .collect();
+    let second: String = (0..small)
+        .map(|line| format!("{line:>4}\tsecond_{line}()\n"))
+        .collect();
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("first-read")
+        .tool("read", &first)
+        .end_expl("read it")
+        .start_expl("peek")
+        .tool("read", &second)
+        .end_expl("peeked")
+        .start_expl("both-again")
+        .tool("read", &first)
+        .tool("read", &second)
+        .end_expl("read both again")
+        .say("done");
+    script.build()
+}
+
+#[test]
+fn past_the_floor_a_superseded_remnant_after_the_first_change_goes_too() {
+    let messages = reads_read_again(40, 6);
+    let half = Some(Share::new(0.5).unwrap());
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let mut context = with(Config::paper(total - 20).superseded(half), &messages);
+    let peek = context
+        .graph()
+        .episodes()
+        .iter()
+        .find(|e| e.name() == "peek")
+        .map(|e| e.tokens())
+        .unwrap();
+    assert!(peek <= cwl::SMALL_TOKENS, "peek holds {peek} tokens");
+    let report = context.enforce();
+    assert_eq!(
+        names(&report),
+        ["first-read", "peek"],
+        "removing the first read met the budget; the peek after it is sent anew anyway"
+    );
+    assert!(report.budget_met);
+    let view = view(&context);
+    validate(&view).unwrap();
+    assert_eq!(context.tokens(), recount(&context));
+}
+
+#[test]
+fn past_the_floor_an_old_act_after_the_first_change_is_reduced_too() {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("look")
+        .tool("read", &bulk(2000))
+        .end_expl("read it")
+        .start_act("first-fix", &["look"])
+        .tool("edit", "edited src/a.rs")
+        .tool("bash", &bulk(300))
+        .end_act()
+        .start_act("second-fix", &["look"])
+        .tool("edit", "edited src/b.rs")
+        .tool("bash", &bulk(300))
+        .end_act()
+        .say("done");
+    let messages = script.build();
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let mut context = with(Config::paper(total - 100).stub_act_outputs(true), &messages);
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    assert!(
+        context.tokens() < total - 400,
+        "stubbing one output met the budget; the second went as well"
+    );
+    assert_eq!(names(&report), ["first-fix", "second-fix"]);
+    assert!(
+        report
+            .episodes
+            .iter()
+            .all(|e| e.levels.iter().map(|l| l.level).eq([cwl::Level::Output])),
+        "{report:?}"
+    );
+    validate(&view(&context)).unwrap();
+    assert_eq!(context.tokens(), recount(&context));
+}
+
+#[test]
+fn past_the_floor_a_larger_superseded_episode_waits_its_turn() {
+    let messages = reads_read_again(40, 80);
+    let half = Some(Share::new(0.5).unwrap());
+    let total = with(Config::paper(1_000_000), &messages).tokens();
+    let mut context = with(Config::paper(total - 20).superseded(half), &messages);
+    let peek = context
+        .graph()
+        .episodes()
+        .iter()
+        .find(|e| e.name() == "peek")
+        .map(|e| e.tokens())
+        .unwrap();
+    assert!(peek > cwl::SMALL_TOKENS, "peek holds {peek} tokens");
+    let report = context.enforce();
+    assert_eq!(
+        names(&report),
+        ["first-read"],
+        "only remnants go past the floor"
+    );
+    assert!(report.budget_met);
+    assert_eq!(context.tokens(), recount(&context));
+}
+
 /// A file of `lines` numbered lines, as a reader prints it; `changed`
 /// rewrites one of them.
 fn numbered(lines: usize, changed: Option<usize>) -> String {
