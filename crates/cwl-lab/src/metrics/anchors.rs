@@ -144,6 +144,7 @@ fn json_strings(raw: &str, text: &mut impl FnMut(&str)) {
 #[derive(Debug, Default)]
 pub struct AnchorTable {
     ids: HashMap<Box<str>, AnchorId>,
+    names: Vec<Box<str>>,
     seen: Vec<bool>,
 }
 
@@ -160,8 +161,16 @@ impl AnchorTable {
         }
         let id = AnchorId::try_from(self.ids.len()).unwrap_or(AnchorId::MAX);
         self.ids.insert(anchor.into(), id);
+        self.names.push(anchor.into());
         self.seen.push(false);
         id
+    }
+
+    /// The string interned as `id` (empty for an id this table never gave).
+    /// Ids follow the order of first sight, which depends on every policy
+    /// replayed; anything drawn per anchor must key on the string.
+    pub fn name(&self, id: AnchorId) -> &str {
+        self.names.get(id as usize).map_or("", |name| name)
     }
 
     /// The sorted, deduplicated anchor ids of `message` within `scope`.

@@ -138,7 +138,7 @@ impl Compact {
         anchors.dedup();
         let kept: Vec<AnchorId> = anchors
             .into_iter()
-            .filter(|&a| keeps(a, salt, self.params.keep_anchors))
+            .filter(|&a| keeps(lab.anchors().name(a), salt, self.params.keep_anchors))
             .collect();
         let size = ((summarized as f64) * self.params.summary_ratio)
             .ceil()
@@ -164,9 +164,13 @@ impl Compact {
     }
 }
 
-/// Whether a compaction numbered `salt` keeps anchor `id`, with probability `share`.
-fn keeps(id: AnchorId, salt: u64, share: f64) -> bool {
-    let mut x = (u64::from(id) << 20) ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+/// Whether a compaction numbered `salt` keeps `anchor`, with probability
+/// `share`: a draw on the string, so the same whatever else was replayed.
+fn keeps(anchor: &str, salt: u64, share: f64) -> bool {
+    let fnv = anchor.bytes().fold(0xCBF2_9CE4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+    });
+    let mut x = fnv ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     x ^= x >> 30;
     x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x ^= x >> 27;
@@ -222,20 +226,71 @@ impl Policy for Compact {
 
 #[cfg(test)]
 mod tests {
-    use super::keeps;
+    use std::sync::Arc;
+
+    use cwl::{Estimate, Message};
+
+    use super::{Compact, CompactParams, keeps};
+    use crate::policy::{Policy, PolicyConfig};
+    use crate::transcript::{Lab, Unit};
+
+    /// The names a compaction kept, in a lab that had interned `before`.
+    fn kept_after(before: &[&str]) -> Vec<String> {
+        let mut lab = Lab::new(Arc::new(Estimate), &[]);
+        for name in before {
+            lab.anchors_mut().intern(name);
+        }
+        let config = PolicyConfig {
+            window: 4000,
+            compact: CompactParams {
+                keep_recent: 200,
+                keep_anchors: 0.5,
+                ..CompactParams::default()
+            },
+            ..PolicyConfig::default()
+        };
+        let mut policy = Compact::new(&config, &lab);
+        for n in 0..60 {
+            let text = format!("src/module_{n}.rs and handler_{n} {}", "x ".repeat(100));
+            let entry = lab.entry(Message::user(text));
+            policy.push(&Unit::Message(entry), &[], &mut lab).unwrap();
+            policy.request(&mut lab).unwrap();
+        }
+        let summary = policy.summary.as_ref().expect("compacted");
+        let mut names: Vec<String> = summary
+            .anchors()
+            .iter()
+            .map(|&a| lab.anchors().name(a).to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn what_a_summary_keeps_does_not_depend_on_what_was_interned_before() {
+        let kept = kept_after(&[]);
+        assert!(kept.len() > 5, "{kept:?}");
+        let others: Vec<String> = (0..50).map(|n| format!("other_name_{n}")).collect();
+        let others: Vec<&str> = others.iter().map(String::as_str).collect();
+        assert_eq!(kept, kept_after(&others));
+    }
 
     #[test]
     fn anchor_keeping_follows_the_share_and_the_salt() {
-        let kept = (0..10_000).filter(|&a| keeps(a, 1, 0.05)).count();
+        let names: Vec<String> = (0..10_000).map(|n| format!("src/module_{n}.rs")).collect();
+        let draw = |salt, share| -> Vec<&str> {
+            names
+                .iter()
+                .map(String::as_str)
+                .filter(|a| keeps(a, salt, share))
+                .collect()
+        };
+        let kept = draw(1, 0.05).len();
         assert!((400..600).contains(&kept), "{kept}");
-        assert_eq!((0..1000).filter(|&a| keeps(a, 1, 0.0)).count(), 0);
-        assert_eq!((0..1000).filter(|&a| keeps(a, 1, 1.0)).count(), 1000);
-        let first: Vec<u32> = (0..1000).filter(|&a| keeps(a, 1, 0.5)).collect();
-        let second: Vec<u32> = (0..1000).filter(|&a| keeps(a, 2, 0.5)).collect();
+        assert!(draw(1, 0.0).is_empty());
+        assert_eq!(draw(1, 1.0).len(), names.len());
+        let (first, second) = (draw(1, 0.5), draw(2, 0.5));
         assert_ne!(first, second, "each compaction draws anew");
-        assert_eq!(
-            first,
-            (0..1000).filter(|&a| keeps(a, 1, 0.5)).collect::<Vec<_>>()
-        );
+        assert_eq!(first, draw(1, 0.5));
     }
 }
