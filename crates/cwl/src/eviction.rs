@@ -21,8 +21,10 @@ impl Context {
     /// outputs a later output repeats ([`crate::Config::restated`]), then
     /// strips candidate episodes in the evictor's order (the paper's:
     /// oldest act, else oldest expl), level by level, down to the low-water
-    /// mark, and folds residues past their cap; a prompt within τ is left
-    /// alone, so the view changes in rare batches.
+    /// mark, then takes the steps the evictor offers after the pass's first
+    /// change ([`crate::Evictor::after_floor`]), and folds residues past
+    /// their cap; a prompt within τ is left alone, so the view changes in
+    /// rare batches.
     ///
     /// Call before every model call.
     pub fn enforce(&mut self) -> Report {

@@ -513,14 +513,14 @@ fn an_episode_a_later_one_repeats_goes_first_and_its_lines_stay() {
     assert_eq!(context.tokens(), recount(&context));
 }
 
-/// Two reads and, later, one expl that reads both files again: `large`
-/// lines of the first file (superseded, large), then `small` lines of the
-/// second (superseded, a remnant-sized episode).
-fn reads_read_again(large: usize, small: usize) -> Vec<Message> {
-    let first: String = (0..large)
+/// Two reads and, later, one expl that reads both files again: `first`
+/// lines of one file, then `second` lines of another; both older reads are
+/// superseded.
+fn reads_read_again(first: usize, second: usize) -> Vec<Message> {
+    let first: String = (0..first)
         .map(|line| format!("{line:>4}\tlet first_{line} = compute({line});\n"))
         .collect();
-    let second: String = (0..small)
+    let second: String = (0..second)
         .map(|line| format!("{line:>4}\tsecond_{line}()\n"))
         .collect();
     let mut script = Script::new();
@@ -540,19 +540,19 @@ fn reads_read_again(large: usize, small: usize) -> Vec<Message> {
     script.build()
 }
 
+/// Tokens the named episode holds.
+fn tokens_of(context: &Context, name: &str) -> usize {
+    let episodes = context.graph().episodes();
+    episodes.iter().find(|e| e.name() == name).unwrap().tokens()
+}
+
 #[test]
 fn past_the_floor_a_superseded_remnant_after_the_first_change_goes_too() {
     let messages = reads_read_again(40, 6);
     let half = Some(Share::new(0.5).unwrap());
     let total = with(Config::paper(1_000_000), &messages).tokens();
     let mut context = with(Config::paper(total - 20).superseded(half), &messages);
-    let peek = context
-        .graph()
-        .episodes()
-        .iter()
-        .find(|e| e.name() == "peek")
-        .map(|e| e.tokens())
-        .unwrap();
+    let peek = tokens_of(&context, "peek");
     assert!(peek <= cwl::SMALL_TOKENS, "peek holds {peek} tokens");
     let report = context.enforce();
     assert_eq!(
@@ -610,13 +610,7 @@ fn past_the_floor_a_larger_superseded_episode_waits_its_turn() {
     let half = Some(Share::new(0.5).unwrap());
     let total = with(Config::paper(1_000_000), &messages).tokens();
     let mut context = with(Config::paper(total - 20).superseded(half), &messages);
-    let peek = context
-        .graph()
-        .episodes()
-        .iter()
-        .find(|e| e.name() == "peek")
-        .map(|e| e.tokens())
-        .unwrap();
+    let peek = tokens_of(&context, "peek");
     assert!(peek > cwl::SMALL_TOKENS, "peek holds {peek} tokens");
     let report = context.enforce();
     assert_eq!(
