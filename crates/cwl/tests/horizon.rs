@@ -566,8 +566,9 @@ fn past_the_floor_a_superseded_remnant_after_the_first_change_goes_too() {
     assert_eq!(context.tokens(), recount(&context));
 }
 
-#[test]
-fn past_the_floor_an_old_act_after_the_first_change_is_reduced_too() {
+/// A large read, then two acts that depend on it, each an edit and a
+/// 300-token test run.
+fn two_fixes() -> Vec<Message> {
     let mut script = Script::new();
     script
         .user("task")
@@ -583,7 +584,12 @@ fn past_the_floor_an_old_act_after_the_first_change_is_reduced_too() {
         .tool("bash", &bulk(300))
         .end_act()
         .say("done");
-    let messages = script.build();
+    script.build()
+}
+
+#[test]
+fn past_the_floor_an_old_act_after_the_first_change_is_reduced_too() {
+    let messages = two_fixes();
     let total = with(Config::paper(1_000_000), &messages).tokens();
     let mut context = with(Config::paper(total - 100).stub_act_outputs(true), &messages);
     let report = context.enforce();
@@ -787,22 +793,7 @@ fn a_copy_that_is_gone_supersedes_nothing() {
 
 #[test]
 fn old_acts_lose_their_outputs_before_anything_is_removed() {
-    let mut script = Script::new();
-    script
-        .user("task")
-        .start_expl("look")
-        .tool("read", &bulk(2000))
-        .end_expl("read it")
-        .start_act("first-fix", &["look"])
-        .tool("edit", "edited src/a.rs")
-        .tool("bash", &bulk(300))
-        .end_act()
-        .start_act("second-fix", &["look"])
-        .tool("edit", "edited src/b.rs")
-        .tool("bash", &bulk(300))
-        .end_act()
-        .say("done");
-    let messages = script.build();
+    let messages = two_fixes();
     let total = with(Config::paper(1_000_000), &messages).tokens();
 
     let mut paper = with(Config::paper(total - 250), &messages);
