@@ -13,6 +13,7 @@ use cwl::{Budget, Estimate, O200k, TokenCounter};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::calibrate::Calibration;
+use crate::import;
 use crate::judge::Judge;
 use crate::metrics::cost::{self, DEFAULT_MODEL, ModelSource};
 use crate::policy::compact::CompactParams;
@@ -111,8 +112,8 @@ policy; nothing is faked.";
     long_about = replay_about()
 )]
 pub struct ReplayArgs {
-    /// Session logs: cwl, pi, Claude Code, Codex, OpenAI chat JSON or mini-swe-agent (detected from content).
-    #[arg(required = true, value_name = "FILE")]
+    /// Session logs: cwl, pi, Claude Code, Codex, OpenAI chat JSON or mini-swe-agent (detected from content); a directory stands for every .jsonl and .json file under it (e.g. ~/.codex/sessions, ~/.claude/projects).
+    #[arg(required = true, value_name = "FILE|DIR")]
     pub files: Vec<PathBuf>,
     /// Policies to replay: `all` or a comma-separated list of the names below (an unknown name lists them).
     #[arg(long, value_name = "LIST", default_value = "all")]
@@ -377,7 +378,8 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<()> {
 /// Replays the files, the strategies' side requests answered by `side`,
 /// and prints the report (tables, or JSON with `--json`) to stdout;
 /// progress, warnings and throughput go to stderr.
-pub fn run_replay_with(args: ReplayArgs, side: Arc<dyn SideModel>) -> anyhow::Result<()> {
+pub fn run_replay_with(mut args: ReplayArgs, side: Arc<dyn SideModel>) -> anyhow::Result<()> {
+    args.files = import::session_logs(&args.files)?;
     if let Some(path) = &args.plot
         && !path
             .extension()
@@ -470,10 +472,10 @@ pub fn replay_files_with(
     args: &ReplayArgs,
     side: Arc<dyn SideModel>,
 ) -> anyhow::Result<(ReplayReport, u64)> {
+    let logs = import::session_logs(&args.files)?;
     let counter = args.tokenizer.counter();
     let (config, _) = args.config_for(None, None, Arc::clone(&counter))?;
-    let bar =
-        ProgressBar::with_draw_target(Some(args.files.len() as u64), ProgressDrawTarget::stderr());
+    let bar = ProgressBar::with_draw_target(Some(logs.len() as u64), ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg} ({elapsed})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -481,7 +483,7 @@ pub fn replay_files_with(
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     let mut bytes = 0u64;
-    for path in &args.files {
+    for path in &logs {
         let shown = path.display().to_string();
         bar.set_message(shown.clone());
         let opened = Session::open(path).and_then(|session| {

@@ -176,6 +176,32 @@ fn unreadable_files_are_skipped_and_silent_logs_said_so() {
 }
 
 #[test]
+fn a_directory_replays_every_log_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = dir.path().join("sessions/2026/11/25");
+    std::fs::create_dir_all(&day).unwrap();
+    pi_log(&day, "b.jsonl", "claude-sonnet-4-5", 2);
+    pi_log(&day, "a.jsonl", "claude-sonnet-4-5", 3);
+    std::fs::write(day.join("notes.txt"), "not a log").unwrap();
+    let (report, _) = replay_files(&args(&[&dir.path().join("sessions")], &[])).unwrap();
+    let names: Vec<&str> = report.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names[0].ends_with("a.jsonl") && names[1].ends_with("b.jsonl"));
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    assert_eq!((report.files[0].requests, report.files[1].requests), (3, 2));
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let error = run_replay(args(&[&empty], &["--json"])).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("no session logs under this directory"),
+        "{error}"
+    );
+}
+
+#[test]
 fn many_files_show_the_aggregate_only_unless_asked() {
     let dir = tempfile::tempdir().unwrap();
     let logs: Vec<PathBuf> = (0..11)

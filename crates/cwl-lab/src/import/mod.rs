@@ -35,6 +35,7 @@ mod openai;
 mod pair;
 mod pi;
 mod stats;
+mod walk;
 
 use std::fmt;
 use std::path::Path;
@@ -48,6 +49,7 @@ pub use error::ImportError;
 pub use event::{Event, ImportWarning, Meta};
 pub use format::{Format, UnknownFormatName};
 pub use stats::Stats;
+pub use walk::{LOG_EXTENSIONS, WalkError, session_logs};
 
 /// Content of the synthetic tool result inserted for a call that never got one.
 pub const MISSING_RESULT: &str = "[no result recorded]";
