@@ -292,7 +292,7 @@ impl Context {
         }
         if let Some(text) = residue.filter(|_| !residue_placed) {
             self.insert_residue(first, target, text);
-            changed = Some(changed.map_or(first, |seq| seq.min(first)));
+            earliest(&mut changed, first);
         }
         if let Some(share) = self.config.restated {
             for seq in outputs_gone {
@@ -486,6 +486,6 @@ fn covers(level: Level, role: Role) -> bool {
 }
 
 /// Lowers `changed` to `seq`: the earliest history position a pass altered.
-fn earliest(changed: &mut Option<u64>, seq: u64) {
+pub(crate) fn earliest(changed: &mut Option<u64>, seq: u64) {
     *changed = Some(changed.map_or(seq, |c| c.min(seq)));
 }

@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use crate::context::{Context, Role};
+use crate::eviction::earliest;
 use crate::graph::{EpisodeId, push_index};
 use crate::message::{Block, Message};
 use crate::tokens::MESSAGE_OVERHEAD;
@@ -134,7 +135,7 @@ impl Context {
             };
             self.residues.items_tokens -= item.tokens as usize;
             self.remove_item(item);
-            changed = Some(changed.map_or(item.seq, |seq| seq.min(item.seq)));
+            earliest(&mut changed, item.seq);
             folded.push(if item.episode == USER {
                 Folded::User(push_index(item.seq))
             } else {

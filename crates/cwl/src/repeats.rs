@@ -145,8 +145,9 @@ impl<K: Copy + Eq + Hash + Ord> Repeats<K> {
         }
     }
 
-    /// Forgets a removed episode: lines it was the newest holder of go
-    /// back to the holder before it, whose copy is no longer repeated.
+    /// Forgets a removed holder (an episode, or an output stubbed or
+    /// removed): lines it was the newest holder of go back to the holder
+    /// before it, whose copy is no longer repeated.
     pub(crate) fn removed(&mut self, episode: K, share: Share) {
         self.superseded.remove(&episode);
         let Some(tally) = self.tallies.remove(&episode) else {
@@ -187,7 +188,7 @@ impl<K: Copy + Eq + Hash + Ord> Repeats<K> {
         self.superseded.contains(&episode)
     }
 
-    /// Superseded episodes, oldest first.
+    /// Superseded holders, oldest first.
     pub(crate) fn superseded(&self) -> impl Iterator<Item = K> + '_ {
         self.superseded.iter().copied()
     }
