@@ -13,7 +13,7 @@ use cwl::{Budget, Estimate, O200k, TokenCounter};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::calibrate::Calibration;
-use crate::import;
+use crate::import::{self, Format};
 use crate::judge::Judge;
 use crate::metrics::cost::{self, DEFAULT_MODEL, ModelSource};
 use crate::policy::compact::CompactParams;
@@ -121,7 +121,7 @@ pub struct ReplayArgs {
     /// Token budget τ for every budgeted policy: tokens (80000, 80k, 1.5M) or a share of the model's context window (50%).
     #[arg(long, value_name = "TOKENS", default_value = "80k")]
     pub budget: TypedBudget,
-    /// Model whose prices, caching rules and context window apply to every log [default: each log's own model; claude-sonnet-4-5 when the log names none]. A log's model missing from the price table leaves its cost unknown.
+    /// Model whose prices, caching rules and context window apply to every log [default: each log's own model; when the log names none, gpt-5 for Codex rollouts and claude-sonnet-4-5 for the rest]. A log's model missing from the price table leaves its cost unknown.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
     /// Base URL of a model server that answers the strategies' side requests (planner, summaries); without it they are skipped and counted.
@@ -264,7 +264,9 @@ impl ReplayArgs {
     /// The replay configuration these arguments describe, for a log that
     /// names no model.
     pub fn config(&self) -> anyhow::Result<ReplayConfig> {
-        Ok(self.config_for(None, None, self.tokenizer.counter())?.0)
+        Ok(self
+            .config_for(None, DEFAULT_MODEL, None, self.tokenizer.counter())?
+            .0)
     }
 
     /// The configuration for a log whose session names `logged` as its
@@ -276,12 +278,17 @@ impl ReplayArgs {
     pub fn config_for(
         &self,
         logged: Option<&str>,
+        default_model: &str,
         logged_window: Option<usize>,
         counter: Arc<dyn TokenCounter>,
     ) -> anyhow::Result<(ReplayConfig, ModelSource)> {
         let policies = PolicyKind::parse_list(&self.policy)?;
-        let (pricing, source) =
-            cost::for_log(self.model.as_deref(), logged, self.price.as_deref())?;
+        let (pricing, source) = cost::for_log(
+            self.model.as_deref(),
+            logged,
+            default_model,
+            self.price.as_deref(),
+        )?;
         let model_window = self.window.unwrap_or(pricing.window);
         if model_window == 0 {
             bail!("--window must be above zero");
@@ -474,7 +481,7 @@ pub fn replay_files_with(
 ) -> anyhow::Result<(ReplayReport, u64)> {
     let logs = import::session_logs(&args.files)?;
     let counter = args.tokenizer.counter();
-    let (config, _) = args.config_for(None, None, Arc::clone(&counter))?;
+    let (config, _) = args.config_for(None, DEFAULT_MODEL, None, Arc::clone(&counter))?;
     let bar = ProgressBar::with_draw_target(Some(logs.len() as u64), ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg} ({elapsed})")
@@ -507,6 +514,7 @@ pub fn replay_files_with(
         };
         let (mut file_config, source) = args.config_for(
             session.info.model.as_deref(),
+            default_model(&session.info.format),
             session.info.window,
             Arc::clone(&counter),
         )?;
@@ -612,6 +620,14 @@ pub fn peak_memory_mib() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// The model a log of the format named `format` is priced as when it
+/// names none.
+fn default_model(format: &str) -> &'static str {
+    format
+        .parse::<Format>()
+        .map_or(DEFAULT_MODEL, Format::default_model)
 }
 
 #[cfg(test)]

@@ -79,6 +79,7 @@ fn every_fixture_is_detected_by_content() {
         ("rollout.codex.jsonl", Format::Codex),
         ("attachments.claude.jsonl", Format::ClaudeCode),
         ("exec.codex.jsonl", Format::Codex),
+        ("bare.codex.jsonl", Format::Codex),
         ("agent.claude.jsonl", Format::ClaudeCode),
         ("task.traj.json", Format::MiniSweAgent),
     ] {
@@ -849,6 +850,100 @@ fn codex_model_named_only_in_session_meta_is_the_sessions_model() {
         vec![Some("gpt-5.4".to_string()), Some("gpt-5.5".to_string())],
         "a later turn_context names the model of the calls after it"
     );
+}
+
+#[test]
+fn codex_rollout_from_before_the_envelope_imports() {
+    let import = import::open(&fixture("bare.codex.jsonl")).unwrap();
+    let meta = import.meta();
+    assert_eq!(meta.format, Format::Codex);
+    assert_eq!(
+        meta.session_id.as_deref(),
+        Some("0196a1b2-0000-7000-8000-00000000b4e1")
+    );
+    assert_eq!(meta.provider.as_deref(), Some("openai"));
+    assert!(meta.started.is_some(), "the header's timestamp");
+    assert_eq!(meta.model, None, "rollouts of that era name no model");
+    let imported = run(import);
+    assert_eq!(
+        imported.messages,
+        vec![
+            Message::system("Follow the repository's AGENTS.md."),
+            Message::user("<environment_context>\n  <cwd>/repo</cwd>\n</environment_context>"),
+            Message::user("why does the build fail?"),
+            Message::Assistant {
+                content: vec![
+                    Block::Reasoning {
+                        text: "**Checking the build**".into(),
+                        signature: None
+                    },
+                    call(
+                        "call_1",
+                        "shell",
+                        r#"{"command":["bash","-lc","cargo build"],"workdir":"/repo"}"#
+                    ),
+                ]
+            },
+            result(
+                "call_1",
+                "shell",
+                r#"{"output":"error[E0425]: cannot find value `x`\n","metadata":{"exit_code":101,"duration_seconds":1.2}}"#,
+                true
+            ),
+            Message::Assistant {
+                content: vec![call(
+                    "call_2",
+                    "shell",
+                    r#"{"command":["bash","-lc","sed -n 1,40p src/main.rs"]}"#
+                )]
+            },
+            result(
+                "call_2",
+                "shell",
+                r#"{"output":"fn main() { println!(\"{}\", x); }\n","metadata":{"exit_code":0,"duration_seconds":0.0}}"#,
+                false
+            ),
+            Message::assistant_text("`x` is never defined in src/main.rs."),
+        ]
+    );
+    // The state markers are bookkeeping; a line that is neither a marker,
+    // the header nor an item is reported; the ciphertext with no logged
+    // token count is noted.
+    assert_eq!(lines_of(&imported.warnings), vec![Some(14), Some(6)]);
+    assert!(imported.warnings[0].what.contains("line has no `type`"));
+    assert!(imported.warnings[1].what.contains("encrypted reasoning"));
+    let s = imported.stats;
+    assert_eq!((s.records, s.rejected), (14, 1));
+    assert_eq!(
+        (s.assistant_messages, s.tool_calls, s.tool_results),
+        (3, 2, 2)
+    );
+}
+
+#[test]
+fn a_rollout_before_and_after_the_envelope_imports_the_same() {
+    let bare = std::fs::read_to_string(fixture("bare.codex.jsonl")).unwrap();
+    let wrapped: Vec<String> = bare
+        .lines()
+        .filter(|line| !line.contains("not a rollout line"))
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            if value.get("record_type").is_some() {
+                // Current rollouts keep the marker at times.
+                line.to_string()
+            } else if value.get("type").is_none() {
+                serde_json::json!({"type": "session_meta", "payload": value}).to_string()
+            } else {
+                serde_json::json!({"type": "response_item", "payload": value}).to_string()
+            }
+        })
+        .collect();
+    let (_dir, path) = temp_file("wrapped.jsonl", wrapped.join("\n").as_bytes());
+    let wrapped = run(import::open(&path).unwrap());
+    let bare = run(import::open(&fixture("bare.codex.jsonl")).unwrap());
+    assert_eq!(wrapped.messages, bare.messages);
+    assert_eq!(wrapped.warnings.len(), 1, "{:?}", wrapped.warnings);
+    assert!(wrapped.warnings[0].what.contains("encrypted reasoning"));
 }
 
 /// Each message with its reasoning signatures replaced by their o200k token

@@ -108,6 +108,40 @@ fn a_dated_or_variant_model_keeps_its_name_and_says_what_priced_it() {
 }
 
 #[test]
+fn a_log_naming_no_model_is_priced_as_its_clients_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![
+        json!({"id": "b1", "timestamp": "2025-06-02T09:15:00.000Z", "instructions": null}),
+        json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list src"}]}),
+    ];
+    for i in 0..3 {
+        let id = format!("call_{i}");
+        lines.push(json!({"type": "function_call", "name": "shell", "call_id": id,
+            "arguments": json!({"command": ["bash", "-lc", format!("cat src/f{i}.rs")]}).to_string()}));
+        lines.push(json!({"type": "function_call_output", "call_id": id,
+            "output": json!({"output": "fn f() {}\n".repeat(50), "metadata": {"exit_code": 0}}).to_string()}));
+        lines.push(json!({"record_type": "state"}));
+    }
+    let codex = dir.path().join("rollout-2025-06-02T09-15-00-b1.jsonl");
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&codex, text).unwrap();
+    let (report, _) = replay_files(&args(&[&codex], &[])).unwrap();
+    let file = &report.files[0];
+    assert_eq!(file.requests, 3);
+    assert_eq!(
+        (file.model.as_str(), file.model_source),
+        ("gpt-5", Some(ModelSource::Default)),
+        "a Codex rollout from before Codex logged its model"
+    );
+    assert!(file.priced);
+    assert!(
+        table::render(&report).contains("model gpt-5, default: the log names none"),
+        "{}",
+        table::render(&report)
+    );
+}
+
+#[test]
 fn a_model_without_a_price_has_an_unknown_cost() {
     let dir = tempfile::tempdir().unwrap();
     let gemini = pi_log(dir.path(), "gemini.jsonl", "gemini-4-neon", 3);

@@ -34,6 +34,12 @@
 //!   nothing else; `world_state` and `token_usage_record` lines (harness
 //!   state, a copy of the usage) and `web_search_call` and `ghost_snapshot`
 //!   items are ignored.
+//! - Rollouts from before the envelope (Codex CLI up to about September
+//!   2025) open with a bare header `{"id", "timestamp", "instructions",
+//!   "git"}` and write each response item as a whole line, without
+//!   `payload`, timestamps or usage: the header is read as `session_meta`
+//!   and the items as above. `{"record_type": "state"}` markers (those
+//!   rollouts' and, at times, current ones') are bookkeeping.
 
 use ::cwl::{Block, Message, ToolCall, ToolResult, Usage};
 use chrono::{DateTime, Utc};
@@ -45,6 +51,28 @@ use super::common::{
     Draft, Held, Located, Outcome, Sink, content_text, nonzero, parse_time, part_text, time_or_warn,
 };
 use super::{Event, Meta};
+
+/// Response item types a rollout from before the envelope (Codex CLI up
+/// to about September 2025) writes as whole lines, without `payload`.
+pub(crate) const BARE_ITEMS: &[&str] = &[
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "local_shell_call",
+    "local_shell_call_output",
+    "web_search_call",
+];
+
+/// Whether an untyped line is the session header of a rollout from
+/// before the envelope: `{"id", "timestamp", "instructions"?, "git"?}`.
+pub(crate) fn is_bare_header(fields: &serde_json::Map<String, Value>) -> bool {
+    fields.get("id").is_some_and(Value::is_string)
+        && fields.get("timestamp").is_some_and(Value::is_string)
+        && (fields.contains_key("instructions") || fields.contains_key("git"))
+}
 
 #[derive(Deserialize)]
 struct RolloutLine {
@@ -130,6 +158,12 @@ pub(crate) fn scan(meta: &mut Meta, line: &Value) -> bool {
             .map(str::to_string)
     };
     match line.get("type").and_then(Value::as_str) {
+        None if line.as_object().is_some_and(is_bare_header) => {
+            let text = |key: &str| line.get(key).and_then(Value::as_str).map(str::to_string);
+            meta.session_id = text("id");
+            meta.provider = Some("openai".to_string());
+            meta.started = text("timestamp").as_deref().and_then(parse_time);
+        }
         Some("session_meta") => {
             meta.session_id = text("id");
             meta.cwd = text("cwd");
@@ -177,8 +211,14 @@ impl super::LineParser for Parser {
             Err(e) => return sink.reject(at, format!("not a Codex rollout line: {e}; skipped")),
         };
         let Some(kind) = entry.kind.as_deref() else {
-            return sink.reject(at, "line has no `type`; skipped");
+            return self.untyped(line, text, sink);
         };
+        if entry.payload.is_none() && BARE_ITEMS.contains(&kind) {
+            return match serde_json::from_str::<Item>(text) {
+                Ok(item) => self.item(line, item, None, sink),
+                Err(e) => sink.reject(at, format!("{kind} item: {e}; skipped")),
+            };
+        }
         let payload = entry
             .payload
             .as_deref()
@@ -265,6 +305,31 @@ impl super::LineParser for Parser {
 }
 
 impl Parser {
+    /// A line without `type`: a state marker, or the session header of a
+    /// rollout from before the envelope.
+    fn untyped(&mut self, line: u64, text: &str, sink: &mut Sink) -> Outcome {
+        let at = Some(line);
+        let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(text) else {
+            return sink.reject(at, "line has no `type`; skipped");
+        };
+        if fields.contains_key("record_type") {
+            return Outcome::Ignored;
+        }
+        if !is_bare_header(&fields) {
+            return sink.reject(at, "line has no `type`; skipped");
+        }
+        let instructions = fields.get("instructions").and_then(Value::as_str);
+        if let Some(text) = instructions.filter(|t| !t.is_empty())
+            && !self.instructions_sent
+        {
+            self.instructions_sent = true;
+            let timestamp = fields.get("timestamp").and_then(Value::as_str);
+            let timestamp = time_or_warn(timestamp, at, sink);
+            sink.message(at, Message::system(text.to_string()), timestamp);
+        }
+        Outcome::Used
+    }
+
     fn item(
         &mut self,
         line: u64,

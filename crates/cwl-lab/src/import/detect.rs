@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::common::read_utf8;
 use super::lines::LineReader;
-use super::{Format, ImportError};
+use super::{Format, ImportError, codex};
 
 /// How many lines detection reads at most before giving up.
 const DETECT_LINES: u64 = 64;
@@ -131,7 +131,10 @@ fn classify_document(value: &Value) -> Result<Format, String> {
 /// The format a single JSONL line belongs to, when only one format writes it.
 fn classify_line(value: &Value) -> Option<Format> {
     let has = |key: &str| value.get(key).is_some();
-    let kind = value.get("type").and_then(Value::as_str)?;
+    let Some(kind) = value.get("type").and_then(Value::as_str) else {
+        let codex = has("record_type") || value.as_object().is_some_and(codex::is_bare_header);
+        return codex.then_some(Format::Codex);
+    };
     match kind {
         "session" if has("budget") => Some(Format::Cwl),
         "session" => Some(Format::Pi),

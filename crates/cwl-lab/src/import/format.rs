@@ -25,6 +25,17 @@ pub enum Format {
 }
 
 impl Format {
+    /// The model a log of this format is priced as when it names none:
+    /// `gpt-5` for Codex rollouts (rollouts from before Codex logged its
+    /// model; it was the CLI's default), else
+    /// [`crate::metrics::cost::DEFAULT_MODEL`].
+    pub fn default_model(self) -> &'static str {
+        match self {
+            Format::Codex => "gpt-5",
+            _ => crate::metrics::cost::DEFAULT_MODEL,
+        }
+    }
+
     /// Every format, in a stable order.
     pub const ALL: [Format; 6] = [
         Format::Cwl,

@@ -117,7 +117,8 @@ impl Pricing {
     }
 }
 
-/// The model used when neither `--model` nor the log names one.
+/// The model used when neither `--model` nor the log names one, for
+/// every format but Codex rollouts.
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 
 /// Context window assumed for a model the table does not know.
@@ -380,18 +381,20 @@ pub enum ModelSource {
     Flag,
     /// The log's own session header.
     Log,
-    /// Neither: [`DEFAULT_MODEL`].
+    /// Neither: the format's default model.
     Default,
 }
 
 /// The pricing of one log: `--model` when given (`flag`), else the model
-/// the log names, else [`DEFAULT_MODEL`]; `--price` applies on top. A
+/// the log names, else `default` (its format's, see
+/// [`crate::import::Format::default_model`]); `--price` applies on top. A
 /// model the log names that the table does not know gets
 /// [`Pricing::unknown`] (unless `--price` gives its prices); an unknown
 /// `--model` is an error.
 pub fn for_log(
     flag: Option<&str>,
     logged: Option<&str>,
+    default: &str,
     price: Option<&str>,
 ) -> Result<(Pricing, ModelSource), PriceError> {
     match (flag, logged) {
@@ -404,7 +407,7 @@ pub fn for_log(
             };
             Ok((pricing, ModelSource::Log))
         }
-        (None, None) => Ok((resolve(DEFAULT_MODEL, price)?, ModelSource::Default)),
+        (None, None) => Ok((resolve(default, price)?, ModelSource::Default)),
     }
 }
 
@@ -535,29 +538,36 @@ mod tests {
 
     #[test]
     fn a_log_is_priced_by_its_own_model() {
-        let (p, from) = for_log(None, Some("gpt-5.1-codex"), None).unwrap();
+        let (p, from) = for_log(None, Some("gpt-5.1-codex"), DEFAULT_MODEL, None).unwrap();
         assert_eq!(
             (p.model.as_str(), p.priced_as.as_str(), from, p.known),
             ("gpt-5.1-codex", "gpt-5.1", ModelSource::Log, true)
         );
         assert_eq!(p.rules, CacheRules::OpenAi);
-        let (p, from) = for_log(Some("claude-opus-4-5"), Some("gpt-5"), None).unwrap();
+        let (p, from) =
+            for_log(Some("claude-opus-4-5"), Some("gpt-5"), DEFAULT_MODEL, None).unwrap();
         assert_eq!(
             (p.model.as_str(), from),
             ("claude-opus-4-5", ModelSource::Flag)
         );
-        let (p, from) = for_log(None, None, None).unwrap();
+        let (p, from) = for_log(None, None, DEFAULT_MODEL, None).unwrap();
         assert_eq!(
             (p.model.as_str(), from),
             (DEFAULT_MODEL, ModelSource::Default)
         );
-        let (p, from) = for_log(None, Some("gemini-4-neon"), None).unwrap();
+        let (p, from) = for_log(None, Some("gemini-4-neon"), DEFAULT_MODEL, None).unwrap();
         assert_eq!(from, ModelSource::Log);
         assert!(!p.known, "never priced as another model");
         assert_eq!(p.model, "gemini-4-neon");
         assert_eq!(p.cost(1000, 0, 0, 1000), 0.0);
-        let (p, _) = for_log(None, Some("gemini-4-neon"), Some("in=3,out=15")).unwrap();
+        let (p, _) = for_log(
+            None,
+            Some("gemini-4-neon"),
+            DEFAULT_MODEL,
+            Some("in=3,out=15"),
+        )
+        .unwrap();
         assert!(p.known && p.input == 3.0);
-        assert!(for_log(Some("mystery"), None, None).is_err());
+        assert!(for_log(Some("mystery"), None, DEFAULT_MODEL, None).is_err());
     }
 }
