@@ -11,7 +11,9 @@
 # Needs the clients installed outside the project, e.g.
 #   npm install --prefix /tmp/clients @anthropic-ai/claude-code @openai/codex
 # (CLIENTS=/tmp/clients/node_modules/.bin by default; or set CLAUDE / CODEX to
-# the executables). Nothing is downloaded here. The clients run with HOME and
+# the executables: an older Codex CLI such as 0.29.0, which calls its
+# `shell` tool and writes rollouts in the format from before September
+# 2025, runs the same session). Nothing is downloaded here. The clients run with HOME and
 # CODEX_HOME in OUT, so your own configuration is neither read nor changed.
 # Environment: CLAUDE_BUDGET (default 50k: Claude Code's system prompt and
 # tools alone are about 25k tokens), CODEX_BUDGET (default 24k), CWL (a `cwl`

@@ -19,17 +19,21 @@
 //! logged prompt is the harness's compacted prompt, not the history. With
 //! fewer than [`MIN_SAMPLES`] steps the ratio is 1 and the overhead comes
 //! from the first call alone; with no logged prompt at all the calibration
-//! is the identity ([`Calibration::from_log`] false).
+//! is the identity ([`Calibration::from_log`] false), except for a Codex
+//! rollout that logs neither prompt sizes nor the client's instructions
+//! (those written before September 2025): its overhead is
+//! [`CODEX_PROMPT_TOKENS`].
 //!
 //! Every policy's requests are converted the same way, and every budgeted
 //! policy decides against the budget converted back to local tokens
 //! ([`Calibration::local_tokens`]), so comparisons stay fair: a policy that
 //! keeps its local count within that budget sends at most τ provider tokens.
 
-use cwl::TokenCounter;
 use cwl::tokens::{message_tokens, tools_tokens};
+use cwl::{Message, TokenCounter};
 use serde::Serialize;
 
+use crate::import::Format;
 use crate::session::{Session, SessionEvent};
 
 /// Smallest step (local tokens added between two logged calls) whose ratio
@@ -39,6 +43,13 @@ pub const MIN_STEP: u64 = 256;
 pub const MAX_STEPS: usize = 64;
 /// Steps needed to estimate a ratio; fewer leave it at 1.
 pub const MIN_SAMPLES: usize = 3;
+
+/// Provider tokens of Codex CLI's own instructions and tool schemas, which
+/// its rollouts from before September 2025 do not log (nor any prompt
+/// size): measured on Codex CLI 0.29.0, whose requests held 5,513 tokens
+/// more than its rollout on average (`scripts/real-clients/run.sh` with
+/// that version as `CODEX`).
+pub const CODEX_PROMPT_TOKENS: u64 = 5_500;
 
 /// How local token counts map to the provider's, for one log.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -50,7 +61,8 @@ pub struct Calibration {
     pub token_ratio: f64,
     /// Steps the ratio was measured on (0: ratio left at 1).
     pub ratio_samples: usize,
-    /// Whether the figures come from logged prompt sizes (false: identity).
+    /// Whether the figures come from logged prompt sizes (false: identity,
+    /// or [`CODEX_PROMPT_TOKENS`] added).
     pub from_log: bool,
 }
 
@@ -120,12 +132,14 @@ impl Calibration {
         let mut local = tools_tokens(counter, &session.info.tools) as u64;
         let mut points = Vec::new();
         let mut steps = 0usize;
+        let mut instructions = false;
         for event in session.events {
             let (message, usage) = match event {
                 SessionEvent::Compaction => break,
                 SessionEvent::Warning(_) => continue,
                 SessionEvent::Message { message, usage, .. } => (message, usage),
             };
+            instructions |= matches!(message, Message::System { .. });
             if let Some(logged) = usage.map(|u| u.input_tokens).filter(|t| *t > 0) {
                 if let Some(&(previous, _)) = points.last()
                     && local >= previous + MIN_STEP
@@ -138,6 +152,12 @@ impl Calibration {
                 }
             }
             local += message_tokens(counter, &message) as u64;
+        }
+        if points.is_empty() && !instructions && session.info.format == Format::Codex.name() {
+            return Calibration {
+                system_tokens_estimate: CODEX_PROMPT_TOKENS,
+                ..Self::identity()
+            };
         }
         Self::fit(&points)
     }

@@ -164,6 +164,47 @@ fn without_calibration_counts_stay_local() {
     assert!(f.prompt_tokens_error_mean.unwrap() > 0.2, "{f:?}");
 }
 
+/// A Codex rollout from before September 2025 logs neither prompt sizes
+/// nor Codex's own instructions: every request gets the estimate of them;
+/// one that logs the instructions stays uncalibrated.
+#[test]
+fn an_unlogged_codex_prompt_is_estimated() {
+    use cwl_lab::calibrate::CODEX_PROMPT_TOKENS;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, instructions: serde_json::Value| {
+        let lines = [
+            json!({"id": "b", "timestamp": "2025-06-02T09:15:00.000Z", "instructions": instructions}),
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}),
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]}),
+        ];
+        let path = dir.path().join(name);
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let counter = Estimate;
+    let bare = write("bare.jsonl", serde_json::Value::Null);
+    let calibration = Calibration::measure(Session::open(&bare).unwrap(), &counter);
+    assert_eq!(calibration.system_tokens_estimate, CODEX_PROMPT_TOKENS);
+    assert!(!calibration.from_log);
+    let file = replay_with(
+        Session::open(&bare).unwrap(),
+        "bare.jsonl",
+        &config(1_000_000),
+        calibration,
+        &mut || {},
+    );
+    let none = file.policies[0].stats.summary();
+    assert!(
+        none.tokens_mean > CODEX_PROMPT_TOKENS as f64,
+        "the estimate is in every request: {}",
+        none.tokens_mean
+    );
+    let told = write("told.jsonl", json!("Follow AGENTS.md."));
+    let calibration = Calibration::measure(Session::open(&told).unwrap(), &counter);
+    assert_eq!(calibration, Calibration::identity());
+}
+
 /// The real traces in `shared/traces`, when present: `none` replayed and
 /// calibrated comes within 10% of the logged prompt sizes (calls before
 /// each log's first compaction).

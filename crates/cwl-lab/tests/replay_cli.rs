@@ -280,7 +280,8 @@ fn a_plot_of_long_sessions_stays_small() {
 /// `token_count` events give the client's context window as `window`.
 fn codex_log(dir: &Path, window: u64, calls: usize) -> PathBuf {
     let mut lines = vec![
-        json!({"type": "session_meta", "payload": {"id": "c1", "cwd": "/w"}}),
+        json!({"type": "session_meta", "payload": {"id": "c1", "cwd": "/w",
+            "base_instructions": {"text": "You are Codex."}}}),
         json!({"type": "turn_context", "payload": {"model": "gpt-5-codex"}}),
         json!({"type": "response_item", "payload": {"type": "message", "role": "user",
             "content": [{"type": "input_text", "text": "read every module"}]}}),

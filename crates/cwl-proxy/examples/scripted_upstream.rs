@@ -1,7 +1,8 @@
 //! A scripted model server on loopback for checking `cwl proxy` with real
 //! clients (Claude Code, Codex CLI): it speaks Anthropic Messages and
 //! OpenAI Responses (streaming or not) and drives one long, tool-using
-//! session in each client's own tool shapes. Used by
+//! session in each client's own tool shapes (Codex CLI's `exec_command`,
+//! or the `shell` tool of versions up to about 0.30). Used by
 //! `scripts/real-clients/run.sh`.
 //!
 //! ```sh
@@ -669,6 +670,46 @@ fn patch_lines(text: &str, prefix: char) -> String {
     text.lines().map(|l| format!("{prefix}{l}\n")).collect()
 }
 
+/// The shell tool a Codex CLI request offers: `exec_command` (current
+/// versions) or `shell` with an argument vector (versions up to about
+/// 0.30, which also write their rollouts without the envelope).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CodexShell {
+    Exec,
+    Argv,
+}
+
+impl CodexShell {
+    /// The shell tool among a request's tools, if any.
+    fn offered(tools: &Value) -> Option<CodexShell> {
+        let tools = tools.as_array()?;
+        let has = |name: &str| tools.iter().any(|t| t["name"] == name);
+        if has("exec_command") {
+            Some(CodexShell::Exec)
+        } else if has("shell") {
+            Some(CodexShell::Argv)
+        } else {
+            None
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CodexShell::Exec => "exec_command",
+            CodexShell::Argv => "shell",
+        }
+    }
+
+    /// The call's arguments for a step, in this tool's shape.
+    fn arguments(self, step: &Step) -> Option<Value> {
+        let call = codex_call(step)?;
+        Some(match self {
+            CodexShell::Exec => call,
+            CodexShell::Argv => json!({"command": ["bash", "-lc", call["cmd"]]}),
+        })
+    }
+}
+
 /// Codex CLI's call for a step: `exec_command` with a shell command
 /// (edits as `apply_patch` heredocs, which Codex runs itself).
 fn codex_call(step: &Step) -> Option<Value> {
@@ -769,8 +810,14 @@ fn responses_tokens(body: &Value) -> usize {
     total
 }
 
-/// Whether a Codex command output reports a non-zero exit code.
+/// Whether a Codex command output reports a non-zero exit code: in a
+/// header line, or (the `shell` tool) as JSON `metadata.exit_code`.
 fn failed_exit(output: &str) -> bool {
+    if let Ok(value) = serde_json::from_str::<Value>(output)
+        && let Some(code) = value["metadata"]["exit_code"].as_i64()
+    {
+        return code != 0;
+    }
     output.lines().any(|line| {
         ["Process exited with code ", "Exit code: "]
             .iter()
@@ -1410,10 +1457,9 @@ impl Server {
         let mut tool_error = false;
         let mut recall = None;
         let mut resumed = false;
-        let main = body["tools"]
-            .as_array()
-            .is_some_and(|t| t.iter().any(|t| t["name"] == "exec_command"));
-        let (step, latest_ok) = if main {
+        let shell = CodexShell::offered(&body["tools"]);
+        let main = shell.is_some();
+        let (step, latest_ok) = if let Some(shell) = shell {
             let tail: Vec<String> = input
                 .iter()
                 .rev()
@@ -1460,9 +1506,9 @@ impl Server {
                     .iter()
                     .rev()
                     .find(|item| item["type"] == "function_call");
-                match (codex_call(&self.script[step - 1]), call) {
+                match (shell.arguments(&self.script[step - 1]), call) {
                     (Some(arguments), Some(call)) => {
-                        call["name"] == "exec_command"
+                        call["name"] == shell.name()
                             && call["call_id"] == format!("call_cwl_{:03}", step - 1)
                             && call["arguments"]
                                 .as_str()
@@ -1517,10 +1563,13 @@ impl Server {
                 "call_id": format!("call_cwl_{suffix}"), "name": "recall",
                 "arguments": json!({"episode": id}).to_string(), "status": "completed"}),
             );
-        } else if let Some(arguments) = step.and_then(|s| codex_call(&self.script[s])) {
+        } else if let Some((shell, arguments)) = shell
+            .zip(step)
+            .and_then(|(shell, s)| Some((shell, shell.arguments(&self.script[s])?)))
+        {
             output.push(
                 json!({"type": "function_call", "id": format!("fc_cwl_{suffix}"),
-                "call_id": format!("call_cwl_{suffix}"), "name": "exec_command",
+                "call_id": format!("call_cwl_{suffix}"), "name": shell.name(),
                 "arguments": arguments.to_string(), "status": "completed"}),
             );
         }
@@ -2108,6 +2157,62 @@ mod tests {
             format!("toolu_cwl_{next_edit:03}")
         );
         std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
+    }
+
+    #[test]
+    fn an_older_codex_gets_shell_calls_with_an_argument_vector() {
+        let server = server(1);
+        let tools = json!([{"type": "function", "name": "shell"}, {"type": "function", "name": "view_image"}]);
+        let user = json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "Tidy the inventory package"}]});
+        let body = json!({"model": "gpt-5", "tools": tools, "input": [user]});
+        let reply = server.responses("/v1/responses", body.to_string().as_bytes());
+        let first: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        let call = first["output"]
+            .as_array()
+            .expect("output")
+            .iter()
+            .find(|item| item["type"] == "function_call")
+            .expect("a call")
+            .clone();
+        assert_eq!(call["name"], "shell");
+        assert_eq!(call["call_id"], "call_cwl_000");
+        let cmd = codex_call(&server.script[0]).expect("a command")["cmd"].clone();
+        let arguments: Value =
+            serde_json::from_str(call["arguments"].as_str().expect("arguments")).expect("JSON");
+        assert_eq!(arguments, json!({"command": ["bash", "-lc", cmd]}));
+        let output =
+            json!({"output": "ok\n", "metadata": {"exit_code": 0, "duration_seconds": 0.0}});
+        let body = json!({"model": "gpt-5", "tools": tools, "input": [user, call,
+            {"type": "function_call_output", "call_id": "call_cwl_000", "output": output.to_string()}]});
+        let reply = server.responses("/v1/responses", body.to_string().as_bytes());
+        let next: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        let called: Vec<&Value> = next["output"]
+            .as_array()
+            .expect("output")
+            .iter()
+            .filter(|item| item["type"] == "function_call")
+            .collect();
+        assert_eq!(called.len(), 1);
+        assert_eq!(called[0]["call_id"], "call_cwl_001", "the script goes on");
+        let logged = std::fs::read_to_string(server.log_dir.join("requests.jsonl")).expect("log");
+        let last: Value =
+            serde_json::from_str(logged.lines().last().expect("a line")).expect("JSON");
+        assert_eq!(last["latest_turn_ok"], true);
+        std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
+    }
+
+    #[test]
+    fn exit_codes_are_read_from_headers_and_from_shell_metadata() {
+        assert!(failed_exit("Process exited with code 2\nOutput:\n"));
+        assert!(!failed_exit("Exit code: 0\nOutput:\nok"));
+        assert!(failed_exit(
+            r#"{"output":"boom","metadata":{"exit_code":1}}"#
+        ));
+        assert!(!failed_exit(
+            r#"{"output":"ok","metadata":{"exit_code":0}}"#
+        ));
+        assert!(!failed_exit("plain text"));
     }
 
     #[test]

@@ -153,6 +153,11 @@ fn calibration_line(file: &FileReport) -> String {
             thousands(c.system_tokens_estimate),
             c.token_ratio
         )
+    } else if c.system_tokens_estimate > 0 {
+        format!(
+            "tokens uncalibrated (local counts) + {} estimated for the client's own instructions and tools",
+            thousands(c.system_tokens_estimate)
+        )
     } else {
         "tokens uncalibrated (local counts)".to_string()
     };
