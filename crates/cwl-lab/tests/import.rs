@@ -1095,6 +1095,34 @@ fn claude_code_context_without_a_turn_or_result_is_a_system_message() {
 }
 
 #[test]
+fn claude_code_newer_lines_give_what_the_model_was_sent() {
+    let lines = [
+        r#"{"type":"atis-latch","atis":"","sessionId":"s"}"#,
+        r#"{"type":"user","isSidechain":false,"uuid":"u1","sessionId":"s","message":{"role":"user","content":"hi"}}"#,
+        r#"{"type":"attachment","isSidechain":false,"uuid":"t1","attachment":{"type":"date","date":"2026-11-25"},"rendered":[{"content":"<system-reminder>\nToday's date is 2026-11-25.\n</system-reminder>"}],"renderedRole":"system"}"#,
+        r#"{"type":"attachment","isSidechain":false,"uuid":"t2","attachment":{"type":"prompt_snapshot","systemPrompt":["You are an agent."]}}"#,
+        r#"{"type":"api-request-shape","sessionId":"s","shapeHash":"h","shape":{"system":[{"type":"text","text":"You are an agent."}]}}"#,
+        r#"{"type":"api-request-blob","sessionId":"s","hash":"b","message":{"role":"user","content":[{"type":"text","text":"hi"}]}}"#,
+        r#"{"type":"api-request","sessionId":"s","id":"r1","params":{"model":"c"}}"#,
+        r#"{"type":"assistant","isSidechain":false,"uuid":"a1","message":{"id":"m1","role":"assistant","model":"c","content":[{"type":"text","text":"hello"}]}}"#,
+        r#"{"type":"tools-used","tools":["Bash"],"sessionId":"s"}"#,
+        r#"{"type":"cost-state","sessionId":"s","totalCostUSD":0.1}"#,
+    ];
+    let (_dir, path) = temp_file("s.jsonl", lines.join("\n").as_bytes());
+    assert_eq!(import::detect(&path).unwrap(), Format::ClaudeCode);
+    let imported = run(import::open(&path).unwrap());
+    assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
+    assert_eq!(
+        imported.messages,
+        vec![
+            Message::user("hi\n<system-reminder>\nToday's date is 2026-11-25.\n</system-reminder>"),
+            Message::assistant_text("hello"),
+        ]
+    );
+    assert_eq!(imported.stats.rejected, 0);
+}
+
+#[test]
 fn claude_code_sub_agent_file_is_read_as_a_session() {
     let import = import::open(&fixture("agent.claude.jsonl")).unwrap();
     assert_eq!(import.meta().model.as_deref(), Some("claude-small"));

@@ -3,10 +3,12 @@
 //! user prompt queued while the agent was busy.
 //!
 //! Claude Code renders each kind into user-role text (`<system-reminder>`
-//! blocks) with templates of its own; the importer keeps the logged
-//! content, not the templates, so the token count is close but not exact.
-//! Kinds that are harness state only, or whose text is all template
-//! (plan mode, date changes, hook bookkeeping), are skipped.
+//! blocks) with templates of its own. Newer versions log that text
+//! (`rendered`), which is then taken as it is, whatever the kind; for
+//! older ones the importer keeps the logged content, not the templates,
+//! so the token count is close but not exact, and kinds that are harness
+//! state only, or whose text is all template (plan mode, date changes,
+//! hook bookkeeping), are skipped.
 
 use serde_json::Value;
 
@@ -45,9 +47,27 @@ const CONTEXT_KINDS: &[&str] = &[
 /// Hook events whose success output is shown to the model.
 const PROMPT_HOOKS: &[&str] = &["SessionStart", "UserPromptSubmit", "UserPromptExpansion"];
 
-/// Reads the `attachment` object of an attachment line.
-pub(crate) fn read(attachment: &Value) -> Attachment {
+/// Reads the `attachment` object of an attachment line, and the line's
+/// `rendered` list (what the model was sent), when logged.
+pub(crate) fn read(attachment: &Value, rendered: Option<&Value>) -> Attachment {
     let kind = attachment.get("type").and_then(Value::as_str).unwrap_or("");
+    let rendered = rendered.and_then(Value::as_array).map(|parts| {
+        parts
+            .iter()
+            .filter_map(|part| part.get("content"))
+            .map(text_of)
+            .filter(|text| !text.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    let text = match (kind, rendered) {
+        ("queued_command", _) => String::new(),
+        (_, Some(rendered)) => rendered,
+        _ => String::new(),
+    };
+    if !text.trim().is_empty() {
+        return Attachment::Context(text);
+    }
     let text = match kind {
         "queued_command" => {
             let prompt = attachment.get("prompt").map(text_of).unwrap_or_default();
@@ -169,10 +189,10 @@ mod tests {
     fn a_queued_command_is_a_prompt() {
         let queued =
             json!({"type": "queued_command", "prompt": "also fix b", "commandMode": "prompt"});
-        assert_eq!(read(&queued), Attachment::Prompt("also fix b".into()));
+        assert_eq!(read(&queued, None), Attachment::Prompt("also fix b".into()));
         let blocks =
             json!({"type": "queued_command", "prompt": [{"type": "text", "text": "see this"}]});
-        assert_eq!(read(&blocks), Attachment::Prompt("see this".into()));
+        assert_eq!(read(&blocks, None), Attachment::Prompt("see this".into()));
     }
 
     #[test]
@@ -180,7 +200,7 @@ mod tests {
         let file = json!({"type": "file", "filename": "/p/a.py", "content": {"type": "text",
             "file": {"filePath": "/p/a.py", "content": "x = 1\ny = 2\n", "numLines": 2}}});
         assert_eq!(
-            read(&file),
+            read(&file, None),
             Attachment::Context(
                 "Called the Read tool with the following input: {\"file_path\":\"/p/a.py\"}\nResult of calling the Read tool:\n1\tx = 1\n2\ty = 2".into()
             )
@@ -191,17 +211,20 @@ mod tests {
     fn hook_output_counts_only_where_the_model_sees_it() {
         let context =
             json!({"type": "hook_additional_context", "content": ["use tabs"], "hookName": "h"});
-        assert_eq!(read(&context), Attachment::Context("use tabs".into()));
+        assert_eq!(read(&context, None), Attachment::Context("use tabs".into()));
         let start = json!({"type": "hook_success", "hookEvent": "SessionStart", "hookName": "boot", "content": "ready"});
         assert_eq!(
-            read(&start),
+            read(&start, None),
             Attachment::Context("boot hook success: ready".into())
         );
         let tool = json!({"type": "hook_success", "hookEvent": "PreToolUse", "content": "ok"});
-        assert_eq!(read(&tool), Attachment::Nothing);
-        assert_eq!(read(&json!({"type": "date_change"})), Attachment::Nothing);
+        assert_eq!(read(&tool, None), Attachment::Nothing);
         assert_eq!(
-            read(&json!({"type": "skill_listing", "content": ""})),
+            read(&json!({"type": "date_change"}), None),
+            Attachment::Nothing
+        );
+        assert_eq!(
+            read(&json!({"type": "skill_listing", "content": ""}), None),
             Attachment::Nothing
         );
     }
@@ -211,10 +234,42 @@ mod tests {
         let agents = json!({"type": "agent_listing_delta", "addedTypes": ["Explore"],
             "addedLines": ["- Explore: searches", "- Plan: plans"]});
         assert_eq!(
-            read(&agents),
+            read(&agents, None),
             Attachment::Context("- Explore: searches\n- Plan: plans".into())
         );
         let todos = json!({"type": "todo_reminder", "content": [{"content": "fix a", "status": "pending"}]});
-        assert_eq!(read(&todos), Attachment::Context("fix a".into()));
+        assert_eq!(read(&todos, None), Attachment::Context("fix a".into()));
+    }
+
+    #[test]
+    fn rendered_text_is_what_the_model_saw() {
+        let rendered = json!([{"content": "<system-reminder>\nToday's date is 2026-11-25.\n</system-reminder>"}]);
+        assert_eq!(
+            read(
+                &json!({"type": "date", "date": "2026-11-25"}),
+                Some(&rendered)
+            ),
+            Attachment::Context(
+                "<system-reminder>\nToday's date is 2026-11-25.\n</system-reminder>".into()
+            ),
+            "a kind the importer has no rule for"
+        );
+        let listing = json!({"type": "agent_listing_delta", "addedLines": ["- Explore: searches"]});
+        let shown =
+            json!([{"content": "Available agent types:\n- Explore: searches"}, {"content": ""}]);
+        assert_eq!(
+            read(&listing, Some(&shown)),
+            Attachment::Context("Available agent types:\n- Explore: searches".into()),
+            "the template's text, not only the items"
+        );
+        let queued = json!({"type": "queued_command", "prompt": "also fix b"});
+        let echoed = json!([{"content": "<system-reminder>queued</system-reminder>"}]);
+        assert_eq!(
+            read(&queued, Some(&echoed)),
+            Attachment::Prompt("also fix b".into()),
+            "a queued prompt stays a user turn"
+        );
+        let snapshot = json!({"type": "prompt_snapshot", "systemPrompt": ["You are an agent."]});
+        assert_eq!(read(&snapshot, None), Attachment::Nothing, "not sent");
     }
 }

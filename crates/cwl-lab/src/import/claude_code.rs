@@ -76,6 +76,12 @@ const BOOKKEEPING: &[&str] = &[
     "marble-origami-reset",
     "content-replacement",
     "fork-context-ref",
+    "atis-latch",
+    "api-request",
+    "api-request-blob",
+    "api-request-shape",
+    "tools-used",
+    "cost-state",
 ];
 
 /// The model name Claude Code gives messages it wrote itself.
@@ -93,6 +99,7 @@ struct CcLine {
     message: Option<CcMessage>,
     compact_metadata: Option<CompactMetadata>,
     attachment: Option<Value>,
+    rendered: Option<Value>,
     is_compact_summary: Option<bool>,
 }
 
@@ -250,7 +257,10 @@ impl super::LineParser for Parser {
                 Outcome::Used
             }
             "attachment" => match entry.attachment {
-                Some(attachment) => self.attachment(line, &attachment, timestamp, sink),
+                Some(attachment) => {
+                    let rendered = entry.rendered.as_ref();
+                    self.attachment(line, &attachment, rendered, timestamp, sink)
+                }
                 None => sink.reject(at, "attachment line has no `attachment`; skipped"),
             },
             "assistant" => match entry.message {
@@ -349,10 +359,11 @@ impl Parser {
         &mut self,
         line: u64,
         attachment: &Value,
+        rendered: Option<&Value>,
         timestamp: Option<DateTime<Utc>>,
         sink: &mut Sink,
     ) -> Outcome {
-        match claude_attachment::read(attachment) {
+        match claude_attachment::read(attachment, rendered) {
             Attachment::Nothing => Outcome::Ignored,
             Attachment::Context(_) if self.after_summary => Outcome::Ignored,
             Attachment::Prompt(text) => {
