@@ -20,7 +20,7 @@
 //! fewer than [`MIN_SAMPLES`] steps the ratio is 1 and the overhead comes
 //! from the first call alone; with no logged prompt at all the calibration
 //! is the identity ([`Calibration::from_log`] false), except for a Codex
-//! rollout that logs neither prompt sizes nor the client's instructions
+//! rollout that logs neither prompt sizes nor Codex's own instructions
 //! (those written before September 2025): its overhead is
 //! [`CODEX_PROMPT_TOKENS`].
 //!
@@ -29,8 +29,8 @@
 //! ([`Calibration::local_tokens`]), so comparisons stay fair: a policy that
 //! keeps its local count within that budget sends at most τ provider tokens.
 
+use cwl::TokenCounter;
 use cwl::tokens::{message_tokens, tools_tokens};
-use cwl::{Message, TokenCounter};
 use serde::Serialize;
 
 use crate::import::Format;
@@ -132,14 +132,12 @@ impl Calibration {
         let mut local = tools_tokens(counter, &session.info.tools) as u64;
         let mut points = Vec::new();
         let mut steps = 0usize;
-        let mut instructions = false;
         for event in session.events {
             let (message, usage) = match event {
                 SessionEvent::Compaction => break,
                 SessionEvent::Warning(_) => continue,
                 SessionEvent::Message { message, usage, .. } => (message, usage),
             };
-            instructions |= matches!(message, Message::System { .. });
             if let Some(logged) = usage.map(|u| u.input_tokens).filter(|t| *t > 0) {
                 if let Some(&(previous, _)) = points.last()
                     && local >= previous + MIN_STEP
@@ -153,7 +151,8 @@ impl Calibration {
             }
             local += message_tokens(counter, &message) as u64;
         }
-        if points.is_empty() && !instructions && session.info.format == Format::Codex.name() {
+        let codex = session.info.format == Format::Codex.name();
+        if points.is_empty() && codex && !session.info.client_prompt {
             return Calibration {
                 system_tokens_estimate: CODEX_PROMPT_TOKENS,
                 ..Self::identity()

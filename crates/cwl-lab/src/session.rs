@@ -26,6 +26,9 @@ pub struct SessionInfo {
     pub tools: Vec<ToolSpec>,
     /// Size of the log in bytes, for throughput figures.
     pub bytes: Option<u64>,
+    /// Whether the log records the client's own instructions (see
+    /// [`crate::import::Meta::client_prompt`]).
+    pub client_prompt: bool,
 }
 
 impl SessionInfo {
@@ -87,6 +90,7 @@ impl Session {
                 window: None,
                 tools,
                 bytes: None,
+                client_prompt: false,
             },
             events: Box::new(messages.into_iter().map(|message| SessionEvent::Message {
                 message,
@@ -112,6 +116,7 @@ fn open_with_importer(path: &Path) -> Result<Session, OpenError> {
         window: meta.window.and_then(|window| usize::try_from(window).ok()),
         tools: meta.tools.clone(),
         bytes: std::fs::metadata(path).ok().map(|m| m.len()),
+        client_prompt: meta.client_prompt,
     };
     let events = import.map(|event| match event {
         Event::Message {

@@ -165,15 +165,16 @@ fn without_calibration_counts_stay_local() {
 }
 
 /// A Codex rollout from before September 2025 logs neither prompt sizes
-/// nor Codex's own instructions: every request gets the estimate of them;
-/// one that logs the instructions stays uncalibrated.
+/// nor Codex's own instructions (its `instructions` are the user's):
+/// every request gets the estimate of them; a rollout that logs them
+/// (`base_instructions`) stays uncalibrated.
 #[test]
 fn an_unlogged_codex_prompt_is_estimated() {
     use cwl_lab::calibrate::CODEX_PROMPT_TOKENS;
     let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, instructions: serde_json::Value| {
+    let write = |name: &str, header: serde_json::Value| {
         let lines = [
-            json!({"id": "b", "timestamp": "2025-06-02T09:15:00.000Z", "instructions": instructions}),
+            header,
             json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}),
             json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]}),
         ];
@@ -183,7 +184,10 @@ fn an_unlogged_codex_prompt_is_estimated() {
         path
     };
     let counter = Estimate;
-    let bare = write("bare.jsonl", serde_json::Value::Null);
+    let bare = write(
+        "bare.jsonl",
+        json!({"id": "b", "timestamp": "2025-06-02T09:15:00.000Z", "instructions": "Follow AGENTS.md."}),
+    );
     let calibration = Calibration::measure(Session::open(&bare).unwrap(), &counter);
     assert_eq!(calibration.system_tokens_estimate, CODEX_PROMPT_TOKENS);
     assert!(!calibration.from_log);
@@ -200,7 +204,10 @@ fn an_unlogged_codex_prompt_is_estimated() {
         "the estimate is in every request: {}",
         none.tokens_mean
     );
-    let told = write("told.jsonl", json!("Follow AGENTS.md."));
+    let told = write(
+        "told.jsonl",
+        json!({"type": "session_meta", "payload": {"id": "t", "base_instructions": {"text": "You are Codex."}}}),
+    );
     let calibration = Calibration::measure(Session::open(&told).unwrap(), &counter);
     assert_eq!(calibration, Calibration::identity());
 }

@@ -423,6 +423,7 @@ fn timed(gap_seconds: i64) -> Session {
             window: None,
             tools: Vec::new(),
             bytes: None,
+            client_prompt: false,
         },
         events: Box::new(events.collect::<Vec<_>>().into_iter()),
     }

@@ -60,12 +60,9 @@ pub(crate) fn read(attachment: &Value, rendered: Option<&Value>) -> Attachment {
             .collect::<Vec<_>>()
             .join("\n")
     });
-    let text = match (kind, rendered) {
-        ("queued_command", _) => String::new(),
-        (_, Some(rendered)) => rendered,
-        _ => String::new(),
-    };
-    if !text.trim().is_empty() {
+    if kind != "queued_command"
+        && let Some(text) = rendered.filter(|text| !text.trim().is_empty())
+    {
         return Attachment::Context(text);
     }
     let text = match kind {

@@ -54,7 +54,7 @@ use super::{Event, Meta};
 
 /// Response item types a rollout from before the envelope (Codex CLI up
 /// to about September 2025) writes as whole lines, without `payload`.
-pub(crate) const BARE_ITEMS: &[&str] = &[
+const BARE_ITEMS: &[&str] = &[
     "message",
     "reasoning",
     "function_call",
@@ -171,6 +171,10 @@ pub(crate) fn scan(meta: &mut Meta, line: &Value) -> bool {
             if meta.model.is_none() {
                 meta.model = text("model");
             }
+            meta.client_prompt = payload
+                .and_then(|p| p.pointer("/base_instructions/text"))
+                .and_then(Value::as_str)
+                .is_some_and(|text| !text.is_empty());
             meta.started = text("timestamp")
                 .or_else(|| {
                     line.get("timestamp")

@@ -36,6 +36,11 @@ pub struct Meta {
     /// says (Codex `token_count` `model_context_window`): where the
     /// client's own compaction works from.
     pub window: Option<u64>,
+    /// Whether the log records the client's own instructions (Codex
+    /// `base_instructions`; rollouts from before 2026 hold only the
+    /// user's): without them and without prompt sizes, calibration
+    /// estimates them.
+    pub client_prompt: bool,
 }
 
 impl Meta {
@@ -51,6 +56,7 @@ impl Meta {
             tools: Vec::new(),
             budget: None,
             window: None,
+            client_prompt: false,
         }
     }
 }
