@@ -11,9 +11,10 @@
 # Needs the clients installed outside the project, e.g.
 #   npm install --prefix /tmp/clients @anthropic-ai/claude-code @openai/codex
 # (CLIENTS=/tmp/clients/node_modules/.bin by default; or set CLAUDE / CODEX to
-# the executables: an older Codex CLI such as 0.29.0, which calls its
-# `shell` tool and writes rollouts in the format from before September
-# 2025, runs the same session). Nothing is downloaded here. The clients run with HOME and
+# the executables: older Codex CLIs run the same session through their
+# own shell tools, `shell_command` (0.72.0) or `shell` (0.29.0, which
+# writes rollouts in the format from before September 2025)). Nothing is
+# downloaded here. The clients run with HOME and
 # CODEX_HOME in OUT, so your own configuration is neither read nor changed.
 # Environment: CLAUDE_BUDGET (default 50k: Claude Code's system prompt and
 # tools alone are about 25k tokens), CODEX_BUDGET (default 24k), CWL (a `cwl`

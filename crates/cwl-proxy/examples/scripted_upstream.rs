@@ -2,7 +2,7 @@
 //! clients (Claude Code, Codex CLI): it speaks Anthropic Messages and
 //! OpenAI Responses (streaming or not) and drives one long, tool-using
 //! session in each client's own tool shapes (Codex CLI's `exec_command`,
-//! or the `shell` tool of versions up to about 0.30). Used by
+//! or the `shell_command` or `shell` tool of older versions). Used by
 //! `scripts/real-clients/run.sh`.
 //!
 //! ```sh
@@ -671,11 +671,13 @@ fn patch_lines(text: &str, prefix: char) -> String {
 }
 
 /// The shell tool a Codex CLI request offers: `exec_command` (current
-/// versions) or `shell` with an argument vector (versions up to about
-/// 0.30, which also write their rollouts without the envelope).
+/// versions), `shell_command` with a command line (versions about 0.60 to
+/// 0.100) or `shell` with an argument vector (versions up to about 0.30,
+/// which also write their rollouts without the envelope).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CodexShell {
     Exec,
+    Command,
     Argv,
 }
 
@@ -686,6 +688,8 @@ impl CodexShell {
         let has = |name: &str| tools.iter().any(|t| t["name"] == name);
         if has("exec_command") {
             Some(CodexShell::Exec)
+        } else if has("shell_command") {
+            Some(CodexShell::Command)
         } else if has("shell") {
             Some(CodexShell::Argv)
         } else {
@@ -696,6 +700,7 @@ impl CodexShell {
     fn name(self) -> &'static str {
         match self {
             CodexShell::Exec => "exec_command",
+            CodexShell::Command => "shell_command",
             CodexShell::Argv => "shell",
         }
     }
@@ -705,6 +710,7 @@ impl CodexShell {
         let call = codex_call(step)?;
         Some(match self {
             CodexShell::Exec => call,
+            CodexShell::Command => json!({"command": call["cmd"]}),
             CodexShell::Argv => json!({"command": ["bash", "-lc", call["cmd"]]}),
         })
     }
@@ -2200,6 +2206,30 @@ mod tests {
             serde_json::from_str(logged.lines().last().expect("a line")).expect("JSON");
         assert_eq!(last["latest_turn_ok"], true);
         std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
+    }
+
+    #[test]
+    fn each_codex_shell_tool_gets_its_own_argument_shape() {
+        let step = Step::Read("src/inventory/orders.py".into());
+        let cmd = json!("cat -n src/inventory/orders.py");
+        let offered = |names: &[&str]| {
+            let tools: Vec<Value> = names
+                .iter()
+                .map(|n| json!({"type": "function", "name": n}))
+                .collect();
+            CodexShell::offered(&json!(tools))
+        };
+        let exec = offered(&["exec_command", "shell", "apply_patch"]).expect("a shell");
+        assert_eq!(exec.arguments(&step), Some(json!({"cmd": cmd})));
+        let command = offered(&["shell_command", "apply_patch"]).expect("a shell");
+        assert_eq!(command.name(), "shell_command");
+        assert_eq!(command.arguments(&step), Some(json!({"command": cmd})));
+        let argv = offered(&["shell", "view_image"]).expect("a shell");
+        assert_eq!(
+            argv.arguments(&step),
+            Some(json!({"command": ["bash", "-lc", cmd]}))
+        );
+        assert_eq!(offered(&["view_image"]), None, "a side request");
     }
 
     #[test]
