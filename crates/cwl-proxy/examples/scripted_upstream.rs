@@ -1569,9 +1569,8 @@ impl Server {
                 "call_id": format!("call_cwl_{suffix}"), "name": "recall",
                 "arguments": json!({"episode": id}).to_string(), "status": "completed"}),
             );
-        } else if let Some((shell, arguments)) = shell
-            .zip(step)
-            .and_then(|(shell, s)| Some((shell, shell.arguments(&self.script[s])?)))
+        } else if let (Some(shell), Some(step)) = (shell, step)
+            && let Some(arguments) = shell.arguments(&self.script[step])
         {
             output.push(
                 json!({"type": "function_call", "id": format!("fc_cwl_{suffix}"),

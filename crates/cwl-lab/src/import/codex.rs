@@ -231,22 +231,7 @@ impl super::LineParser for Parser {
         let timestamp = time_or_warn(entry.timestamp.as_deref(), at, sink);
         match kind {
             "session_meta" => match serde_json::from_str::<SessionMeta>(payload) {
-                Ok(meta) => {
-                    if self.model.is_none() {
-                        self.model = meta.model;
-                    }
-                    let text = meta
-                        .base_instructions
-                        .and_then(|b| b.text)
-                        .or(meta.instructions);
-                    if let Some(text) = text.filter(|t| !t.is_empty())
-                        && !self.instructions_sent
-                    {
-                        self.instructions_sent = true;
-                        sink.message(at, Message::system(text), timestamp);
-                    }
-                    Outcome::Used
-                }
+                Ok(meta) => self.session_meta(at, meta, timestamp, sink),
                 Err(e) => sink.reject(at, format!("session_meta payload: {e}; skipped")),
             },
             "world_state" | "token_usage_record" => Outcome::Ignored,
@@ -322,14 +307,35 @@ impl Parser {
         if !is_bare_header(&fields) {
             return sink.reject(at, "line has no `type`; skipped");
         }
-        let instructions = fields.get("instructions").and_then(Value::as_str);
-        if let Some(text) = instructions.filter(|t| !t.is_empty())
+        let timestamp = fields.get("timestamp").and_then(Value::as_str);
+        let timestamp = time_or_warn(timestamp, at, sink);
+        match serde_json::from_value::<SessionMeta>(Value::Object(fields)) {
+            Ok(meta) => self.session_meta(at, meta, timestamp, sink),
+            Err(e) => sink.reject(at, format!("session header: {e}; skipped")),
+        }
+    }
+
+    /// The session's header: its model, and the instructions it logs,
+    /// sent once as the first system message.
+    fn session_meta(
+        &mut self,
+        at: Option<u64>,
+        meta: SessionMeta,
+        timestamp: Option<DateTime<Utc>>,
+        sink: &mut Sink,
+    ) -> Outcome {
+        if self.model.is_none() {
+            self.model = meta.model;
+        }
+        let text = meta
+            .base_instructions
+            .and_then(|b| b.text)
+            .or(meta.instructions);
+        if let Some(text) = text.filter(|t| !t.is_empty())
             && !self.instructions_sent
         {
             self.instructions_sent = true;
-            let timestamp = fields.get("timestamp").and_then(Value::as_str);
-            let timestamp = time_or_warn(timestamp, at, sink);
-            sink.message(at, Message::system(text.to_string()), timestamp);
+            sink.message(at, Message::system(text), timestamp);
         }
         Outcome::Used
     }
