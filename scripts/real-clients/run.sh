@@ -26,7 +26,11 @@
 # follows), RUNS (default "claude-direct claude-proxy codex-direct
 # codex-proxy": the runs to make), TIMEOUT (seconds per client run; default
 # 900 a round), CODEX_AUTO_COMPACT (Codex's model_auto_compact_token_limit;
-# unset: its default). Claude Code 2.1.197 does not compact a 12-round
+# unset: its default), PROMPTS (1: every round after the first waits for
+# its own prompt, "Go on with round N.", sent by resuming the session:
+# `claude -p --continue`, `codex exec resume --last`; a log then holds one
+# user turn a round, as a person's session does; SCRIPTED_PROMPTS of the
+# scripted upstream). Claude Code 2.1.197 does not compact a 12-round
 # session by itself (its window for claude-sonnet-4-5 is over 490k tokens);
 # its own CLAUDE_CODE_AUTO_COMPACT_WINDOW (e.g. 160000) passes through and
 # makes it.
@@ -70,7 +74,7 @@ run() {
   local repo=$dir/repo
   init_repo "$repo"
 
-  SCRIPTED_ROUNDS=$ROUNDS "$UPSTREAM" serve --listen 127.0.0.1:0 --repo "$repo" --log-dir "$dir/upstream" > "$dir/upstream.out" 2>&1 &
+  SCRIPTED_ROUNDS=$ROUNDS SCRIPTED_PROMPTS=${PROMPTS:-0} "$UPSTREAM" serve --listen 127.0.0.1:0 --repo "$repo" --log-dir "$dir/upstream" > "$dir/upstream.out" 2>&1 &
   local upstream_pid=$!
   PIDS+=("$upstream_pid")
   local upstream_url base proxy_pid= tap_pid=
@@ -92,13 +96,22 @@ run() {
     echo "$budget" > "$dir/budget.txt"
   fi
 
-  local rc=0
+  local rc=0 prompts=("$PROMPT") round
+  if [ "${PROMPTS:-0}" = 1 ]; then
+    for ((round = 2; round <= ROUNDS; round++)); do prompts+=("Go on with round $round."); done
+  fi
   if [ "$client" = claude ]; then
-    (cd "$repo" && HOME=$dir/home IS_SANDBOX=1 ANTHROPIC_BASE_URL=$base ANTHROPIC_API_KEY=sk-ant-dummy \
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 \
-      timeout "$TIMEOUT" "$CLAUDE" -p "$PROMPT" --dangerously-skip-permissions --model claude-sonnet-4-5 \
-      < /dev/null > "$dir/client.out" 2> "$dir/client.err") || rc=$?
-    find "$dir/home/.claude/projects" -name '*.jsonl' -exec cp {} "$dir/claude-session.jsonl" \;
+    for round in "${!prompts[@]}"; do
+      [ "$rc" = 0 ] || break
+      local resume=()
+      [ "$round" = 0 ] || resume=(--continue)
+      (cd "$repo" && HOME=$dir/home IS_SANDBOX=1 ANTHROPIC_BASE_URL=$base ANTHROPIC_API_KEY=sk-ant-dummy \
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 \
+        timeout "$TIMEOUT" "$CLAUDE" -p "${prompts[$round]}" "${resume[@]}" --dangerously-skip-permissions \
+        --model claude-sonnet-4-5 < /dev/null >> "$dir/client.out" 2>> "$dir/client.err") || rc=$?
+    done
+    # The newest log: a resumed session may be written to a file of its own.
+    ls -t "$dir"/home/.claude/projects/*/*.jsonl | head -1 | xargs -I{} cp {} "$dir/claude-session.jsonl"
   else
     mkdir -p "$dir/codex-home"
     cat > "$dir/codex-home/config.toml" <<TOML
@@ -114,10 +127,16 @@ TOML
     if [ -n "${CODEX_AUTO_COMPACT:-}" ]; then
       sed -i "1i model_auto_compact_token_limit = $CODEX_AUTO_COMPACT" "$dir/codex-home/config.toml"
     fi
-    (cd "$repo" && HOME=$dir/home CODEX_HOME=$dir/codex-home OPENAI_API_KEY=sk-dummy \
-      timeout "$TIMEOUT" "$CODEX" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "$PROMPT" \
-      < /dev/null > "$dir/client.out" 2> "$dir/client.err") || rc=$?
-    find "$dir/codex-home/sessions" -name 'rollout-*.jsonl' -exec cp {} "$dir/codex-rollout.jsonl" \;
+    for round in "${!prompts[@]}"; do
+      [ "$rc" = 0 ] || break
+      local resume=()
+      [ "$round" = 0 ] || resume=(resume --last)
+      (cd "$repo" && HOME=$dir/home CODEX_HOME=$dir/codex-home OPENAI_API_KEY=sk-dummy \
+        timeout "$TIMEOUT" "$CODEX" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox \
+        "${resume[@]}" "${prompts[$round]}" < /dev/null >> "$dir/client.out" 2>> "$dir/client.err") || rc=$?
+    done
+    find "$dir/codex-home/sessions" -name 'rollout-*.jsonl' -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2- \
+      | xargs -I{} cp {} "$dir/codex-rollout.jsonl"
   fi
   echo "$rc" > "$dir/client.rc"
   kill "$upstream_pid" ${proxy_pid:+"$proxy_pid"} ${tap_pid:+"$tap_pid"} 2>/dev/null || true

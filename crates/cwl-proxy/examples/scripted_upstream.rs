@@ -38,7 +38,11 @@
 //! greps, shows a log slice, looks up a record quoted from a round long
 //! before, edits two parsers of one module, compiles, tests, diffs, now
 //! and then notes the round in the README), about 16 model calls a round,
-//! before the final answer;
+//! before the final answer. With `SCRIPTED_PROMPTS=1` as well, each round
+//! after the first waits for its own user prompt (`Go on with round N.`):
+//! the request that would start it is answered with a short end-of-turn
+//! text instead, so a client resumed with that prompt writes one log with
+//! a user turn a round, as a person's session has;
 //! `check-edits DIR` (same environment) checks that every scripted edit
 //! is in the repository. Long sessions make clients compact: a request
 //! asking for a summary (Claude Code's summarising prompt, or a Codex
@@ -314,6 +318,36 @@ fn script(rounds: usize) -> Vec<Step> {
 /// Most rounds a session may have: keeps every step id below 1000 and
 /// every (module, record kind) a round edits distinct.
 const MAX_ROUNDS: usize = 40;
+
+/// The step each round from the second starts at, with the round.
+fn round_starts(rounds: usize) -> Vec<(usize, usize)> {
+    // The first round's steps, without the final answer.
+    let mut start = script(1).len() - 1;
+    (2..=rounds)
+        .map(|round| {
+            let at = (start, round);
+            start += round_steps(round).len();
+            at
+        })
+        .collect()
+}
+
+/// The prompt that starts round `round` when rounds wait for prompts
+/// (`SCRIPTED_PROMPTS=1`): what `scripts/real-clients/run.sh` sends.
+fn round_prompt(round: usize) -> String {
+    format!("{ROUND_PROMPT}{round}.")
+}
+
+/// What the session answers when round `round` waits for its prompt.
+fn round_done(round: usize) -> String {
+    format!(
+        "Round {} is done; round {round} comes next when you ask for it.",
+        round - 1
+    )
+}
+
+/// How every round prompt begins.
+const ROUND_PROMPT: &str = "Go on with round ";
 
 /// Lines of the events log a round shows.
 const SLICE_LINES: usize = 60;
@@ -880,6 +914,9 @@ struct Server {
     seq: AtomicUsize,
     /// Whether to plan folds and call `recall` (`SCRIPTED_RECALL=1`).
     recall: bool,
+    /// Per round from the second, the step it starts at, when each round
+    /// waits for its own prompt (`SCRIPTED_PROMPTS=1`); empty otherwise.
+    prompted_rounds: Vec<(usize, usize)>,
     /// The furthest step any request asked for: where a request that holds
     /// no result of this server's calls (after a client's compaction)
     /// resumes.
@@ -1130,6 +1167,15 @@ impl Server {
         }
     }
 
+    /// The round that `step` starts when the request (`raw`) has not yet
+    /// been given that round's prompt: the session then ends its turn and
+    /// waits for it (`SCRIPTED_PROMPTS=1`).
+    fn awaits_prompt(&self, step: usize, raw: &[u8]) -> Option<usize> {
+        let &(_, round) = self.prompted_rounds.iter().find(|(at, _)| *at == step)?;
+        let text = String::from_utf8_lossy(raw);
+        (!text.contains(&round_prompt(round))).then_some(round)
+    }
+
     /// Records that a request asked for `step`; returns it.
     fn advance(&self, step: usize) -> usize {
         self.progress.fetch_max(step, Ordering::SeqCst);
@@ -1344,9 +1390,14 @@ impl Server {
                 (self.recall && !called).then(|| folded_id(&String::from_utf8_lossy(raw)))??;
             Some((step, id))
         });
+        let pause = step.and_then(|step| self.awaits_prompt(step, raw));
         let mut content = Vec::new();
         let stop_reason;
         match step {
+            Some(_) if let Some(round) = pause => {
+                content.push(json!({"type": "text", "text": round_done(round)}));
+                stop_reason = "end_turn";
+            }
             Some(step) if rereads.is_some() => {
                 let Step::Edit(path, _, _) = &self.script[step] else {
                     unreachable!("checked")
@@ -1396,6 +1447,7 @@ impl Server {
         }
         // Claude Code joins the blocks of responses with the same id.
         let id = match (&asks_recall, rereads) {
+            _ if pause.is_some() => format!("msg_cwl_pause_{:03}", step.unwrap_or(999)),
             (_, Some(step)) => format!("msg_cwl_reread_{step:03}"),
             (Some((step, _)), None) => format!("msg_cwl_recall_{step:03}"),
             (None, None) => format!("msg_cwl_{:03}", step.unwrap_or(999)),
@@ -1424,8 +1476,14 @@ impl Server {
         // A compaction: the remote endpoint, or the history of calls
         // followed by a user message (the summarising prompt).
         let remote = path.contains("/compact");
+        let prompted = input
+            .iter()
+            .rev()
+            .take_while(|item| item["type"] == "message")
+            .any(|item| item["role"] == "user" && text_of(&item["content"]).contains(ROUND_PROMPT));
         let compacting = remote
             || (latest.is_some()
+                && !prompted
                 && input
                     .last()
                     .is_some_and(|item| item["type"] == "message" && item["role"] == "user"));
@@ -1540,6 +1598,15 @@ impl Server {
                 .any(|item| item["type"] == "function_call" && item["name"] == "recall");
             (self.recall && !called).then(|| folded_id(&String::from_utf8_lossy(raw)))?
         });
+        let pause = step.and_then(|step| self.awaits_prompt(step, raw));
+        if let (Some(step), Some(round)) = (step, pause) {
+            let output = vec![
+                json!({"type": "message", "id": format!("msg_cwl_pause_{step:03}"),
+                "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": round_done(round), "annotations": []}]}),
+            ];
+            return responses_reply(&body, format!("resp_cwl_pause_{step:03}"), output, tokens);
+        }
         let suffix = match (step, &asks_recall) {
             (Some(s), Some(_)) => format!("recall_{s:03}"),
             (Some(s), None) => format!("{s:03}"),
@@ -1944,6 +2011,11 @@ async fn main() -> Result<(), String> {
                 script,
                 seq: AtomicUsize::new(0),
                 recall: std::env::var("SCRIPTED_RECALL").is_ok_and(|v| v == "1"),
+                prompted_rounds: if std::env::var("SCRIPTED_PROMPTS").is_ok_and(|v| v == "1") {
+                    round_starts(rounds)
+                } else {
+                    Vec::new()
+                },
                 progress: AtomicUsize::new(0),
                 compactions: AtomicUsize::new(0),
                 touched: std::sync::Mutex::new(None),
@@ -2045,12 +2117,16 @@ mod tests {
     }
 
     fn server(rounds: usize) -> Server {
+        // Tests run in parallel: each server logs to a folder of its own.
+        static SERVERS: AtomicUsize = AtomicUsize::new(0);
+        let n = SERVERS.fetch_add(1, Ordering::SeqCst);
         Server {
             repo: PathBuf::from("/repo"),
-            log_dir: temp_dir(&format!("log-{rounds}")),
+            log_dir: temp_dir(&format!("log-{rounds}-{n}")),
             script: script(rounds),
             seq: AtomicUsize::new(0),
             recall: false,
+            prompted_rounds: Vec::new(),
             progress: AtomicUsize::new(0),
             compactions: AtomicUsize::new(0),
             touched: std::sync::Mutex::new(None),
@@ -2161,6 +2237,52 @@ mod tests {
             then["content"][2]["id"],
             format!("toolu_cwl_{next_edit:03}")
         );
+        std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
+    }
+
+    #[test]
+    fn each_round_waits_for_its_prompt_when_asked_to() {
+        let server = Server {
+            prompted_rounds: round_starts(3),
+            ..server(3)
+        };
+        let (start, round) = server.prompted_rounds[0];
+        assert_eq!(round, 2);
+        assert!(matches!(server.script[start - 1], Step::Shell(..)));
+        let paused = reply(&server, claude_request(json!([result(start - 1)])));
+        assert_eq!(paused["stop_reason"], "end_turn");
+        assert_eq!(paused["content"][0]["text"], round_done(2));
+        assert_eq!(paused["id"], format!("msg_cwl_pause_{start:03}"));
+        let prompt = json!({"role": "user", "content": round_prompt(2)});
+        let history =
+            json!([result(start - 1), {"role": "assistant", "content": paused["content"]}, prompt]);
+        let next = reply(&server, claude_request(history));
+        assert_eq!(next["content"][2]["id"], format!("toolu_cwl_{start:03}"));
+        // Codex: the prompt after the pause is not a compaction request.
+        let tools = json!([{"type": "function", "name": "exec_command"}]);
+        let output = json!({"type": "function_call_output",
+            "call_id": format!("call_cwl_{:03}", start - 1), "output": "Process exited with code 0"});
+        let body = json!({"model": "gpt-5", "tools": tools, "input": [output]});
+        let reply = server.responses("/v1/responses", body.to_string().as_bytes());
+        let paused: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        assert_eq!(paused["output"][0]["content"][0]["text"], round_done(2));
+        assert_eq!(paused["output"].as_array().map(Vec::len), Some(1));
+        let prompt = json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": round_prompt(2)}]});
+        let body = json!({"model": "gpt-5", "tools": tools,
+            "input": [output, paused["output"][0], prompt]});
+        let reply = server.responses("/v1/responses", body.to_string().as_bytes());
+        let next: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        let call = next["output"]
+            .as_array()
+            .expect("output")
+            .iter()
+            .find(|item| item["type"] == "function_call")
+            .expect("the round's first call")
+            .clone();
+        assert_eq!(call["call_id"], format!("call_cwl_{start:03}"));
+        let log = std::fs::read_to_string(server.log_dir.join("requests.jsonl")).expect("a log");
+        assert!(!log.contains("\"kind\":\"compaction\""), "{log}");
         std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
     }
 
