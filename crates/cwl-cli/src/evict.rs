@@ -50,6 +50,11 @@ pub struct EvictArgs {
     /// stubbed before anything else; `off` keeps the paper's order.
     #[arg(long, value_name = "SHARE|off", default_value = "100%", value_parser = parse_residue_cap)]
     restated: ResidueCap,
+    /// Unannotated answers between episodes (text without tool use) may
+    /// take this share of the budget before the oldest go first; `off`
+    /// keeps them until the acts are gone (the paper).
+    #[arg(long, value_name = "SHARE|off", default_value = "15%", value_parser = parse_residue_cap)]
+    answer_share: ResidueCap,
     /// `stub`: before removing anything, old acts are reduced to their calls
     /// (tool outputs stubbed, text beside the calls dropped), oldest first,
     /// and old episodes then go least recently used first; `keep`: the
@@ -147,6 +152,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
         .keep_recent(args.keep_recent.0)
         .superseded(args.superseded.0)
         .restated(args.restated.0)
+        .answer_share(args.answer_share.0)
         .stub_act_outputs(args.act_outputs.stubbed());
     for (name, class) in &args.classes {
         config.classes.set(name, *class);

@@ -199,6 +199,9 @@ pub struct ReplayArgs {
     /// cwl: a tool output of more than 768 tokens at least this share of whose lines a later output in the view repeats (a file read again after an edit, log lines a later search shows) is stubbed before anything else (1 or 100%: every line), or `off` (the paper's order).
     #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().restated))]
     pub restated: cwl::ResidueCap,
+    /// cwl: unannotated answers between episodes (text without tool use) may take this share of the budget (0.15 or 15%) before the oldest go first, or `off` (the paper: kept until the acts are exhausted).
+    #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().answer_share))]
+    pub answer_share: cwl::ResidueCap,
     /// cwl: `stub` reduces old acts to their calls (tool outputs stubbed, text beside the calls dropped), oldest first, before anything is removed, and then takes old episodes least recently used first (the longest since the model last named something they hold); `keep` is the paper's order.
     #[arg(long, value_name = "stub|keep", default_value_t = cwl::ActOutputs::of(cwl::Config::default().stub_act_outputs))]
     pub act_outputs: cwl::ActOutputs,
@@ -313,6 +316,7 @@ impl ReplayArgs {
                 keep_recent: self.keep_recent.0,
                 superseded: self.superseded.0,
                 restated: self.restated.0,
+                answer_share: self.answer_share.0,
                 stub_act_outputs: self.act_outputs.stubbed(),
             },
             pricing: Arc::new(pricing),

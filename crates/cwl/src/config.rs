@@ -33,6 +33,10 @@ pub const DEFAULT_SUPERSEDED: f64 = 0.5;
 /// of them, so the stub loses nothing the view does not still show.
 pub const DEFAULT_RESTATED: f64 = 1.0;
 
+/// Default share of τ that unannotated answers between episodes may take
+/// ([`Config::answer_share`]).
+pub const DEFAULT_ANSWER_SHARE: f64 = 0.15;
+
 /// Fewest tokens a restated output must hold to be stubbed
 /// ([`Config::restated`]). Smaller ones freed too little to matter and
 /// moved the next passes onto other content (measured on the lab's
@@ -226,6 +230,15 @@ pub struct Config {
     /// existed unchanged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restated: Option<Share>,
+    /// The share of τ that unannotated stretches of text and reasoning
+    /// alone (an agent's answers between episodes, no tool use) may take:
+    /// past it the oldest go first, down to half of it. The paper keeps
+    /// unannotated content until the acts are exhausted, as exploration
+    /// with unknown dependents; these explored nothing, and would otherwise
+    /// pile up for the whole session. `None` keeps them (the paper; and
+    /// configs saved before it existed restore unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_share: Option<Share>,
     /// Before any episode is removed, old acts are reduced to their calls
     /// (tool outputs such as test runs become a short stub, the text and
     /// reasoning beside the calls go), oldest first; a reduced act no
@@ -251,6 +264,7 @@ impl Default for Config {
             keep_recent: Some(Share(DEFAULT_KEEP_RECENT)),
             superseded: Some(Share(DEFAULT_SUPERSEDED)),
             restated: Some(Share(DEFAULT_RESTATED)),
+            answer_share: Some(Share(DEFAULT_ANSWER_SHARE)),
             stub_act_outputs: true,
             classes: ToolClasses::default(),
         }
@@ -276,6 +290,7 @@ impl Config {
             keep_recent: None,
             superseded: None,
             restated: None,
+            answer_share: None,
             stub_act_outputs: false,
             classes: ToolClasses::default(),
         }
@@ -313,6 +328,11 @@ impl Config {
         self
     }
 
+    /// Sets the share unannotated answers may take (`None`: uncapped).
+    pub fn answer_share(mut self, share: Option<Share>) -> Self {
+        self.answer_share = share;
+        self
+    }
     /// Sets whether old acts' outputs are stubbed before any removal.
     pub fn stub_act_outputs(mut self, on: bool) -> Self {
         self.stub_act_outputs = on;
@@ -333,6 +353,11 @@ impl Config {
     /// Tokens residues may take, if capped.
     pub fn residue_cap(&self) -> Option<usize> {
         self.residue_share.map(|share| share.of(self.budget))
+    }
+
+    /// Tokens unannotated answers may take, if capped.
+    pub fn answer_cap(&self) -> Option<usize> {
+        self.answer_share.map(|share| share.of(self.budget))
     }
 }
 
@@ -367,8 +392,10 @@ mod tests {
         let config = Config::with_budget(80_000);
         assert_eq!(config.floor(), 64_000);
         assert_eq!(config.residue_cap(), Some(12_000));
+        assert_eq!(config.answer_cap(), Some(12_000));
         let paper = Config::paper(80_000);
         assert_eq!(paper.floor(), 80_000);
         assert_eq!(paper.residue_cap(), None);
+        assert_eq!(paper.answer_cap(), None);
     }
 }

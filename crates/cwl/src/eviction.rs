@@ -64,6 +64,7 @@ impl Context {
         };
         let mut reported: std::collections::HashMap<EpisodeId, usize> = Default::default();
         let mut residues_grew = true;
+        let mut text_cap = self.config.answer_cap();
         loop {
             if residues_grew && let Some((seq, count)) = self.fold_residues() {
                 earliest(&mut changed, seq);
@@ -78,9 +79,13 @@ impl Context {
                 push_level(&mut report, &mut reported, &self.graph, owner, removed);
                 continue;
             }
-            let candidates =
-                self.graph
-                    .candidates_with_recent(recent, &self.repeats, &self.uses, stub);
+            let candidates = self.graph.candidates_with_recent(
+                recent,
+                &self.repeats,
+                &self.uses,
+                stub,
+                text_cap,
+            );
             let target = if floor_reached {
                 changed.and_then(|seq| evictor.after_floor(candidates, seq))
             } else {
@@ -89,6 +94,11 @@ impl Context {
             let Some(target) = target else {
                 break;
             };
+            if self.graph.is_loose_text(target) {
+                // Trimmed once past the cap, then down to half of it, so the
+                // front of the prompt changes in rare batches.
+                text_cap = self.config.answer_cap().map(|cap| cap / 2);
+            }
             let episode = self.graph.episode(target);
             let levels = evictor.levels(episode.kind());
             let Some(level) = self.graph.next_level(target, levels, stub) else {

@@ -55,6 +55,9 @@ impl Evictor for PaperOrder {
 
     fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId> {
         let old = |id: &EpisodeId| candidates.is_old(*id);
+        if let Some(text) = candidates.text_over_cap() {
+            return Some(text);
+        }
         if candidates.reduces_acts() {
             return candidates
                 .oldest_fresh_act()
@@ -115,8 +118,8 @@ impl Evictor for OldestFirst {
 
     fn select(&self, candidates: Candidates<'_>) -> Option<EpisodeId> {
         candidates
-            .oldest()
-            .filter(|id| candidates.is_old(*id))
+            .text_over_cap()
+            .or_else(|| candidates.oldest().filter(|id| candidates.is_old(*id)))
             .or_else(|| candidates.oldest())
     }
 

@@ -157,6 +157,14 @@ pub struct Episode {
 }
 
 impl Episode {
+    /// Whether it holds tool use (calls or their results): something an
+    /// act may depend on. An unannotated segment of text and reasoning
+    /// alone (an agent's answer between episodes) explored nothing.
+    pub(crate) fn explores(&self) -> bool {
+        self.contents
+            .is_none_or(|held| held & (HOLDS_RESULTS | HOLDS_BULK | HOLDS_INTERMEDIATE) != 0)
+    }
+
     /// The episode's name (unannotated segments get a generated one).
     pub fn name(&self) -> &str {
         &self.name
@@ -264,6 +272,9 @@ pub struct Candidates<'a> {
     repeats: Option<&'a Repeats>,
     uses: Option<&'a Uses>,
     stub_outputs: bool,
+    /// Tokens the unannotated segments of text alone may hold before the
+    /// oldest goes first (`None`: no cap; [`crate::Config::answer_share`]).
+    text_cap: Option<usize>,
 }
 
 impl Candidates<'_> {
@@ -282,6 +293,24 @@ impl Candidates<'_> {
     /// later (0 when unknown). See [`crate::Config::stub_act_outputs`].
     pub fn last_use(&self, id: EpisodeId) -> u64 {
         self.uses.map_or(0, |uses| uses.clock(id))
+    }
+
+    /// The oldest closed unannotated segment of text and reasoning alone,
+    /// once such segments hold more than their cap
+    /// ([`crate::Config::answer_share`]).
+    pub fn text_over_cap(&self) -> Option<EpisodeId> {
+        let cap = self.text_cap?;
+        let graph = self.graph;
+        let mut text = graph
+            .gaps
+            .iter()
+            .copied()
+            .filter(|&id| !graph.episode(id).explores());
+        let held: usize = text.clone().map(|id| graph.episode(id).tokens).sum();
+        if held <= cap {
+            return None;
+        }
+        text.find(|&id| self.settled(id))
     }
 
     /// The oldest candidate act.
@@ -400,6 +429,12 @@ impl Candidates<'_> {
 }
 
 impl Graph {
+    /// Whether `id` is a closed unannotated segment of text and reasoning
+    /// alone ([`Candidates::text_over_cap`]).
+    pub(crate) fn is_loose_text(&self, id: EpisodeId) -> bool {
+        self.gaps.contains(&id) && !self.episode(id).explores()
+    }
+
     /// All episodes, oldest first.
     pub fn episodes(&self) -> &[Episode] {
         &self.episodes
@@ -440,6 +475,7 @@ impl Graph {
             repeats: None,
             uses: None,
             stub_outputs: false,
+            text_cap: None,
         }
     }
 
@@ -451,6 +487,7 @@ impl Graph {
         repeats: &'a Repeats,
         uses: &'a Uses,
         stub_outputs: bool,
+        text_cap: Option<usize>,
     ) -> Candidates<'a> {
         Candidates {
             graph: self,
@@ -459,6 +496,7 @@ impl Graph {
             repeats: Some(repeats),
             uses: Some(uses),
             stub_outputs,
+            text_cap,
         }
     }
 
@@ -474,6 +512,7 @@ impl Graph {
             repeats: None,
             uses: None,
             stub_outputs: false,
+            text_cap: None,
         };
         now.oldest().is_none() && (later.oldest().is_some() || self.gap.is_some())
     }

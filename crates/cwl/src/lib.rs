@@ -62,9 +62,9 @@ pub use budget::{Budget, BudgetError};
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use classes::{ToolClass, ToolClasses};
 pub use config::{
-    ActOutputs, ActOutputsError, Config, DEFAULT_BUDGET, DEFAULT_KEEP_RECENT, DEFAULT_LOW_WATER,
-    DEFAULT_RESIDUE_SHARE, DEFAULT_RESTATED, DEFAULT_SUPERSEDED, RESTATED_MIN_TOKENS, ResidueCap,
-    SMALL_TOKENS, Share, ShareError,
+    ActOutputs, ActOutputsError, Config, DEFAULT_ANSWER_SHARE, DEFAULT_BUDGET, DEFAULT_KEEP_RECENT,
+    DEFAULT_LOW_WATER, DEFAULT_RESIDUE_SHARE, DEFAULT_RESTATED, DEFAULT_SUPERSEDED,
+    RESTATED_MIN_TOKENS, ResidueCap, SMALL_TOKENS, Share, ShareError,
 };
 pub use context::{Accepted, Context, DelimiterOutcome, Source, TranscriptError};
 pub use evictor::{Evictor, OldestFirst, PaperOrder};

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use common::{Script, bulk, counter, has_output, recount, texts, validate};
 use cwl::{
-    Checkpoint, Config, Context, DelimiterError, Message, OldestFirst, PaperOrder, RecallError,
-    Share, TranscriptStore, delimiter_spec, recall_spec,
+    Checkpoint, Config, Context, DelimiterError, EpisodeKind, Message, OldestFirst, PaperOrder,
+    RecallError, Share, TranscriptStore, delimiter_spec, recall_spec,
 };
 use serde_json::json;
 
@@ -1231,4 +1231,77 @@ fn an_expl_without_small_outputs_goes_from_stubs_to_removal() {
             .iter()
             .any(|t| t.contains("[evicted expl episode `look`"))
     );
+}
+
+/// A session of `tasks` tasks, each a look, an edit and then an answer of
+/// about 400 tokens outside any episode; the first answer is followed by
+/// an unannotated read.
+fn answered_tasks(tasks: usize) -> Vec<Message> {
+    let mut script = Script::new();
+    for task in 0..tasks {
+        let expl = format!("e{task}");
+        script
+            .user(&format!("task {task}"))
+            .start_expl(&expl)
+            .tool("grep", &bulk(50))
+            .end_expl("looked")
+            .start_act(&format!("a{task}"), &[&expl])
+            .tool("edit", &bulk(50))
+            .end_act()
+            .say(&format!("answer {task}: {}", bulk(400)));
+        if task == 0 {
+            script.tool("read", &format!("unannotated read {}", bulk(300)));
+        }
+    }
+    script.build()
+}
+
+#[test]
+fn answers_between_episodes_are_capped_like_residues() {
+    let messages = answered_tasks(12);
+    let answer = |task: usize| format!("answer {task}: {}", bulk(400));
+    let held = |context: &Context, task: usize| texts(&view(context)).contains(&answer(task));
+    let total = with(Config::default(), &messages).tokens();
+    let budget = total * 3 / 4;
+    let mut context = with(Config::with_budget(budget), &messages);
+    let cap = context.config().residue_cap().expect("a cap by default");
+    assert!(cap < 11 * 400, "the answers hold more than the cap");
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    assert!(
+        !report.episodes[0].annotated
+            && report
+                .episodes
+                .iter()
+                .skip_while(|e| !e.annotated)
+                .all(|e| e.annotated),
+        "the answers over the cap go first: {report:?}"
+    );
+    assert!(!held(&context, 0) && held(&context, 11), "oldest first");
+    assert!(
+        has_output(&view(&context), &format!("unannotated read {}", bulk(300))),
+        "an unannotated segment that used a tool still waits for the later acts"
+    );
+    validate(&view(&context)).expect("valid");
+    assert_eq!(context.tokens(), recount(&context));
+
+    // A pass that must go far trims them to half the cap, then goes on.
+    let low = Share::new(0.3).expect("a share");
+    let mut context = with(Config::with_budget(budget).low_water(low), &messages);
+    let report = context.enforce();
+    let kept = (0..12).filter(|&task| held(&context, task)).count();
+    assert!(
+        kept * 400 <= cap / 2 + 400,
+        "trimmed to half the cap: {kept} answers kept, cap {cap}"
+    );
+    assert!(report.episodes.iter().any(|e| e.annotated), "{report:?}");
+
+    // The paper's rule keeps every answer until the acts are gone.
+    let mut paper = with(Config::paper(budget), &messages);
+    let report = paper.enforce();
+    let acts = report
+        .episodes
+        .iter()
+        .take_while(|e| e.kind == EpisodeKind::Act);
+    assert_eq!(acts.count(), 12, "{report:?}");
 }

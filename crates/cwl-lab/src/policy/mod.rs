@@ -369,14 +369,17 @@ pub struct PolicyConfig {
     /// `cwl`: the share of a tool output's lines later outputs must repeat
     /// for it to be stubbed first (`None`: off, the paper).
     pub restated: Option<::cwl::Share>,
+    /// `cwl`: the share of τ unannotated answers between episodes may take
+    /// before the oldest go first (`None`: off, the paper).
+    pub answer_share: Option<::cwl::Share>,
     /// `cwl`: whether old acts' outputs are stubbed before any removal.
     pub stub_act_outputs: bool,
 }
 
 impl PolicyConfig {
     /// The engine configuration a strategy runs under: the budget, low
-    /// water, residue cap, recent working set, superseded and restated
-    /// shares and act-output stubs, with default tool classes.
+    /// water, residue and answer caps, recent working set, superseded and
+    /// restated shares and act-output stubs, with default tool classes.
     pub fn engine(&self) -> ::cwl::Config {
         ::cwl::Config::with_budget(self.budget)
             .low_water(self.low_water)
@@ -384,6 +387,7 @@ impl PolicyConfig {
             .keep_recent(self.keep_recent)
             .superseded(self.superseded)
             .restated(self.restated)
+            .answer_share(self.answer_share)
             .stub_act_outputs(self.stub_act_outputs)
     }
 }
@@ -400,6 +404,7 @@ impl Default for PolicyConfig {
             keep_recent: ::cwl::Config::default().keep_recent,
             superseded: ::cwl::Config::default().superseded,
             restated: ::cwl::Config::default().restated,
+            answer_share: ::cwl::Config::default().answer_share,
             stub_act_outputs: ::cwl::Config::default().stub_act_outputs,
         }
     }
