@@ -273,3 +273,79 @@ fn low_water_and_residue_share_reach_the_engine() {
         );
     }
 }
+
+/// Three tasks, each a search, an edit and an answer of about 400 tokens
+/// given outside any episode.
+fn answered() -> Value {
+    let mut messages = vec![json!({"role": "system", "content": "You are terse."})];
+    for task in 0..3 {
+        let (expl, act) = (format!("look-{task}"), format!("fix-{task}"));
+        let id = |n: usize| format!("t{task}c{n}");
+        messages.extend([
+            json!({"role": "user", "content": format!("Task {task}.")}),
+            json!({"role": "assistant", "content": null, "tool_calls": [call(&id(1), "delimiter", json!({"action": "start", "name": expl, "type": "expl"}))]}),
+            json!({"role": "tool", "tool_call_id": id(1), "content": "started"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [call(&id(2), "grep", json!({"pattern": "auth"}))]}),
+            json!({"role": "tool", "tool_call_id": id(2), "content": "src/auth.rs:1: fn auth()"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [call(&id(3), "delimiter", json!({"action": "end", "description": "found"}))]}),
+            json!({"role": "tool", "tool_call_id": id(3), "content": "ended"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [call(&id(4), "delimiter", json!({"action": "start", "name": act, "type": "act", "dependencies": [expl]}))]}),
+            json!({"role": "tool", "tool_call_id": id(4), "content": "started"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [call(&id(5), "edit", json!({"path": "src/auth.rs"}))]}),
+            json!({"role": "tool", "tool_call_id": id(5), "content": "edited"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [call(&id(6), "delimiter", json!({"action": "end"}))]}),
+            json!({"role": "tool", "tool_call_id": id(6), "content": "ended"}),
+            json!({"role": "assistant", "content": format!("Answer {task}: {}", "fixed ".repeat(400))}),
+        ]);
+    }
+    messages.push(json!({"role": "user", "content": "Thanks."}));
+    json!({"messages": messages})
+}
+
+#[test]
+fn answer_share_reaches_the_engine() {
+    let kept = |output: &Value| -> Vec<bool> {
+        let texts: Vec<String> = output["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter_map(|m| m["content"].as_str().map(String::from))
+            .collect();
+        (0..3)
+            .map(|task| {
+                texts
+                    .iter()
+                    .any(|t| t.starts_with(&format!("Answer {task}:")))
+            })
+            .collect()
+    };
+    let names = |output: &Value| -> Vec<String> {
+        output["report"]["episodes"]
+            .as_array()
+            .expect("episodes")
+            .iter()
+            .map(|e| e["name"].as_str().expect("a name").to_string())
+            .collect()
+    };
+    let capped = run_ok(&["evict", "--budget", "1000"], &answered());
+    // The latest answer is the latest response, sent as it came.
+    assert_eq!(kept(&capped), [false, false, true], "{capped}");
+    assert_eq!(
+        names(&capped),
+        ["(unannotated #1)", "(unannotated #2)", "look-0", "look-1"],
+        "the answers over the cap go first, and the acts stay"
+    );
+    let paper = run_ok(
+        &["evict", "--budget", "1000", "--answer-share", "off"],
+        &answered(),
+    );
+    let order = names(&paper);
+    assert_eq!(
+        order[..6],
+        ["look-0", "look-1", "look-2", "fix-0", "fix-1", "fix-2"],
+        "the paper's rule keeps the answers until the acts are gone"
+    );
+    let output = cwl(&["evict", "--answer-share", "15"], "");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("invalid share `15`"));
+}

@@ -333,6 +333,7 @@ impl Config {
         self.answer_share = share;
         self
     }
+
     /// Sets whether old acts' outputs are stubbed before any removal.
     pub fn stub_act_outputs(mut self, on: bool) -> Self {
         self.stub_act_outputs = on;
