@@ -17,6 +17,7 @@
 //! keep_recent = "10%"             # recent work evicted last, or "off"
 //! superseded = "50%"              # repeated old content evicted first, or "off"
 //! restated = "100%"               # tool outputs a later one repeats stubbed first, or "off"
+//! answer_share = "15%"            # room for answers between episodes, or "off"
 //! act_outputs = "stub"            # old acts reduced to their calls first, or "keep"
 //! strategy = "cwl"                # what manages the context: "cwl", "cwm" or "self-gc"
 //! planner_model = "gpt-4o-mini"   # the model of side calls (Self-GC's planner)
@@ -79,6 +80,8 @@ pub struct FileConfig {
     pub superseded: Option<String>,
     /// Restated share (`1`, `100%`, `off`).
     pub restated: Option<String>,
+    /// Answer cap (`0.15`, `15%`, `off`).
+    pub answer_share: Option<String>,
     /// Old acts' outputs first (`stub` or `keep`).
     pub act_outputs: Option<String>,
     /// What manages the context (`cwl`, `cwm` or `self-gc`).

@@ -160,7 +160,7 @@ fn the_config_file_sets_models_and_budgets() {
 
     std::fs::write(
         &config,
-        "low_water = \"50%\"\nresidue_share = \"off\"\nkeep_recent = \"25%\"\nsuperseded = \"off\"\nrestated = \"90%\"\nact_outputs = \"keep\"\n",
+        "low_water = \"50%\"\nresidue_share = \"off\"\nkeep_recent = \"25%\"\nsuperseded = \"off\"\nrestated = \"90%\"\nanswer_share = \"off\"\nact_outputs = \"keep\"\n",
     )
     .unwrap();
     server.push(answer("ok"));
@@ -176,6 +176,7 @@ fn the_config_file_sets_models_and_budgets() {
         keep_recent: Some(cwl::Share::new(0.25).unwrap()),
         superseded: None,
         restated: Some(cwl::Share::new(0.9).unwrap()),
+        answer_share: None,
         stub_act_outputs: false,
         strategy: cwl_agent::strategy::StrategyName::Cwl,
         strategy_options: serde_json::Value::Null,
@@ -195,6 +196,7 @@ fn the_config_file_sets_models_and_budgets() {
         ("residue_share = \"some\"", "residue_share"),
         ("keep_recent = \"2\"", "keep_recent"),
         ("restated = \"most\"", "restated"),
+        ("answer_share = \"half\"", "answer_share"),
     ] {
         std::fs::write(&config, format!("{text}\n")).unwrap();
         let error = cli::run_run(RunArgs {

@@ -323,6 +323,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
     custom.residue_share = Some(ResidueCap(None));
     custom.superseded = Some(ResidueCap(Some(Share::new(0.3).unwrap())));
     custom.restated = Some(ResidueCap(None));
+    custom.answer_share = Some(ResidueCap(Some(Share::new(0.2).unwrap())));
     let script = explore("a", "find-login", "src/auth.rs");
     let mut t = Scripted::start(openai_replies(&script), custom).await;
     t.agent.run_task("Read the auth code.").await.unwrap();
@@ -332,6 +333,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
         keep_recent: cwl::Config::default().keep_recent,
         superseded: Some(Share::new(0.3).unwrap()),
         restated: None,
+        answer_share: Some(Share::new(0.2).unwrap()),
         stub_act_outputs: true,
         strategy: cwl_agent::strategy::StrategyName::Cwl,
         strategy_options: serde_json::Value::Null,
@@ -371,7 +373,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
     };
     assert_eq!(Settings::of(agent.context().config()), now);
     assert!(
-        notes.iter().any(|e| matches!(e, Event::Note { text } if text.contains("eviction settings changed from low-water 50%, residue share off, keep recent 10%, superseded 30%, restated off, act outputs stub to low-water 50%, residue share 20%, keep recent 10%, superseded 30%, restated off, act outputs stub"))),
+        notes.iter().any(|e| matches!(e, Event::Note { text } if text.contains("eviction settings changed from low-water 50%, residue share off, keep recent 10%, superseded 30%, restated off, answer share 20%, act outputs stub to low-water 50%, residue share 20%, keep recent 10%, superseded 30%, restated off, answer share 20%, act outputs stub"))),
         "{notes:?}"
     );
     drop(agent);

@@ -110,6 +110,11 @@ pub enum Record {
         /// existed ran without it.
         #[serde(default)]
         restated: Option<Share>,
+        /// The share of τ unannotated answers between episodes may take
+        /// before the oldest go first; `None`: off. Files written before
+        /// it existed ran without it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer_share: Option<Share>,
         /// Whether old acts' outputs are stubbed before any removal. Files
         /// written before it existed ran without it.
         #[serde(default)]

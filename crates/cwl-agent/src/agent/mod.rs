@@ -81,6 +81,9 @@ pub struct AgentOptions {
     /// to be stubbed first (`None`: the resumed session's, else
     /// [`cwl::DEFAULT_RESTATED`]).
     pub restated: Option<ResidueCap>,
+    /// The share of τ unannotated answers between episodes may take
+    /// (`None`: the resumed session's, else [`cwl::DEFAULT_ANSWER_SHARE`]).
+    pub answer_share: Option<ResidueCap>,
     /// Whether old acts' outputs are stubbed before any removal (`None`:
     /// the resumed session's, else stubbed).
     pub act_outputs: Option<cwl::ActOutputs>,
@@ -115,6 +118,7 @@ impl AgentOptions {
             keep_recent: None,
             superseded: None,
             restated: None,
+            answer_share: None,
             act_outputs: None,
             strategy: None,
             strategy_options: None,
@@ -133,6 +137,7 @@ impl AgentOptions {
             keep_recent: self.keep_recent.map_or(base.keep_recent, |cap| cap.0),
             superseded: self.superseded.map_or(base.superseded, |cap| cap.0),
             restated: self.restated.map_or(base.restated, |cap| cap.0),
+            answer_share: self.answer_share.map_or(base.answer_share, |cap| cap.0),
             stub_act_outputs: self
                 .act_outputs
                 .map_or(base.stub_act_outputs, cwl::ActOutputs::stubbed),

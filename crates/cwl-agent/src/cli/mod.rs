@@ -93,6 +93,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "SHARE|off")]
     pub restated: Option<ResidueCap>,
 
+    /// Answers between episodes (text without tool use) may take this
+    /// share of the budget; past it the oldest go first, down to half of
+    /// it. `off` keeps them until the acts are gone (the paper's rule).
+    /// Default: 15% (a resumed session keeps its own).
+    #[arg(long, value_name = "SHARE|off")]
+    pub answer_share: Option<ResidueCap>,
+
     /// `stub`: before an eviction pass removes anything, old acts are
     /// reduced to their calls (tool outputs stubbed, text beside the calls
     /// dropped), oldest first, while the calls (what the model wrote) stay,

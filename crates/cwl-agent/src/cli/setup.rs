@@ -186,6 +186,12 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     )?;
     options.superseded = setting(args.superseded, &file.superseded, from_file, "superseded")?;
     options.restated = setting(args.restated, &file.restated, from_file, "restated")?;
+    options.answer_share = setting(
+        args.answer_share,
+        &file.answer_share,
+        from_file,
+        "answer_share",
+    )?;
     options.act_outputs = setting(
         args.act_outputs,
         &file.act_outputs,

@@ -5,8 +5,8 @@ use cwl::{Config, Record, Share, Strategy};
 
 use crate::strategy::{StrategyName, UnknownStrategy};
 
-/// The low-water mark, residue cap, recent working set, superseded and
-/// restated shares of a session, and its strategy with that strategy's settings.
+/// The low-water mark, residue and answer caps, recent working set,
+/// superseded and restated shares of a session, and its strategy with that strategy's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Where a pass that starts over τ stops, as a share of τ.
@@ -21,6 +21,9 @@ pub struct Settings {
     /// The share of a tool output's lines later outputs must repeat for it
     /// to be stubbed first; `None`: off.
     pub restated: Option<Share>,
+    /// The share of τ unannotated answers between episodes may take before
+    /// the oldest go first; `None`: off.
+    pub answer_share: Option<Share>,
     /// Whether old acts' outputs are stubbed before any removal.
     pub stub_act_outputs: bool,
     /// The strategy managing the context.
@@ -39,6 +42,7 @@ impl Default for Settings {
             keep_recent: config.keep_recent,
             superseded: config.superseded,
             restated: config.restated,
+            answer_share: config.answer_share,
             stub_act_outputs: config.stub_act_outputs,
             strategy: StrategyName::default(),
             strategy_options: serde_json::Value::Null,
@@ -55,6 +59,7 @@ impl Settings {
             .keep_recent(self.keep_recent)
             .superseded(self.superseded)
             .restated(self.restated)
+            .answer_share(self.answer_share)
             .stub_act_outputs(self.stub_act_outputs)
     }
 
@@ -66,6 +71,7 @@ impl Settings {
             keep_recent: config.keep_recent,
             superseded: config.superseded,
             restated: config.restated,
+            answer_share: config.answer_share,
             stub_act_outputs: config.stub_act_outputs,
             strategy: StrategyName::Cwl,
             strategy_options: serde_json::Value::Null,
@@ -89,6 +95,7 @@ impl Settings {
             keep_recent: self.keep_recent,
             superseded: self.superseded,
             restated: self.restated,
+            answer_share: self.answer_share,
             stub_act_outputs: self.stub_act_outputs,
             strategy: self.strategy.as_str().to_string(),
             strategy_options: self.strategy_options.clone(),
@@ -113,6 +120,7 @@ impl Settings {
             keep_recent,
             superseded,
             restated,
+            answer_share,
             stub_act_outputs,
             strategy,
             strategy_options,
@@ -129,6 +137,7 @@ impl Settings {
             keep_recent: *keep_recent,
             superseded: *superseded,
             restated: *restated,
+            answer_share: *answer_share,
             stub_act_outputs: *stub_act_outputs,
             strategy: strategy.parse()?,
             strategy_options: strategy_options.clone(),
@@ -140,12 +149,13 @@ impl std::fmt::Display for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "low-water {}, residue share {}, keep recent {}, superseded {}, restated {}, act outputs {}",
+            "low-water {}, residue share {}, keep recent {}, superseded {}, restated {}, answer share {}, act outputs {}",
             self.low_water,
             cwl::ResidueCap(self.residue_share),
             cwl::ResidueCap(self.keep_recent),
             cwl::ResidueCap(self.superseded),
             cwl::ResidueCap(self.restated),
+            cwl::ResidueCap(self.answer_share),
             cwl::ActOutputs::of(self.stub_act_outputs)
         )?;
         if self.strategy != StrategyName::Cwl {
