@@ -60,6 +60,11 @@ pub struct ProxyArgs {
     /// offers none, or defines its own `recall`, could not, hence off by default.
     #[arg(long, value_name = "SHARE", default_value = "off")]
     pub residue_share: ResidueCap,
+    /// Share of the budget the client's answers between episodes (text without tool use) may
+    /// take before the oldest go first, down to half of it (default 15%), or `off` (the paper:
+    /// kept until the acts are gone). Nothing is folded, so it needs no `recall`.
+    #[arg(long, value_name = "SHARE|off", default_value = "15%")]
+    pub answer_share: ResidueCap,
     /// What manages each conversation's context: `cwl` (inferred episodes, the paper's order),
     /// `cwm` (the context-window manager: lowest-scored blocks first past 75% of the budget) or
     /// `self-gc` (Self-GC: planner calls fold, mask and prune old results, and a budget backstop
@@ -130,7 +135,9 @@ impl ProxyArgs {
         if let Some(low_water) = self.low_water {
             config = config.low_water(low_water);
         }
-        config = config.residue_share(self.residue_share.0);
+        config = config
+            .residue_share(self.residue_share.0)
+            .answer_share(self.answer_share.0);
         let strategy_options = cwl_agent::strategy::parse_pairs(&self.strategy_options)?;
         self.strategy.resolve(&strategy_options)?;
         let store = if self.no_store {
@@ -254,6 +261,24 @@ mod tests {
         assert_eq!(defaults.side_timeout, DEFAULT_SIDE_TIMEOUT);
         let error = options(&["--side-timeout", "0"]).unwrap_err().to_string();
         assert!(error.contains("--side-timeout"), "{error}");
+    }
+
+    #[test]
+    fn the_answer_cap_is_on_by_default_and_can_be_turned_off() {
+        let defaults = options(&[]).unwrap();
+        assert_eq!(defaults.config.answer_share, Config::default().answer_share);
+        assert_eq!(
+            defaults.config.residue_share, None,
+            "no folding without a flag"
+        );
+        let off = options(&["--answer-share", "off"]).unwrap();
+        assert_eq!(off.config.answer_share, None);
+        let set = options(&["--answer-share", "25%"]).unwrap();
+        assert_eq!(set.config.answer_share, Some(Share::new(0.25).unwrap()));
+        let error = options(&["--answer-share", "lots"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("lots"), "{error}");
     }
 
     #[test]
