@@ -64,6 +64,7 @@ done
 [ -n "${RUNS// /}" ] || { echo "$SCRIPT: RUNS names no run" >&2; exit 2; }
 case $ROUNDS in ''|*[!0-9]*) ROUNDS_OK= ;; *) ROUNDS_OK=$(( 10#$ROUNDS >= 1 && 10#$ROUNDS <= 40 )) ;; esac
 [ "$ROUNDS_OK" = 1 ] || { echo "$SCRIPT: ROUNDS must be a whole number from 1 to 40, not '$ROUNDS'" >&2; exit 2; }
+case ${PROMPTS:-0} in 0|1) ;; *) echo "$SCRIPT: PROMPTS must be 0 or 1, not '$PROMPTS'" >&2; exit 2 ;; esac
 TIMEOUT=${TIMEOUT:-$((900 * ROUNDS))}
 . "$ROOT/scripts/real-clients/common.sh"
 
@@ -111,7 +112,8 @@ run() {
         --model claude-sonnet-4-5 < /dev/null >> "$dir/client.out" 2>> "$dir/client.err") || rc=$?
     done
     # The newest log: a resumed session may be written to a file of its own.
-    ls -t "$dir"/home/.claude/projects/*/*.jsonl | head -1 | xargs -I{} cp {} "$dir/claude-session.jsonl"
+    find "$dir/home/.claude/projects" -name '*.jsonl' -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 \
+      | cut -d' ' -f2- | xargs -r -I{} cp {} "$dir/claude-session.jsonl"
   else
     mkdir -p "$dir/codex-home"
     cat > "$dir/codex-home/config.toml" <<TOML
@@ -135,8 +137,8 @@ TOML
         timeout "$TIMEOUT" "$CODEX" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox \
         "${resume[@]}" "${prompts[$round]}" < /dev/null >> "$dir/client.out" 2>> "$dir/client.err") || rc=$?
     done
-    find "$dir/codex-home/sessions" -name 'rollout-*.jsonl' -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2- \
-      | xargs -I{} cp {} "$dir/codex-rollout.jsonl"
+    find "$dir/codex-home/sessions" -name 'rollout-*.jsonl' -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 \
+      | cut -d' ' -f2- | xargs -r -I{} cp {} "$dir/codex-rollout.jsonl"
   fi
   echo "$rc" > "$dir/client.rc"
   kill "$upstream_pid" ${proxy_pid:+"$proxy_pid"} ${tap_pid:+"$tap_pid"} 2>/dev/null || true
