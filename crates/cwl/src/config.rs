@@ -232,7 +232,8 @@ pub struct Config {
     pub restated: Option<Share>,
     /// The share of τ that unannotated stretches of text and reasoning
     /// alone (an agent's answers between episodes, no tool use) may take:
-    /// past it the oldest go first, down to half of it. The paper keeps
+    /// past it the oldest outside the recent working set go first, down to
+    /// half of it. The paper keeps
     /// unannotated content until the acts are exhausted, as exploration
     /// with unknown dependents; these explored nothing, and would otherwise
     /// pile up for the whole session. `None` keeps them (the paper; and

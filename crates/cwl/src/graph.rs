@@ -295,9 +295,9 @@ impl Candidates<'_> {
         self.uses.map_or(0, |uses| uses.clock(id))
     }
 
-    /// The oldest closed unannotated segment of text and reasoning alone,
-    /// once such segments hold more than their cap
-    /// ([`crate::Config::answer_share`]).
+    /// The oldest closed unannotated segment of text and reasoning alone
+    /// outside the recent working set, once such segments hold more than
+    /// their cap ([`crate::Config::answer_share`]).
     pub fn text_over_cap(&self) -> Option<EpisodeId> {
         let cap = self.text_cap?;
         let graph = self.graph;
@@ -310,7 +310,7 @@ impl Candidates<'_> {
         if held <= cap {
             return None;
         }
-        text.find(|&id| self.settled(id))
+        text.find(|&id| self.settled(id) && self.is_old(id))
     }
 
     /// The oldest candidate act.

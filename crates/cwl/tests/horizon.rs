@@ -1305,3 +1305,32 @@ fn answers_between_episodes_are_capped_like_residues() {
         .take_while(|e| e.kind == EpisodeKind::Act);
     assert_eq!(acts.count(), 12, "{report:?}");
 }
+
+#[test]
+fn a_recent_long_answer_stays_though_over_the_cap() {
+    let mut script = Script::new();
+    for task in 0..4 {
+        let expl = format!("e{task}");
+        script
+            .user(&format!("task {task}"))
+            .start_expl(&expl)
+            .tool("grep", &bulk(300))
+            .end_expl("looked")
+            .start_act(&format!("a{task}"), &[&expl])
+            .tool("edit", &bulk(300))
+            .end_act();
+    }
+    let report_text = format!("report: {}", bulk(1500));
+    script.say(&report_text).user("thanks").say("ok");
+    let messages = script.build();
+    let budget = with(Config::default(), &messages).tokens() - 300;
+    let mut context = with(Config::with_budget(budget), &messages);
+    assert!(context.config().answer_cap().is_some_and(|cap| cap < 1500));
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    assert!(
+        report.episodes.iter().all(|e| e.annotated),
+        "the report is in the recent working set: {report:?}"
+    );
+    assert!(texts(&view(&context)).contains(&report_text));
+}
