@@ -305,7 +305,7 @@ impl Candidates<'_> {
             .gaps
             .iter()
             .copied()
-            .filter(|&id| !graph.episode(id).explores());
+            .filter(|&id| graph.is_loose_text(id));
         let held: usize = text.clone().map(|id| graph.episode(id).tokens).sum();
         if held <= cap {
             return None;

@@ -1233,22 +1233,27 @@ fn an_expl_without_small_outputs_goes_from_stubs_to_removal() {
     );
 }
 
+/// Task `task`: its prompt, a search and an edit of `tokens` each, as an
+/// expl and an act that depends on it.
+fn look_and_edit(script: &mut Script, task: usize, tokens: usize) -> &mut Script {
+    let expl = format!("e{task}");
+    script
+        .user(&format!("task {task}"))
+        .start_expl(&expl)
+        .tool("grep", &bulk(tokens))
+        .end_expl("looked")
+        .start_act(&format!("a{task}"), &[&expl])
+        .tool("edit", &bulk(tokens))
+        .end_act()
+}
+
 /// A session of `tasks` tasks, each a look, an edit and then an answer of
 /// about 400 tokens outside any episode; the first answer is followed by
 /// an unannotated read.
 fn answered_tasks(tasks: usize) -> Vec<Message> {
     let mut script = Script::new();
     for task in 0..tasks {
-        let expl = format!("e{task}");
-        script
-            .user(&format!("task {task}"))
-            .start_expl(&expl)
-            .tool("grep", &bulk(50))
-            .end_expl("looked")
-            .start_act(&format!("a{task}"), &[&expl])
-            .tool("edit", &bulk(50))
-            .end_act()
-            .say(&format!("answer {task}: {}", bulk(400)));
+        look_and_edit(&mut script, task, 50).say(&format!("answer {task}: {}", bulk(400)));
         if task == 0 {
             script.tool("read", &format!("unannotated read {}", bulk(300)));
         }
@@ -1310,15 +1315,7 @@ fn answers_between_episodes_are_capped_like_residues() {
 fn a_recent_long_answer_stays_though_over_the_cap() {
     let mut script = Script::new();
     for task in 0..4 {
-        let expl = format!("e{task}");
-        script
-            .user(&format!("task {task}"))
-            .start_expl(&expl)
-            .tool("grep", &bulk(300))
-            .end_expl("looked")
-            .start_act(&format!("a{task}"), &[&expl])
-            .tool("edit", &bulk(300))
-            .end_act();
+        look_and_edit(&mut script, task, 300);
     }
     let report_text = format!("report: {}", bulk(1500));
     script.say(&report_text).user("thanks").say("ok");
