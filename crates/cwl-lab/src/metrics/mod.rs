@@ -127,6 +127,19 @@ pub struct Stats {
     pub view_compared: u64,
     /// Of those, requests that altered what the previous one sent.
     pub view_changes: u64,
+    /// Per request, what it lost: policies replayed on the same logs can
+    /// then be compared request by request ([`crate::report::versus`]).
+    pub losses: Vec<RequestLoss>,
+}
+
+/// What one request lost, by each retention measure (`false` when nothing
+/// was at risk).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestLoss {
+    /// It lost an anchor at risk.
+    pub anchors: bool,
+    /// It lost content at risk.
+    pub content: bool,
 }
 
 impl Stats {
@@ -160,6 +173,7 @@ impl Stats {
         self.content_requests_loss_free += other.content_requests_loss_free;
         self.view_compared += other.view_compared;
         self.view_changes += other.view_changes;
+        self.losses.extend_from_slice(&other.losses);
         self.budget_unmet = match (self.budget_unmet, other.budget_unmet) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
@@ -473,6 +487,10 @@ impl Recorder {
                 s.content_requests_loss_free += 1;
             }
         }
+        s.losses.push(RequestLoss {
+            anchors: !call.at_risk.is_empty() && lost > 0,
+            content: !call.content.is_empty() && content_lost > 0,
+        });
         if let Some(changed) = changed {
             s.view_compared += 1;
             s.view_changes += u64::from(changed);
@@ -550,6 +568,17 @@ mod tests {
             content: &Need::default(),
         };
         recorder.record(&Request::pieces(vec![b.clone()]), &call, 0);
+        let lost_anchors = |l: &RequestLoss| l.anchors && !l.content;
+        assert_eq!(
+            recorder
+                .stats()
+                .losses
+                .iter()
+                .map(lost_anchors)
+                .collect::<Vec<_>>(),
+            [false, true],
+            "the second request lost alpha"
+        );
         let s = recorder.stats().summary();
         assert_eq!(s.requests, 2);
         assert_eq!(s.tokens_max as usize, a.tokens() + b.tokens());

@@ -4,10 +4,15 @@
 //! reader sees at once where CWL is ahead and where it is not. `none`
 //! never holds a budget; a policy that went over τ even once is left out,
 //! since keeping more by ignoring the budget is no achievement.
+//!
+//! A share a few requests apart may be chance: for each retention measure
+//! the comparison also counts the requests only one of CWL and the best
+//! policy lost, with an exact two-sided sign test on them, so a reader can
+//! tell a real gap from one probe more or less.
 
 use serde::Serialize;
 
-use crate::metrics::{Stats, Summary};
+use crate::metrics::{RequestLoss, Stats, Summary};
 use crate::policy::PolicyKind;
 
 /// One measure: CWL's figure, the best other budget-holding figure and the
@@ -22,6 +27,63 @@ pub struct Standing {
     pub by: Vec<&'static str>,
     /// Whether CWL is at least as good (higher shares, lower cost).
     pub ahead: bool,
+    /// For a retention share: the requests where CWL and the first of
+    /// `by` disagree (absent for cost, or when their requests differ).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired: Option<Paired>,
+}
+
+/// The requests only one of two policies lost, replayed on the same logs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Paired {
+    /// Requests CWL lost and the other policy kept.
+    pub cwl_alone: u64,
+    /// Requests the other policy lost and CWL kept.
+    pub other_alone: u64,
+    /// Two-sided exact sign test: the chance of a split at least this
+    /// uneven were each policy as likely to lose any of these requests
+    /// (1 when there are none).
+    pub p_value: f64,
+}
+
+impl Paired {
+    /// Compares two policies' per-request losses by `lost`; `None` when
+    /// they did not replay the same requests.
+    fn of(
+        cwl: &[RequestLoss],
+        other: &[RequestLoss],
+        lost: fn(&RequestLoss) -> bool,
+    ) -> Option<Paired> {
+        if cwl.len() != other.len() || cwl.is_empty() {
+            return None;
+        }
+        let (mut cwl_alone, mut other_alone) = (0, 0);
+        for (mine, theirs) in cwl.iter().zip(other) {
+            match (lost(mine), lost(theirs)) {
+                (true, false) => cwl_alone += 1,
+                (false, true) => other_alone += 1,
+                _ => {}
+            }
+        }
+        Some(Paired {
+            cwl_alone,
+            other_alone,
+            p_value: sign_test(cwl_alone, other_alone),
+        })
+    }
+}
+
+/// Two-sided exact binomial test of `a` against `b` at one half.
+fn sign_test(a: u64, b: u64) -> f64 {
+    let n = a + b;
+    let k = a.min(b);
+    let mut log_term = -(n as f64) * std::f64::consts::LN_2;
+    let mut tail = 0.0;
+    for i in 0..=k {
+        tail += log_term.exp();
+        log_term += ((n - i) as f64).ln() - ((i + 1) as f64).ln();
+    }
+    (2.0 * tail).min(1.0)
 }
 
 /// CWL against the other budget-holding policies of one aggregate.
@@ -55,7 +117,15 @@ impl Versus {
         if held.is_empty() {
             return None;
         }
-        let standing = |value: &dyn Fn(&Summary) -> f64, higher_is_better: bool| {
+        let losses = |kind: PolicyKind| {
+            aggregate
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map_or(&[][..], |(_, stats)| &stats.losses[..])
+        };
+        let standing = |value: &dyn Fn(&Summary) -> f64,
+                        higher_is_better: bool,
+                        lost: Option<fn(&RequestLoss) -> bool>| {
             let better = |a: f64, b: f64| if higher_is_better { a > b } else { a < b };
             let best = held
                 .iter()
@@ -65,33 +135,47 @@ impl Versus {
                     _ => Some(v),
                 })
                 .expect("held is not empty");
-            let by = held
+            let best_kinds: Vec<PolicyKind> = held
                 .iter()
                 .filter(|(_, s)| value(s) == best)
-                .map(|(k, _)| k.name())
+                .map(|(k, _)| *k)
                 .collect();
             let mine = value(cwl);
             Standing {
                 cwl: mine,
                 best,
-                by,
+                by: best_kinds.iter().map(|k| k.name()).collect(),
                 ahead: !better(best, mine),
+                paired: lost.and_then(|lost| {
+                    Paired::of(losses(PolicyKind::Cwl), losses(best_kinds[0]), lost)
+                }),
             }
         };
         let costs_known = cwl.cost_usd.is_some() && held.iter().all(|(_, s)| s.cost_usd.is_some());
         Some(Versus {
             cwl_held_budget: cwl.over_budget_share == 0.0,
-            loss_free: standing(&|s| s.loss_free_share, true),
-            content_loss_free: standing(&|s| s.content_loss_free_share, true),
-            cost: costs_known.then(|| standing(&|s| s.cost_usd.unwrap_or(0.0), false)),
+            loss_free: standing(&|s| s.loss_free_share, true, Some(|l| l.anchors)),
+            content_loss_free: standing(&|s| s.content_loss_free_share, true, Some(|l| l.content)),
+            cost: costs_known.then(|| standing(&|s| s.cost_usd.unwrap_or(0.0), false, None)),
         })
     }
 
     /// One line for the text report.
     pub fn line(&self) -> String {
         let share = |s: &Standing, what: &str| {
+            let paired = s.paired.map_or(String::new(), |p| {
+                let chance = if p.p_value < 0.001 {
+                    "p < 0.001".to_string()
+                } else {
+                    format!("p {:.3}", p.p_value)
+                };
+                format!(
+                    " [lost by cwl alone {}, by {} alone {}, {chance}]",
+                    p.cwl_alone, s.by[0], p.other_alone
+                )
+            });
             format!(
-                "{what} {:.1}% vs {:.1}% ({}){}",
+                "{what} {:.1}% vs {:.1}% ({}){}{paired}",
                 s.cwl * 100.0,
                 s.best * 100.0,
                 s.by.join("/"),
@@ -169,7 +253,8 @@ mod tests {
                 cwl: 0.9,
                 best: 0.8,
                 by: vec!["truncate"],
-                ahead: true
+                ahead: true,
+                paired: None,
             },
             "none and tool-prune went over τ: they set no bar"
         );
@@ -207,6 +292,55 @@ mod tests {
         assert_eq!(Versus::of(&alone), None);
         let without_cwl = vec![(PolicyKind::Fifo, stats(0, 9, 9, 1.0))];
         assert_eq!(Versus::of(&without_cwl), None);
+    }
+
+    /// Per-request losses: `content` lists the requests that lost content.
+    fn losing(requests: usize, content: &[usize]) -> Vec<RequestLoss> {
+        (0..requests)
+            .map(|i| RequestLoss {
+                anchors: false,
+                content: content.contains(&i),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_requests_only_one_policy_lost_are_counted_and_tested() {
+        let mut cwl = stats(0, 10, 7, 1.0);
+        cwl.losses = losing(10, &[0, 1, 2]);
+        let mut fifo = stats(0, 10, 8, 2.0);
+        fifo.losses = losing(10, &[2, 3]);
+        let versus = Versus::of(&[(PolicyKind::Cwl, cwl), (PolicyKind::Fifo, fifo)]).unwrap();
+        let paired = versus.content_loss_free.paired.unwrap();
+        assert_eq!((paired.cwl_alone, paired.other_alone), (2, 1));
+        assert_eq!(paired.p_value, 1.0, "two against one is chance");
+        assert_eq!(versus.loss_free.paired.unwrap().cwl_alone, 0);
+        assert!(versus.cost.as_ref().unwrap().paired.is_none());
+        assert!(
+            versus
+                .line()
+                .contains("behind [lost by cwl alone 2, by fifo alone 1, p 1.000]"),
+            "{}",
+            versus.line()
+        );
+        let mut short = stats(0, 10, 8, 2.0);
+        short.losses = losing(9, &[]);
+        let mut cwl = stats(0, 10, 7, 1.0);
+        cwl.losses = losing(10, &[0]);
+        let versus = Versus::of(&[(PolicyKind::Cwl, cwl), (PolicyKind::Fifo, short)]).unwrap();
+        assert!(
+            versus.content_loss_free.paired.is_none(),
+            "different requests"
+        );
+    }
+
+    #[test]
+    fn the_sign_test_is_exact() {
+        assert_eq!(sign_test(0, 0), 1.0);
+        assert!((sign_test(5, 0) - 0.0625).abs() < 1e-12);
+        assert!((sign_test(2, 10) - 2.0 * 79.0 / 4096.0).abs() < 1e-12);
+        assert!(sign_test(0, 2_000) < 1e-300, "no underflow to nonsense");
+        assert_eq!(sign_test(500, 500), 1.0);
     }
 
     #[test]
