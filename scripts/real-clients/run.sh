@@ -68,6 +68,15 @@ case ${PROMPTS:-0} in 0|1) ;; *) echo "$SCRIPT: PROMPTS must be 0 or 1, not '$PR
 TIMEOUT=${TIMEOUT:-$((900 * ROUNDS))}
 . "$ROOT/scripts/real-clients/common.sh"
 
+# copy_newest DIR PATTERN DEST
+# Copies the newest file under DIR named like PATTERN to DEST (none: no
+# copy, so the run reports the missing log): a resumed session may be
+# written to a file of its own.
+copy_newest() {
+  find "$1" -name "$2" -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 \
+    | cut -d' ' -f2- | xargs -r -I{} cp {} "$3"
+}
+
 # run CLIENT MODE
 run() {
   local client=$1 mode=$2 dir=$OUT/$1-$2
@@ -111,9 +120,7 @@ run() {
         timeout "$TIMEOUT" "$CLAUDE" -p "${prompts[$round]}" "${resume[@]}" --dangerously-skip-permissions \
         --model claude-sonnet-4-5 < /dev/null >> "$dir/client.out" 2>> "$dir/client.err") || rc=$?
     done
-    # The newest log: a resumed session may be written to a file of its own.
-    find "$dir/home/.claude/projects" -name '*.jsonl' -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 \
-      | cut -d' ' -f2- | xargs -r -I{} cp {} "$dir/claude-session.jsonl"
+    copy_newest "$dir/home/.claude/projects" '*.jsonl' "$dir/claude-session.jsonl"
   else
     mkdir -p "$dir/codex-home"
     cat > "$dir/codex-home/config.toml" <<TOML
@@ -137,8 +144,7 @@ TOML
         timeout "$TIMEOUT" "$CODEX" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox \
         "${resume[@]}" "${prompts[$round]}" < /dev/null >> "$dir/client.out" 2>> "$dir/client.err") || rc=$?
     done
-    find "$dir/codex-home/sessions" -name 'rollout-*.jsonl' -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 \
-      | cut -d' ' -f2- | xargs -r -I{} cp {} "$dir/codex-rollout.jsonl"
+    copy_newest "$dir/codex-home/sessions" 'rollout-*.jsonl' "$dir/codex-rollout.jsonl"
   fi
   echo "$rc" > "$dir/client.rc"
   kill "$upstream_pid" ${proxy_pid:+"$proxy_pid"} ${tap_pid:+"$tap_pid"} 2>/dev/null || true

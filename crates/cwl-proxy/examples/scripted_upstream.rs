@@ -2150,6 +2150,11 @@ mod tests {
         serde_json::from_str(&reply.body).expect("a JSON reply")
     }
 
+    fn codex_reply(server: &Server, body: &Value) -> Value {
+        let reply = server.responses("/v1/responses", body.to_string().as_bytes());
+        serde_json::from_str(&reply.body).expect("a JSON reply")
+    }
+
     #[test]
     fn a_claude_compaction_neither_restarts_nor_repeats_the_script() {
         let server = server(3);
@@ -2263,16 +2268,14 @@ mod tests {
         let output = json!({"type": "function_call_output",
             "call_id": format!("call_cwl_{:03}", start - 1), "output": "Process exited with code 0"});
         let body = json!({"model": "gpt-5", "tools": tools, "input": [output]});
-        let reply = server.responses("/v1/responses", body.to_string().as_bytes());
-        let paused: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        let paused = codex_reply(&server, &body);
         assert_eq!(paused["output"][0]["content"][0]["text"], round_done(2));
         assert_eq!(paused["output"].as_array().map(Vec::len), Some(1));
         let prompt = json!({"type": "message", "role": "user",
             "content": [{"type": "input_text", "text": round_prompt(2)}]});
         let body = json!({"model": "gpt-5", "tools": tools,
             "input": [output, paused["output"][0], prompt]});
-        let reply = server.responses("/v1/responses", body.to_string().as_bytes());
-        let next: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        let next = codex_reply(&server, &body);
         let call = next["output"]
             .as_array()
             .expect("output")
@@ -2293,8 +2296,7 @@ mod tests {
         let user = json!({"type": "message", "role": "user",
             "content": [{"type": "input_text", "text": "Tidy the inventory package"}]});
         let body = json!({"model": "gpt-5", "tools": tools, "input": [user]});
-        let reply = server.responses("/v1/responses", body.to_string().as_bytes());
-        let first: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        let first = codex_reply(&server, &body);
         let call = first["output"]
             .as_array()
             .expect("output")
@@ -2312,8 +2314,7 @@ mod tests {
             json!({"output": "ok\n", "metadata": {"exit_code": 0, "duration_seconds": 0.0}});
         let body = json!({"model": "gpt-5", "tools": tools, "input": [user, call,
             {"type": "function_call_output", "call_id": "call_cwl_000", "output": output.to_string()}]});
-        let reply = server.responses("/v1/responses", body.to_string().as_bytes());
-        let next: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        let next = codex_reply(&server, &body);
         let called: Vec<&Value> = next["output"]
             .as_array()
             .expect("output")
@@ -2388,8 +2389,7 @@ mod tests {
         }
         history.push(user("Summarise the conversation for a handoff."));
         let body = json!({"model": "gpt-5-codex", "tools": tools, "input": history});
-        let reply = server.responses("/v1/responses", body.to_string().as_bytes());
-        let summary: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        let summary = codex_reply(&server, &body);
         let text = summary["output"][0]["content"][0]["text"]
             .as_str()
             .expect("a summary");
@@ -2400,8 +2400,7 @@ mod tests {
         );
         let resumed = json!({"model": "gpt-5-codex", "tools": tools,
             "input": [user("Tidy the inventory package"), user(text)]});
-        let reply = server.responses("/v1/responses", resumed.to_string().as_bytes());
-        let next: Value = serde_json::from_str(&reply.body).expect("a JSON reply");
+        let next = codex_reply(&server, &resumed);
         let calls: Vec<&Value> = next["output"]
             .as_array()
             .expect("output")
