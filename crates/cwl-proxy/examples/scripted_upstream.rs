@@ -2150,6 +2150,17 @@ mod tests {
         serde_json::from_str(&reply.body).expect("a JSON reply")
     }
 
+    /// The first function call of a Codex reply.
+    fn function_call(reply: &Value) -> Value {
+        reply["output"]
+            .as_array()
+            .expect("output")
+            .iter()
+            .find(|item| item["type"] == "function_call")
+            .expect("a function call")
+            .clone()
+    }
+
     fn codex_reply(server: &Server, body: &Value) -> Value {
         let reply = server.responses("/v1/responses", body.to_string().as_bytes());
         serde_json::from_str(&reply.body).expect("a JSON reply")
@@ -2276,13 +2287,7 @@ mod tests {
         let body = json!({"model": "gpt-5", "tools": tools,
             "input": [output, paused["output"][0], prompt]});
         let next = codex_reply(&server, &body);
-        let call = next["output"]
-            .as_array()
-            .expect("output")
-            .iter()
-            .find(|item| item["type"] == "function_call")
-            .expect("the round's first call")
-            .clone();
+        let call = function_call(&next);
         assert_eq!(call["call_id"], format!("call_cwl_{start:03}"));
         let log = std::fs::read_to_string(server.log_dir.join("requests.jsonl")).expect("a log");
         assert!(!log.contains("\"kind\":\"compaction\""), "{log}");
@@ -2297,13 +2302,7 @@ mod tests {
             "content": [{"type": "input_text", "text": "Tidy the inventory package"}]});
         let body = json!({"model": "gpt-5", "tools": tools, "input": [user]});
         let first = codex_reply(&server, &body);
-        let call = first["output"]
-            .as_array()
-            .expect("output")
-            .iter()
-            .find(|item| item["type"] == "function_call")
-            .expect("a call")
-            .clone();
+        let call = function_call(&first);
         assert_eq!(call["name"], "shell");
         assert_eq!(call["call_id"], "call_cwl_000");
         let cmd = codex_call(&server.script[0]).expect("a command")["cmd"].clone();
