@@ -173,6 +173,11 @@ impl Calibration {
         ((room as f64 / self.token_ratio).floor() as usize).max(1)
     }
 
+    /// An amount of provider tokens (not a prompt size) in local tokens.
+    pub fn local_amount(&self, provider: usize) -> usize {
+        (provider as f64 / self.token_ratio).ceil() as usize
+    }
+
     /// The estimated overhead in local tokens, to add to every request.
     pub fn overhead_local(&self) -> usize {
         (self.system_tokens_estimate as f64 / self.token_ratio).round() as usize

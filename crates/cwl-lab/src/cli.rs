@@ -16,6 +16,7 @@ use crate::calibrate::Calibration;
 use crate::import::{self, Format};
 use crate::judge::Judge;
 use crate::metrics::cost::{self, DEFAULT_MODEL, ModelSource};
+use crate::policy::clear::ClearParams;
 use crate::policy::compact::CompactParams;
 use crate::policy::{PolicyConfig, PolicyKind};
 use crate::replay::{ReplayConfig, replay_with};
@@ -91,7 +92,8 @@ With more than 10 files only the aggregate table is printed (--per-file prints e
 changes the figures first, and counted by kind; a file that cannot be read or parsed is skipped with a warning and the \
 exit status is non-zero; a file with no model call is reported as such.\n\n\
 Policies: cwl (the engine; inferred episodes when the log has no delimiter calls), none (full history), truncate, \
-mask, compact (modeled summarization), oldest-turn, tool-prune, tool-mask-prune, hybrid (Self-GC paper baselines), \
+mask, compact (modeled summarization), clear-tool-uses (Anthropic's server-side clearing of old tool results, \
+clear_tool_uses_20250919, triggered at the budget), oldest-turn, tool-prune, tool-mask-prune, hybrid (Self-GC paper baselines), \
 fifo, lru, priority, type, weighted (context-window-manager scorers, one at a time), and the strategies the agent runs \
 with --strategy, driven exactly as the agent drives them (messages pushed, the budget enforced before each call, the \
 view sent): {STRATEGIES}.\n\n\
@@ -184,6 +186,15 @@ pub struct ReplayArgs {
     /// compact: most recent tokens kept verbatim after a summary [default 20000: pi's keepRecentTokens].
     #[arg(long, value_name = "TOKENS", default_value_t = CompactParams::default().keep_recent)]
     pub compact_keep_recent: usize,
+    /// clear-tool-uses: the most recent tool uses left whole when the edit applies [default 3: the API's `keep`].
+    #[arg(long, value_name = "N", default_value_t = crate::policy::clear::DEFAULT_KEEP)]
+    pub clear_keep: usize,
+    /// clear-tool-uses: apply the edit only when it frees at least this many tokens (80k, 5000 or a share of the window; the API's `clear_at_least`) [default: no minimum].
+    #[arg(long, value_name = "TOKENS")]
+    pub clear_at_least: Option<Budget>,
+    /// clear-tool-uses: also empty the cleared calls' arguments (the API's `clear_tool_inputs`).
+    #[arg(long)]
+    pub clear_inputs: bool,
     /// cwl: a pass that starts over the budget evicts down to this share of it (0.8 or 80%; 1 = the paper's stop-as-soon-as-it-fits), so the cached prefix changes in rare batches.
     #[arg(long, value_name = "SHARE", default_value_t = cwl::Config::default().low_water)]
     pub low_water: cwl::Share,
@@ -304,6 +315,14 @@ impl ReplayArgs {
             keep_anchors: share("compact-keep-anchors", self.compact_keep_anchors, true)?,
             keep_recent: self.compact_keep_recent,
         };
+        let clear = ClearParams {
+            keep: self.clear_keep,
+            clear_at_least: match self.clear_at_least {
+                Some(tokens) => tokens.resolve(Some(model_window))?,
+                None => 0,
+            },
+            clear_inputs: self.clear_inputs,
+        };
         let config = ReplayConfig {
             policies,
             policy: PolicyConfig {
@@ -311,6 +330,7 @@ impl ReplayArgs {
                 window,
                 mask_turns: self.mask_turns,
                 compact,
+                clear,
                 low_water: self.low_water,
                 residue_share: self.residue_share.0,
                 keep_recent: self.keep_recent.0,

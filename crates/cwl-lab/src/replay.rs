@@ -24,6 +24,7 @@ use crate::metrics::anchors::{AnchorId, Scope};
 use crate::metrics::content::Need;
 use crate::metrics::cost::{ModelSource, Pricing};
 use crate::metrics::{Call, Recorder, Stats};
+use crate::policy::clear::ClearParams;
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
 use crate::session::{Session, SessionEvent};
 use crate::side::SideModel;
@@ -153,9 +154,13 @@ pub fn replay_with(
     let Session { info, events } = session;
     let annotated = info.annotated();
     let mut lab = Lab::new(Arc::clone(&config.counter), &info.tools);
-    let policy_config = crate::policy::PolicyConfig {
+    let policy_config = PolicyConfig {
         budget: calibration.local_tokens(config.policy.budget),
         window: calibration.local_tokens(config.policy.window),
+        clear: ClearParams {
+            clear_at_least: calibration.local_amount(config.policy.clear.clear_at_least),
+            ..config.policy.clear
+        },
         ..config.policy.clone()
     };
     let mut runs: Vec<Run> = config

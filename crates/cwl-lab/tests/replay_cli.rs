@@ -340,3 +340,42 @@ fn compact_summarizes_against_the_window_the_log_records() {
         "no logged window: the model's"
     );
 }
+
+/// Mean request tokens of each policy of the first file, in order.
+fn means(report: &cwl_lab::report::ReplayReport) -> Vec<f64> {
+    report.files[0]
+        .policies
+        .iter()
+        .map(|p| p.stats.summary().tokens_mean)
+        .collect()
+}
+
+#[test]
+fn clear_tool_uses_takes_the_apis_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = pi_log(dir.path(), "reads.jsonl", "claude-sonnet-4-5", 12);
+    let replay = |extra: &[&str]| {
+        let mut all = vec!["--policy", "none,clear-tool-uses", "--budget", "3k"];
+        all.extend(extra);
+        means(&replay_files(&args(&[&log], &all)).unwrap().0)
+    };
+    let default = replay(&[]);
+    assert!(
+        default[1] < default[0],
+        "past the trigger it clears: {default:?}"
+    );
+    let keep_one = replay(&["--clear-keep", "1"]);
+    assert!(keep_one[1] < default[1], "{keep_one:?} against {default:?}");
+    let inputs = replay(&["--clear-inputs"]);
+    assert!(inputs[1] < default[1], "{inputs:?} against {default:?}");
+    let never = replay(&["--clear-at-least", "10M"]);
+    assert_eq!(
+        never[1], never[0],
+        "an edit freeing too little is not applied"
+    );
+
+    let err = Replay::try_parse_from(["replay", "x.jsonl", "--clear-at-least", "0"])
+        .err()
+        .expect("a zero minimum is refused");
+    assert!(err.to_string().contains("--clear-at-least"), "{err}");
+}

@@ -14,10 +14,12 @@
 //! - [`truncate`]: recency truncation keeping the system and first user turn;
 //! - [`mask`]: observation masking of old tool outputs;
 //! - [`compact`]: modeled LLM summarization;
+//! - [`clear`]: Anthropic's server-side tool-result clearing;
 //! - [`selfgc`]: the Self-GC paper's heuristic baselines;
 //! - [`scorer`]: the context-window-manager design's eviction scorers, one
 //!   at a time (the manager itself is the `cwm` strategy).
 
+pub mod clear;
 pub mod compact;
 pub mod cwl;
 pub mod full;
@@ -157,6 +159,8 @@ pub enum PolicyKind {
     Mask,
     /// Modeled LLM summarization.
     Compact,
+    /// Anthropic's server-side tool-result clearing.
+    ClearToolUses,
     /// Self-GC: chronological folding of the oldest turns.
     OldestTurn,
     /// Self-GC: greedy tool-output pruning.
@@ -182,12 +186,13 @@ pub enum PolicyKind {
 
 impl PolicyKind {
     /// The lab's own policies, in report order.
-    const LAB: [PolicyKind; 14] = [
+    const LAB: [PolicyKind; 15] = [
         PolicyKind::Cwl,
         PolicyKind::None,
         PolicyKind::Truncate,
         PolicyKind::Mask,
         PolicyKind::Compact,
+        PolicyKind::ClearToolUses,
         PolicyKind::OldestTurn,
         PolicyKind::ToolPrune,
         PolicyKind::ToolMaskPrune,
@@ -232,6 +237,7 @@ impl PolicyKind {
             PolicyKind::Truncate => "truncate",
             PolicyKind::Mask => "mask",
             PolicyKind::Compact => "compact",
+            PolicyKind::ClearToolUses => "clear-tool-uses",
             PolicyKind::OldestTurn => "oldest-turn",
             PolicyKind::ToolPrune => "tool-prune",
             PolicyKind::ToolMaskPrune => "tool-mask-prune",
@@ -285,6 +291,7 @@ impl PolicyKind {
             PolicyKind::Truncate => Box::new(truncate::Truncate::new(config, lab)),
             PolicyKind::Mask => Box::new(mask::Mask::new(config)),
             PolicyKind::Compact => Box::new(compact::Compact::new(config, lab)),
+            PolicyKind::ClearToolUses => Box::new(clear::ClearToolUses::new(config)),
             PolicyKind::OldestTurn => Box::new(selfgc::SelfGc::new(
                 selfgc::Variant::OldestTurn,
                 config,
@@ -357,6 +364,8 @@ pub struct PolicyConfig {
     pub mask_turns: usize,
     /// `compact`'s model.
     pub compact: compact::CompactParams,
+    /// `clear-tool-uses`' settings (its trigger is the budget).
+    pub clear: clear::ClearParams,
     /// `cwl`: where a pass stops, as a share of τ.
     pub low_water: ::cwl::Share,
     /// `cwl`: the residue cap as a share of τ (`None`: off, the paper).
@@ -399,6 +408,7 @@ impl Default for PolicyConfig {
             window: 200_000,
             mask_turns: mask::DEFAULT_TURNS,
             compact: compact::CompactParams::default(),
+            clear: clear::ClearParams::default(),
             low_water: ::cwl::Config::default().low_water,
             residue_share: ::cwl::Config::default().residue_share,
             keep_recent: ::cwl::Config::default().keep_recent,
@@ -424,7 +434,7 @@ mod tests {
         let all = PolicyKind::parse_list("all").unwrap();
         assert_eq!(all, PolicyKind::all());
         assert!(all.contains(&PolicyKind::CWM));
-        assert_eq!(all.len(), 14 + strategies::STRATEGIES.len());
+        assert_eq!(all.len(), 15 + strategies::STRATEGIES.len());
         assert_eq!(
             PolicyKind::parse_list("mask, cwl,mask").unwrap(),
             vec![PolicyKind::Mask, PolicyKind::Cwl]
