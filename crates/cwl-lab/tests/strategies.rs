@@ -351,8 +351,10 @@ fn answered_side_requests_reach_the_strategy_and_are_costed() {
         stats.input_tokens
     );
 
-    // The planner's fork shares the cached prefix: beside plain CWL the
-    // side calls write little more than their own prompt line.
+    // The planner's fork shares the cached prefix: it reads the previous
+    // request whole, so beside plain CWL each side call writes its prompt
+    // line and the messages since that request (which the next request,
+    // whose breakpoint is its own end, writes again), never the prompt.
     let mut lab = Lab::new(Arc::new(Estimate), &common::tools());
     let config = PolicyConfig {
         budget: 3_000,
@@ -361,9 +363,10 @@ fn answered_side_requests_reach_the_strategy_and_are_costed() {
     let mut plain = cwl_lab::policy::cwl::policy(&config, &lab, Arc::new(NoModel));
     let plain = drive(&mut plain, tasks(), &mut lab).into_stats();
     let extra = stats.cache_write_tokens - plain.cache_write_tokens;
+    let mean = requests_input / stats.tokens.len() as u64;
     assert!(
-        extra <= stats.side_calls * 40,
-        "{extra} more tokens written for {} side calls",
+        extra * 10 < stats.side_calls * mean,
+        "{extra} more tokens written for {} side calls, requests of {mean}",
         stats.side_calls
     );
     assert!(stats.cache_read_tokens > plain.cache_read_tokens);

@@ -29,12 +29,26 @@ enum Previous {
     Full(usize),
 }
 
+/// A prefix cached at a breakpoint of an earlier request (Anthropic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Breakpoint {
+    /// Messages it covers.
+    pieces: usize,
+    /// Tokens it covers, tool definitions included.
+    tokens: usize,
+    /// When it was last written or read.
+    used: Option<DateTime<Utc>>,
+}
+
 /// The cache as the provider would see a policy's requests.
 #[derive(Debug, Clone)]
 pub struct CacheModel {
     rules: CacheRules,
     previous: Previous,
     previous_time: Option<DateTime<Utc>>,
+    /// Anthropic: the cached prefixes that are prefixes of the latest
+    /// request, shortest first.
+    breakpoints: Vec<Breakpoint>,
 }
 
 impl CacheModel {
@@ -44,6 +58,7 @@ impl CacheModel {
             rules,
             previous: Previous::Nothing,
             previous_time: None,
+            breakpoints: Vec::new(),
         }
     }
 
@@ -62,22 +77,86 @@ impl CacheModel {
         time: Option<DateTime<Utc>>,
     ) -> CacheUse {
         let total = tools + pieces.iter().map(|p| p.tokens()).sum::<usize>();
-        let reused = match &self.previous {
+        let (shared, reused) = match &self.previous {
             Previous::Pieces(previous) => {
-                tools
-                    + previous
-                        .iter()
-                        .zip(pieces)
-                        .take_while(|((id, _), piece)| *id == piece.id())
-                        .map(|((_, tokens), _)| *tokens)
-                        .sum::<usize>()
+                let shared = previous
+                    .iter()
+                    .zip(pieces)
+                    .take_while(|((id, _), piece)| *id == piece.id())
+                    .count();
+                let tokens: usize = previous[..shared].iter().map(|(_, t)| *t).sum();
+                (shared, tools + tokens)
             }
-            Previous::Full(_) | Previous::Nothing => 0,
+            Previous::Full(_) | Previous::Nothing => (0, 0),
         };
-        let used = self.bill(total, reused, time);
+        let used = match self.rules {
+            CacheRules::Anthropic => self.bill_breakpoints(tools, pieces, shared, total, time),
+            _ => self.bill(total, reused, time),
+        };
+        let used = CacheUse { reused, ..used };
         self.previous = Previous::Pieces(pieces.iter().map(|p| (p.id(), p.tokens())).collect());
         self.previous_time = time.or(self.previous_time);
         used
+    }
+
+    /// Anthropic reads only a prefix cached at an earlier request's
+    /// breakpoint: the end of the tools and system prompt, or the end of a
+    /// whole earlier request (where clients put their sliding breakpoint).
+    /// A request edited inside what the previous one sent so reads up to
+    /// the last such prefix before the edit, not up to the edit. `shared`
+    /// messages open both this request and the previous one.
+    fn bill_breakpoints(
+        &mut self,
+        tools: usize,
+        pieces: &[Arc<Entry>],
+        shared: usize,
+        total: usize,
+        time: Option<DateTime<Utc>>,
+    ) -> CacheUse {
+        let ttl = self.rules.ttl_seconds();
+        let min = self.rules.min_prefix();
+        let warm = |b: &Breakpoint| match (b.used, time) {
+            (Some(used), Some(now)) => (now - used).num_seconds() <= ttl,
+            _ => true,
+        };
+        self.breakpoints.retain(|b| b.pieces <= shared);
+        let hit = self
+            .breakpoints
+            .iter()
+            .rposition(|b| b.tokens >= min && warm(b));
+        let read = hit.map_or(0, |i| self.breakpoints[i].tokens);
+        if let Some(i) = hit {
+            self.breakpoints[i].used = time.or(self.breakpoints[i].used);
+        }
+        let system = pieces
+            .iter()
+            .take_while(|p| matches!(p.message(), cwl::Message::System { .. }))
+            .count();
+        let system_tokens = tools + pieces[..system].iter().map(|p| p.tokens()).sum::<usize>();
+        self.cache_at(system, system_tokens, time);
+        self.cache_at(pieces.len(), total, time);
+        CacheUse {
+            reused: 0,
+            read,
+            write: if total >= min { total - read } else { 0 },
+            uncached: if total >= min { 0 } else { total },
+        }
+    }
+
+    /// Records the prefix of `pieces` messages as written or read at `time`.
+    fn cache_at(&mut self, pieces: usize, tokens: usize, time: Option<DateTime<Utc>>) {
+        let at = self.breakpoints.partition_point(|b| b.pieces < pieces);
+        match self.breakpoints.get_mut(at) {
+            Some(b) if b.pieces == pieces => b.used = time.or(b.used),
+            _ => self.breakpoints.insert(
+                at,
+                Breakpoint {
+                    pieces,
+                    tokens,
+                    used: time,
+                },
+            ),
+        }
     }
 
     /// An append-only request of `total` tokens whose previous request is
@@ -177,6 +256,48 @@ mod tests {
             (3 * each, 0, 3 * each),
             "TTL expired"
         );
+    }
+
+    #[test]
+    fn anthropic_reads_only_prefixes_cached_at_breakpoints() {
+        let mut lab = Lab::new(StdArc::new(Estimate), &[]);
+        let system = lab.entry(Message::system("rules ".repeat(2000)));
+        let e = entries(&mut lab, 6);
+        let each = e[0].tokens();
+        let head = system.tokens();
+        let request = |parts: &[&Arc<Entry>]| -> Vec<Arc<Entry>> {
+            std::iter::once(&system)
+                .chain(parts.iter().copied())
+                .cloned()
+                .collect()
+        };
+        let mut cache = CacheModel::new(CacheRules::Anthropic);
+        cache.pieces(0, &request(&[&e[0], &e[1]]), at(0));
+        cache.pieces(0, &request(&[&e[0], &e[1], &e[2]]), at(10));
+        let grown = cache.pieces(0, &request(&[&e[0], &e[1], &e[2], &e[3]]), at(20));
+        assert_eq!(
+            grown.read,
+            head + 3 * each,
+            "the previous request is read whole"
+        );
+
+        // An eviction inside it: the shared prefix runs to e[0], but no
+        // breakpoint ended there, so only the system prompt is read.
+        let edited = cache.pieces(0, &request(&[&e[0], &e[2], &e[3], &e[4]]), at(30));
+        assert_eq!(edited.reused, head + each);
+        assert_eq!((edited.read, edited.write), (head, 4 * each));
+        let next = cache.pieces(0, &request(&[&e[0], &e[2], &e[3], &e[4], &e[5]]), at(40));
+        assert_eq!(
+            next.read,
+            head + 4 * each,
+            "the edited request's end is cached"
+        );
+
+        // Dropping the last message returns to an earlier request's end.
+        let back = cache.pieces(0, &request(&[&e[0], &e[2], &e[3], &e[4]]), at(50));
+        assert_eq!(back.read, head + 4 * each);
+        let cold = cache.pieces(0, &request(&[&e[0], &e[2], &e[3], &e[4]]), at(400));
+        assert_eq!(cold.read, 0, "every cached prefix expired");
     }
 
     #[test]

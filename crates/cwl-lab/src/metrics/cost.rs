@@ -13,8 +13,12 @@ use std::fmt;
 pub enum CacheRules {
     /// Anthropic prompt caching: a write costs 1.25× input, a read 0.1×;
     /// entries live 5 minutes after their last use; prefixes under 1,024
-    /// tokens are not cached. The replay assumes a cache breakpoint at the
-    /// end of every request, so the longest common prefix is readable.
+    /// tokens are not cached. Reads come only from prefixes cached at an
+    /// earlier request's breakpoints: the end of the tools and system
+    /// prompt, and the end of the whole request (where clients put their
+    /// sliding breakpoint). So a request edited inside what the previous
+    /// one sent reads up to the last such prefix before the edit, and
+    /// writes the rest.
     Anthropic,
     /// OpenAI automatic caching: prefixes of at least 1,024 tokens are
     /// read at the model's cached-input price in 128-token steps, with no
