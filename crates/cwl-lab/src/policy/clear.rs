@@ -3,20 +3,21 @@
 //! context edit a Claude user gets from the API itself, so the baseline CWL
 //! must beat side by side.
 //!
-//! The API applies it to every request on its own, statelessly: the client
-//! keeps and sends the whole history, and when that prompt passes the
-//! trigger, every tool result but the `keep` most recent is replaced by a
-//! placeholder, oldest first (with `clear_inputs`, the calls' arguments
-//! too). With `clear_at_least`, an edit that would free fewer tokens is not
-//! applied at all. The lab triggers at the budget τ (the API's default is
-//! 100k input tokens); `keep` defaults to the API's 3. Nothing else is ever
-//! removed, so user turns, answers and calls can still carry the prompt
-//! over τ.
+//! When the prompt passes the trigger, every tool result but the `keep`
+//! most recent is replaced by a placeholder, oldest first (with
+//! `clear_inputs`, the calls' arguments too); with `clear_at_least`, an
+//! edit that would free fewer tokens is not applied. The lab triggers at
+//! the budget τ (the API's default is 100k input tokens); `keep` defaults
+//! to the API's 3. Nothing else is ever removed, so user turns, answers and
+//! calls can still carry the prompt over τ.
 //!
-//! Since the history only grows, a request past the trigger clears a
-//! superset of what the previous one cleared: the edits are kept and
-//! extended, not recomputed.
-
+//! Clearing is an event, not a rewrite of every request: what one edit
+//! cleared stays cleared and the prompt grows from there until it passes
+//! the trigger again. That is what the API documents ("you'll incur cache
+//! write costs each time content is cleared, but subsequent requests can
+//! reuse the newly cached prefix"; `clear_at_least` counts what is cleared
+//! "each time the strategy activates") and what Claude Code users see (the
+//! context share dropping in steps between turns, then growing again).
 use std::sync::Arc;
 
 use cwl::tokens::MESSAGE_OVERHEAD;
@@ -82,7 +83,7 @@ pub struct ClearToolUses {
     params: ClearParams,
     budget: usize,
     slots: Vec<Slot>,
-    /// Tokens of the whole history (tool definitions excluded).
+    /// Tokens of the history as sent now (tool definitions excluded).
     tokens: usize,
     uses: Vec<ToolUse>,
     /// `freed[i]`: tokens clearing the first `i` tool uses frees.
@@ -128,6 +129,7 @@ impl ClearToolUses {
         } = self.uses[index].clone();
         let slot = &mut self.slots[slot];
         let cleared = replaced_result(lab, &slot.entries[position], PLACEHOLDER.to_string());
+        self.tokens = self.tokens + cleared.tokens() - slot.entries[position].tokens();
         slot.entries[position] = cleared;
         if self.params.clear_inputs {
             slot.emptied.push(call_id);
@@ -149,7 +151,9 @@ impl ClearToolUses {
                     other => other.clone(),
                 })
                 .collect();
-            slot.entries[0] = lab.derived(Message::Assistant { content }, &logged);
+            let edited = lab.derived(Message::Assistant { content }, &logged);
+            self.tokens = self.tokens + edited.tokens() - slot.entries[0].tokens();
+            slot.entries[0] = edited;
         }
     }
 }
@@ -194,8 +198,8 @@ impl Policy for ClearToolUses {
     fn request(&mut self, lab: &mut Lab) -> Result<Request, PolicyError> {
         let target = self.uses.len().saturating_sub(self.params.keep);
         let triggered = lab.tools_tokens() + self.tokens > self.budget;
-        let enough = self.freed[target] >= self.params.clear_at_least.max(1);
-        if triggered && enough {
+        let frees = self.freed[target.max(self.cleared)] - self.freed[self.cleared];
+        if triggered && frees >= self.params.clear_at_least.max(1) {
             while self.cleared < target {
                 self.clear(self.cleared, lab);
                 self.cleared += 1;
@@ -322,16 +326,28 @@ mod tests {
         });
         assert_eq!(arguments.as_deref(), Some(r#"{"path":"f0.rs"}"#));
 
-        // The next step clears one more; what was cleared stays cleared.
-        let next = step(&mut lab, "f8", "more\n");
-        policy.push(&next, &[], &mut lab).unwrap();
-        let view = request(&mut policy, &mut lab);
-        let kept: Vec<String> = results(&view)
-            .into_iter()
-            .filter(|(_, c)| c != PLACEHOLDER)
-            .map(|(id, _)| id)
-            .collect();
-        assert_eq!(kept, ["f6", "f7", "f8"]);
+        // Clearing is an event: the next steps append to the edited prompt
+        // until it passes the trigger again, and only then is more cleared.
+        let after_first = view.iter().map(|e| e.tokens()).sum::<usize>();
+        let mut n = 8;
+        loop {
+            let next = step(&mut lab, &format!("f{n}"), &"more\n".repeat(200));
+            policy.push(&next, &[], &mut lab).unwrap();
+            n += 1;
+            let view = request(&mut policy, &mut lab);
+            let kept: Vec<String> = results(&view)
+                .into_iter()
+                .filter(|(_, c)| c != PLACEHOLDER)
+                .map(|(id, _)| id)
+                .collect();
+            if kept.len() == 3 {
+                assert_eq!(kept, [n - 3, n - 2, n - 1].map(|i| format!("f{i}")));
+                assert!(n > 9, "one step more did not pass the trigger again");
+                break;
+            }
+            assert_eq!(kept[..3], ["f5", "f6", "f7"], "nothing more cleared yet");
+            assert!(view.iter().map(|e| e.tokens()).sum::<usize>() > after_first);
+        }
     }
 
     #[test]
@@ -347,6 +363,7 @@ mod tests {
         for unit in &units {
             policy.push(unit, &[], &mut lab).unwrap();
         }
+        let full = policy.tokens;
         let view = request(&mut policy, &mut lab);
         validate_entries(&view).unwrap();
         let calls: Vec<String> = view
@@ -362,7 +379,11 @@ mod tests {
         assert_eq!(calls, ["{}", "{}", "{}", "{}", r#"{"path":"f4.rs"}"#]);
         let after: usize = view.iter().map(|e| e.tokens()).sum();
         assert_eq!(
-            policy.tokens - after,
+            after, policy.tokens,
+            "the edits are counted as they are made"
+        );
+        assert_eq!(
+            full - after,
             policy.freed[4],
             "the savings the edit counts are what the view sheds"
         );
