@@ -203,6 +203,9 @@ pub fn replay_with(
     let mut pairing = Pairing::new();
     let mut pending: Option<Pending> = None;
     let mut last_time: Option<DateTime<Utc>> = None;
+    // Whether the log's provider cached at all: only then is a call that
+    // read nothing from its cache a cold cache, not a log without figures.
+    let mut caching_seen = false;
     let mut guard = Guard::default();
     // Every logged entry in order, kept only for the judge (what a request
     // left out).
@@ -252,12 +255,16 @@ pub fn replay_with(
                     _ => message_tokens(lab.counter(), &message).saturating_sub(MESSAGE_OVERHEAD),
                 };
                 let content = Need::of(&message, &at_risk, lab.seen());
+                let read = usage.map(|u| u.cached_input_tokens);
+                let cache_cold = caching_seen && read == Some(0);
+                caching_seen |= read.is_some_and(|r| r > 0);
                 let call = Call {
                     time: last_time.or(timestamp),
                     history_tokens: history - lab.tools_tokens(),
                     output_tokens,
                     at_risk: &at_risk,
                     content: &content,
+                    cache_cold,
                 };
                 report.requests += 1;
                 for run in runs.iter_mut().filter(|r| r.failed.is_none()) {

@@ -379,3 +379,40 @@ fn clear_tool_uses_takes_the_apis_settings() {
         .expect("a zero minimum is refused");
     assert!(err.to_string().contains("--clear-at-least"), "{err}");
 }
+
+#[test]
+fn a_call_the_log_shows_reading_no_cache_is_cold_for_every_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = pi_log(dir.path(), "warm.jsonl", "claude-sonnet-4-5", 8);
+    let text = std::fs::read_to_string(&warm).unwrap();
+    let mut lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let fifth_call = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.pointer("/message/usage").is_some())
+        .nth(4)
+        .unwrap()
+        .0;
+    lines[fifth_call]["message"]["usage"]["cacheRead"] = json!(0);
+    let cold = dir.path().join("cold.jsonl");
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&cold, body).unwrap();
+
+    let costs = |log: &Path| {
+        let (report, _) = replay_files(&args(&[log], &["--policy", "none,cwl"])).unwrap();
+        report.files[0]
+            .policies
+            .iter()
+            .map(|p| p.stats.summary())
+            .map(|s| (s.cost_usd.unwrap(), s.cache_read_tokens))
+            .collect::<Vec<_>>()
+    };
+    let (warm, cold) = (costs(&warm), costs(&cold));
+    for (w, c) in warm.iter().zip(&cold) {
+        assert!(c.0 > w.0, "a cold call costs more: {c:?} against {w:?}");
+        assert!(c.1 < w.1, "and reads less: {c:?} against {w:?}");
+    }
+}

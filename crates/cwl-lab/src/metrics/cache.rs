@@ -69,6 +69,13 @@ impl CacheModel {
         }
     }
 
+    /// Forgets everything cached: the provider's cache was lost (the log
+    /// says so), so the next request reads nothing.
+    pub fn forget(&mut self) {
+        self.previous = Previous::Nothing;
+        self.breakpoints.clear();
+    }
+
     /// A request made of `pieces` (after `tools` tokens of definitions).
     pub fn pieces(
         &mut self,
@@ -298,6 +305,25 @@ mod tests {
         assert_eq!(back.read, head + 4 * each);
         let cold = cache.pieces(0, &request(&[&e[0], &e[2], &e[3], &e[4]]), at(400));
         assert_eq!(cold.read, 0, "every cached prefix expired");
+    }
+
+    #[test]
+    fn a_forgotten_cache_reads_nothing_then_warms_again() {
+        let mut lab = Lab::new(StdArc::new(Estimate), &[]);
+        let e = entries(&mut lab, 5);
+        for rules in [
+            CacheRules::Anthropic,
+            CacheRules::OpenAi,
+            CacheRules::Google,
+        ] {
+            let mut cache = CacheModel::new(rules);
+            cache.pieces(0, &e[..3], None);
+            assert!(cache.pieces(0, &e[..4], None).read > 0, "{rules:?}");
+            cache.forget();
+            let cold = cache.pieces(0, &e[..5], None);
+            assert_eq!((cold.reused, cold.read), (0, 0), "{rules:?}");
+            assert!(cache.pieces(0, &e[..5], None).read > 0, "{rules:?}");
+        }
     }
 
     #[test]

@@ -63,6 +63,10 @@ pub struct Call<'a> {
     pub at_risk: &'a [AnchorId],
     /// Content the reply relies on that appeared earlier.
     pub content: &'a Need,
+    /// The log says the provider's cache had nothing for this call (it read
+    /// no cached token, though earlier calls did): every policy's cache is
+    /// cold here, as the log's was.
+    pub cache_cold: bool,
 }
 
 /// Mergeable per-policy counts (one file, or an aggregate).
@@ -429,6 +433,9 @@ impl Recorder {
     /// Records one request (and the side calls made before it).
     pub fn record(&mut self, request: &Request, call: &Call<'_>, tools_tokens: usize) {
         let tools_tokens = tools_tokens + self.overhead;
+        if call.cache_cold {
+            self.cache.forget();
+        }
         for side in &request.side_calls {
             let used = self.cache.pieces(tools_tokens, &side.input, call.time);
             self.bill(used, side.output_tokens);
@@ -558,6 +565,7 @@ mod tests {
             output_tokens: 10,
             at_risk: &[alpha],
             content: &Need::default(),
+            cache_cold: false,
         };
         recorder.record(&Request::pieces(vec![a.clone(), b.clone()]), &call, 0);
         let call = Call {
@@ -566,6 +574,7 @@ mod tests {
             output_tokens: 10,
             at_risk: &[alpha, beta],
             content: &Need::default(),
+            cache_cold: false,
         };
         recorder.record(&Request::pieces(vec![b.clone()]), &call, 0);
         let lost_alpha = RequestLoss {
@@ -644,6 +653,7 @@ mod tests {
             output_tokens: 1,
             at_risk,
             content: need,
+            cache_cold: false,
         };
         recorder.record(&Request::pieces(pieces.to_vec()), &call, 0);
     }
