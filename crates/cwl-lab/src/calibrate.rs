@@ -201,6 +201,11 @@ pub struct Fidelity {
     pub local_prompt_tokens_mean: Option<f64>,
     /// Mean over the same calls of |replayed − logged| / logged, calibrated.
     pub prompt_tokens_error_mean: Option<f64>,
+    /// What the log says its calls before the first compaction cost, when
+    /// it records the cost of each of them (pi, mini-swe-agent).
+    pub logged_cost_usd: Option<f64>,
+    /// What the replayed full history (`none`) costs over the same calls.
+    pub replayed_cost_usd: Option<f64>,
 }
 
 /// Sums for a [`Fidelity`], fed call by call during the replay.
@@ -256,6 +261,8 @@ impl FidelityTally {
             )),
             local_prompt_tokens_mean: Some(round(local, 1)),
             prompt_tokens_error_mean: Some(round(self.error / n, 4)),
+            logged_cost_usd: None,
+            replayed_cost_usd: None,
         }
     }
 }

@@ -199,13 +199,21 @@ pub fn replay_with(
     };
     let mut history = lab.tools_tokens();
     let mut tally = FidelityTally::new(calibration);
+    let mut costs = CostTally::new(Recorder::calibrated(
+        config.policy.budget,
+        Arc::clone(&config.pricing),
+        calibration,
+    ));
     let mut inferrer = (!annotated).then(Inferrer::new);
     let mut pairing = Pairing::new();
     let mut pending: Option<Pending> = None;
     let mut last_time: Option<DateTime<Utc>> = None;
-    // Whether the log's provider cached at all: only then is a call that
-    // read nothing from its cache a cold cache, not a log without figures.
+    // Whether the log's provider cached at all (a log whose calls all read
+    // nothing has no cache figures), and the last call's logged prompt,
+    // whose share the next call read back (none after the log's harness
+    // compacted: its next prompt is not the previous one grown).
     let mut caching_seen = false;
+    let mut previous_prompt: Option<u64> = None;
     let mut guard = Guard::default();
     // Every logged entry in order, kept only for the judge (what a request
     // left out).
@@ -214,20 +222,23 @@ pub fn replay_with(
 
     for event in events {
         tick();
-        let (message, timestamp, usage) = match event {
+        let (message, timestamp, usage, cost_usd) = match event {
             SessionEvent::Warning(what) => {
                 report.warnings.push(what);
                 continue;
             }
             SessionEvent::Compaction => {
                 report.log_compactions += 1;
+                previous_prompt = None;
+                costs.compaction();
                 continue;
             }
             SessionEvent::Message {
                 message,
                 timestamp,
                 usage,
-            } => (message, timestamp, usage),
+                cost_usd,
+            } => (message, timestamp, usage, cost_usd),
         };
         match message {
             Message::ToolResult(result) => {
@@ -255,18 +266,24 @@ pub fn replay_with(
                     _ => message_tokens(lab.counter(), &message).saturating_sub(MESSAGE_OVERHEAD),
                 };
                 let content = Need::of(&message, &at_risk, lab.seen());
-                let read = usage.map(|u| u.cached_input_tokens);
-                let cache_cold = caching_seen && read == Some(0);
-                caching_seen |= read.is_some_and(|r| r > 0);
+                let cache_share = match (usage, previous_prompt) {
+                    (Some(u), Some(before)) if caching_seen => {
+                        (u.cached_input_tokens as f64 / before as f64).min(1.0)
+                    }
+                    _ => 1.0,
+                };
+                caching_seen |= usage.is_some_and(|u| u.cached_input_tokens > 0);
+                previous_prompt = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
                 let call = Call {
                     time: last_time.or(timestamp),
                     history_tokens: history - lab.tools_tokens(),
                     output_tokens,
                     at_risk: &at_risk,
                     content: &content,
-                    cache_cold,
+                    cache_share,
                 };
                 report.requests += 1;
+                costs.call(&call, cost_usd, lab.tools_tokens());
                 for run in runs.iter_mut().filter(|r| r.failed.is_none()) {
                     run.policy.time(call.time);
                     match run.policy.request(&mut lab) {
@@ -321,7 +338,11 @@ pub fn replay_with(
         }
     }
     flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
-    report.fidelity = tally.finish();
+    report.fidelity = Fidelity {
+        logged_cost_usd: costs.logged(),
+        replayed_cost_usd: costs.replayed(),
+        ..tally.finish()
+    };
     report.warnings.extend(pairing.take_warnings());
     for run in runs {
         let Run {
@@ -477,5 +498,71 @@ impl Guard {
                 "reported within budget but has {tokens} tokens > {budget}"
             ));
         }
+    }
+}
+
+/// The log's own cost of its calls before its first compaction, against
+/// what the replayed full history costs over the same calls: both only
+/// when the log records the cost of every one of them.
+struct CostTally {
+    full: Recorder,
+    logged: f64,
+    complete: bool,
+    calls: u64,
+    replayed: Option<f64>,
+}
+
+impl CostTally {
+    fn new(full: Recorder) -> Self {
+        CostTally {
+            full,
+            logged: 0.0,
+            complete: true,
+            calls: 0,
+            replayed: None,
+        }
+    }
+
+    /// A model call of the log, which cost `logged` dollars if it says.
+    fn call(&mut self, call: &Call<'_>, logged: Option<f64>, tools_tokens: usize) {
+        if self.replayed.is_some() {
+            return;
+        }
+        let request = Request {
+            view: View::Full {
+                tokens: call.history_tokens,
+            },
+            side_calls: Vec::new(),
+            side: Default::default(),
+            budget_met: None,
+        };
+        self.full.record(&request, call, tools_tokens);
+        self.calls += 1;
+        match logged {
+            Some(cost) => self.logged += cost,
+            None => self.complete = false,
+        }
+    }
+
+    /// The log's harness compacted: its later calls are not the full history's.
+    fn compaction(&mut self) {
+        if self.replayed.is_none() {
+            self.replayed = Some(self.full.stats().summary().cost_usd.unwrap_or(f64::NAN));
+        }
+    }
+
+    fn known(&self) -> bool {
+        self.complete && self.calls > 0
+    }
+
+    fn logged(&self) -> Option<f64> {
+        self.known().then(|| (self.logged * 1e6).round() / 1e6)
+    }
+
+    fn replayed(&self) -> Option<f64> {
+        let replayed = self
+            .replayed
+            .or_else(|| self.full.stats().summary().cost_usd)?;
+        (self.known() && replayed.is_finite()).then_some(replayed)
     }
 }

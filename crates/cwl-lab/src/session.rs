@@ -50,6 +50,8 @@ pub enum SessionEvent {
         timestamp: Option<DateTime<Utc>>,
         /// For assistant messages: the provider's reported usage.
         usage: Option<Usage>,
+        /// For assistant messages: the call's cost in US dollars, if logged.
+        cost_usd: Option<f64>,
     },
     /// The original harness compacted its context here. Replays ignore it:
     /// every policy starts from the full, uncompacted history.
@@ -96,6 +98,7 @@ impl Session {
                 message,
                 timestamp: None,
                 usage: None,
+                cost_usd: None,
             })),
         }
     }
@@ -123,11 +126,13 @@ fn open_with_importer(path: &Path) -> Result<Session, OpenError> {
             message,
             timestamp,
             usage,
+            cost_usd,
             ..
         } => SessionEvent::Message {
             message,
             timestamp,
             usage,
+            cost_usd,
         },
         Event::Compaction { .. } => SessionEvent::Compaction,
         Event::Warning(warning) => SessionEvent::Warning(warning.to_string()),

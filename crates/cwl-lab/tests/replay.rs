@@ -415,6 +415,7 @@ fn timed(gap_seconds: i64) -> Session {
             message,
             timestamp: Some(start + chrono::Duration::seconds(gap_seconds * i as i64)),
             usage: None,
+            cost_usd: None,
         });
     Session {
         info: SessionInfo {

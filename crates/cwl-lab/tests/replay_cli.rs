@@ -416,3 +416,52 @@ fn a_call_the_log_shows_reading_no_cache_is_cold_for_every_policy() {
         assert!(c.1 < w.1, "and reads less: {c:?} against {w:?}");
     }
 }
+
+#[test]
+fn the_logs_own_cost_is_set_beside_the_replayed_full_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = pi_log(dir.path(), "plain.jsonl", "claude-sonnet-4-5", 6);
+    let text = std::fs::read_to_string(&plain).unwrap();
+    let mut lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for line in lines.iter_mut() {
+        if let Some(usage) = line.pointer_mut("/message/usage") {
+            usage["cost"] = json!({"total": 0.25});
+        }
+    }
+    let write = |name: &str, lines: &[Value]| {
+        let path = dir.path().join(name);
+        let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&path, body).unwrap();
+        path
+    };
+    let priced = write("priced.jsonl", &lines);
+    let (report, _) = replay_files(&args(&[&priced], &["--policy", "cwl"])).unwrap();
+    let fidelity = &report.files[0].fidelity;
+    assert_eq!(fidelity.logged_cost_usd, Some(1.5));
+    let replayed = fidelity
+        .replayed_cost_usd
+        .expect("the full history is priced");
+    assert!(replayed > 0.0);
+    let line = table::render(&report);
+    assert!(
+        line.contains("logged cost $1.50 vs replayed full history $"),
+        "{line}"
+    );
+
+    // One call without a logged cost: no sum is better than a partial one.
+    let call = lines
+        .iter()
+        .position(|l| l.pointer("/message/usage").is_some())
+        .unwrap();
+    lines[call]["message"]["usage"]
+        .as_object_mut()
+        .unwrap()
+        .remove("cost");
+    let partial = write("partial.jsonl", &lines);
+    let (report, _) = replay_files(&args(&[&partial], &[])).unwrap();
+    assert_eq!(report.files[0].fidelity.logged_cost_usd, None);
+    assert_eq!(report.files[0].fidelity.replayed_cost_usd, None);
+}

@@ -241,7 +241,7 @@ fn drive(policy: &mut StrategyPolicy, messages: Vec<Message>, lab: &mut Lab) -> 
                     output_tokens: 10,
                     at_risk: &[],
                     content: &need,
-                    cache_cold: false,
+                    cache_share: 1.0,
                 };
                 recorder.record(&request, &call, lab.tools_tokens());
                 pairing.begin(message);

@@ -21,6 +21,28 @@ pub struct CacheUse {
     pub uncached: usize,
 }
 
+impl CacheUse {
+    /// The use when the provider read only `share` (0 to 1) of what this
+    /// model reads, as the log shows it did: the rest is written again
+    /// (Anthropic) or billed as plain input.
+    pub fn read_share(self, share: f64, rules: CacheRules) -> CacheUse {
+        let read = (self.read as f64 * share.clamp(0.0, 1.0)).floor() as usize;
+        let missed = self.read - read;
+        match rules {
+            CacheRules::Anthropic => CacheUse {
+                read,
+                write: self.write + missed,
+                ..self
+            },
+            _ => CacheUse {
+                read,
+                uncached: self.uncached + missed,
+                ..self
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 enum Previous {
     #[default]
@@ -67,13 +89,6 @@ impl CacheModel {
             (Some(before), Some(now)) => (now - before).num_seconds() <= self.rules.ttl_seconds(),
             _ => true,
         }
-    }
-
-    /// Forgets everything cached: the provider's cache was lost (the log
-    /// says so), so the next request reads nothing.
-    pub fn forget(&mut self) {
-        self.previous = Previous::Nothing;
-        self.breakpoints.clear();
     }
 
     /// A request made of `pieces` (after `tools` tokens of definitions).
@@ -308,22 +323,19 @@ mod tests {
     }
 
     #[test]
-    fn a_forgotten_cache_reads_nothing_then_warms_again() {
-        let mut lab = Lab::new(StdArc::new(Estimate), &[]);
-        let e = entries(&mut lab, 5);
-        for rules in [
-            CacheRules::Anthropic,
-            CacheRules::OpenAi,
-            CacheRules::Google,
-        ] {
-            let mut cache = CacheModel::new(rules);
-            cache.pieces(0, &e[..3], None);
-            assert!(cache.pieces(0, &e[..4], None).read > 0, "{rules:?}");
-            cache.forget();
-            let cold = cache.pieces(0, &e[..5], None);
-            assert_eq!((cold.reused, cold.read), (0, 0), "{rules:?}");
-            assert!(cache.pieces(0, &e[..5], None).read > 0, "{rules:?}");
-        }
+    fn a_share_of_the_reads_moves_the_rest_to_writes_or_plain_input() {
+        let used = CacheUse {
+            reused: 9000,
+            read: 8000,
+            write: 1000,
+            uncached: 0,
+        };
+        assert_eq!(used.read_share(1.0, CacheRules::Anthropic), used);
+        let half = used.read_share(0.5, CacheRules::Anthropic);
+        assert_eq!((half.read, half.write, half.uncached), (4000, 5000, 0));
+        let none = used.read_share(0.0, CacheRules::Google);
+        assert_eq!((none.read, none.write, none.uncached), (0, 1000, 8000));
+        assert_eq!(used.read_share(1.7, CacheRules::OpenAi), used, "clamped");
     }
 
     #[test]

@@ -63,10 +63,12 @@ pub struct Call<'a> {
     pub at_risk: &'a [AnchorId],
     /// Content the reply relies on that appeared earlier.
     pub content: &'a Need,
-    /// The log says the provider's cache had nothing for this call (it read
-    /// no cached token, though earlier calls did): every policy's cache is
-    /// cold here, as the log's was.
-    pub cache_cold: bool,
+    /// The share of its cached prefix the log's provider read at this call
+    /// (its cached tokens over the previous call's prompt; 1 when the log
+    /// shows no caching): every policy reads that share of what it could,
+    /// so the provider's misses (a cold cache, a partial implicit cache)
+    /// cost each of them as they cost the log.
+    pub cache_share: f64,
 }
 
 /// Mergeable per-policy counts (one file, or an aggregate).
@@ -433,11 +435,12 @@ impl Recorder {
     /// Records one request (and the side calls made before it).
     pub fn record(&mut self, request: &Request, call: &Call<'_>, tools_tokens: usize) {
         let tools_tokens = tools_tokens + self.overhead;
-        if call.cache_cold {
-            self.cache.forget();
-        }
+        let rules = self.pricing.rules;
         for side in &request.side_calls {
-            let used = self.cache.pieces(tools_tokens, &side.input, call.time);
+            let used = self
+                .cache
+                .pieces(tools_tokens, &side.input, call.time)
+                .read_share(call.cache_share, rules);
             self.bill(used, side.output_tokens);
             self.stats.side_calls += 1;
         }
@@ -448,12 +451,18 @@ impl Recorder {
                 let total = tools_tokens + tokens;
                 let compared = self.compared;
                 self.compared = true;
-                let used = self.cache.full(total, call.time);
+                let used = self
+                    .cache
+                    .full(total, call.time)
+                    .read_share(call.cache_share, rules);
                 (total, used, 0, 0, 0, compared.then_some(false))
             }
             View::Pieces(pieces) => {
                 let total = tools_tokens + pieces.iter().map(|p| p.tokens()).sum::<usize>();
-                let used = self.cache.pieces(tools_tokens, pieces, call.time);
+                let used = self
+                    .cache
+                    .pieces(tools_tokens, pieces, call.time)
+                    .read_share(call.cache_share, rules);
                 let (evictions, changed) = self.compare(pieces);
                 (
                     total,
@@ -565,7 +574,7 @@ mod tests {
             output_tokens: 10,
             at_risk: &[alpha],
             content: &Need::default(),
-            cache_cold: false,
+            cache_share: 1.0,
         };
         recorder.record(&Request::pieces(vec![a.clone(), b.clone()]), &call, 0);
         let call = Call {
@@ -574,7 +583,7 @@ mod tests {
             output_tokens: 10,
             at_risk: &[alpha, beta],
             content: &Need::default(),
-            cache_cold: false,
+            cache_share: 1.0,
         };
         recorder.record(&Request::pieces(vec![b.clone()]), &call, 0);
         let lost_alpha = RequestLoss {
@@ -653,7 +662,7 @@ mod tests {
             output_tokens: 1,
             at_risk,
             content: need,
-            cache_cold: false,
+            cache_share: 1.0,
         };
         recorder.record(&Request::pieces(pieces.to_vec()), &call, 0);
     }

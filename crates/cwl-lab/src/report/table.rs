@@ -161,20 +161,27 @@ fn calibration_line(file: &FileReport) -> String {
     } else {
         "tokens uncalibrated (local counts)".to_string()
     };
+    let before = if file.log_compactions > 0 {
+        " before the log's first compaction"
+    } else {
+        ""
+    };
+    let cost = match (f.logged_cost_usd, f.replayed_cost_usd) {
+        (Some(logged), Some(replayed)) if logged > 0.0 => format!(
+            "; logged cost ${logged:.2} vs replayed full history ${replayed:.2} ({:+.1}%){before}",
+            (replayed - logged) / logged * 100.0,
+        ),
+        _ => String::new(),
+    };
     match (f.logged_prompt_tokens_mean, f.replayed_prompt_tokens_mean) {
         (Some(logged), Some(replayed)) => format!(
-            "{how}; logged prompt mean {} vs replayed full history {} ({:+.1}%) over {} calls{}",
+            "{how}; logged prompt mean {} vs replayed full history {} ({:+.1}%) over {} calls{before}{cost}",
             thousands(logged.round() as u64),
             thousands(replayed.round() as u64),
             (replayed - logged) / logged * 100.0,
             f.compared_calls,
-            if file.log_compactions > 0 {
-                " before the log's first compaction"
-            } else {
-                ""
-            }
         ),
-        _ => format!("{how}; the log records no prompt size"),
+        _ => format!("{how}; the log records no prompt size{cost}"),
     }
 }
 
