@@ -5,7 +5,8 @@
 //! "model", "priced_as", "model_from", "cost_known", "budget", "window", "requests",
 //! "no_model_call"?, "annotated", "log_compactions", "warnings", "compared_calls",
 //! "logged_prompt_tokens_mean", "replayed_prompt_tokens_mean",
-//! "local_prompt_tokens_mean", "calibration", "policies": {NAME: M},
+//! "local_prompt_tokens_mean", "prompt_tokens_error_mean", "logged_cost_usd",
+//! "replayed_cost_usd", "calibration", "policies": {NAME: M},
 //! "errors"?: {NAME: why}}], "skipped": [{"path", "why"}],
 //! "aggregate": {NAME: M}, "cwl_against_best"}` where `M` is a [`Summary`]
 //! and policies appear in the order asked; `cwl_against_best` ([`Versus`])
@@ -31,8 +32,11 @@
 //! `compared_calls` calls that logged a prompt size before the log's first
 //! compaction, the logged mean and the replayed full history (`none`) in
 //! calibrated provider tokens, and uncalibrated; `null` when the log
-//! records no prompt size. `calibration` is the [`Calibration`] applied to
-//! every policy of the file.
+//! records no prompt size. Over the calls before that compaction, when the log records the
+//! cost of each (pi, mini-swe-agent), `logged_cost_usd` is what they cost
+//! and `replayed_cost_usd` what the replayed full history costs, else both
+//! are `null`. `calibration` is the [`Calibration`] applied to every policy
+//! of the file.
 
 use serde::Serialize;
 use serde::ser::SerializeMap;
