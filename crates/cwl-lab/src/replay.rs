@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use cwl::tokens::{MESSAGE_OVERHEAD, message_tokens};
-use cwl::{Annotation, Message, TokenCounter};
+use cwl::{Annotation, Message, TokenCounter, Usage};
 
 use crate::calibrate::{Calibration, Fidelity, FidelityTally};
 use crate::judge::{self, Judge};
@@ -208,12 +208,7 @@ pub fn replay_with(
     let mut pairing = Pairing::new();
     let mut pending: Option<Pending> = None;
     let mut last_time: Option<DateTime<Utc>> = None;
-    // Whether the log's provider cached at all (a log whose calls all read
-    // nothing has no cache figures), and the last call's logged prompt,
-    // whose share the next call read back (none after the log's harness
-    // compacted: its next prompt is not the previous one grown).
-    let mut caching_seen = false;
-    let mut previous_prompt: Option<u64> = None;
+    let mut cache_reads = CacheReads::default();
     let mut guard = Guard::default();
     // Every logged entry in order, kept only for the judge (what a request
     // left out).
@@ -229,7 +224,7 @@ pub fn replay_with(
             }
             SessionEvent::Compaction => {
                 report.log_compactions += 1;
-                previous_prompt = None;
+                cache_reads.compaction();
                 costs.compaction();
                 continue;
             }
@@ -266,14 +261,7 @@ pub fn replay_with(
                     _ => message_tokens(lab.counter(), &message).saturating_sub(MESSAGE_OVERHEAD),
                 };
                 let content = Need::of(&message, &at_risk, lab.seen());
-                let cache_share = match (usage, previous_prompt) {
-                    (Some(u), Some(before)) if caching_seen => {
-                        (u.cached_input_tokens as f64 / before as f64).min(1.0)
-                    }
-                    _ => 1.0,
-                };
-                caching_seen |= usage.is_some_and(|u| u.cached_input_tokens > 0);
-                previous_prompt = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
+                let cache_share = cache_reads.share(usage.as_ref());
                 let call = Call {
                     time: last_time.or(timestamp),
                     history_tokens: history - lab.tools_tokens(),
@@ -501,6 +489,38 @@ impl Guard {
     }
 }
 
+/// How much of its cached prefix the log's provider read, call by call:
+/// a call's cached tokens over the previous call's prompt.
+#[derive(Debug, Default)]
+struct CacheReads {
+    /// Whether any call read from the cache: a log where none did has no
+    /// cache figures (or no cache), and reading nothing says nothing.
+    seen: bool,
+    /// The previous call's logged prompt (none after the log's harness
+    /// compacted: its next prompt is not the previous one grown).
+    previous: Option<u64>,
+}
+
+impl CacheReads {
+    /// The share (0 to 1) of its cached prefix the call logging `usage`
+    /// read; 1 where the log does not say.
+    fn share(&mut self, usage: Option<&Usage>) -> f64 {
+        let share = match (usage, self.previous) {
+            (Some(u), Some(before)) if self.seen => {
+                (u.cached_input_tokens as f64 / before as f64).min(1.0)
+            }
+            _ => 1.0,
+        };
+        self.seen |= usage.is_some_and(|u| u.cached_input_tokens > 0);
+        self.previous = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
+        share
+    }
+
+    fn compaction(&mut self) {
+        self.previous = None;
+    }
+}
+
 /// The log's own cost of its calls before its first compaction, against
 /// what the replayed full history costs over the same calls: both only
 /// when the log records the cost of every one of them.
@@ -509,7 +529,8 @@ struct CostTally {
     logged: f64,
     complete: bool,
     calls: u64,
-    replayed: Option<f64>,
+    /// The log compacted: the full history's cost up to then.
+    closed: Option<Option<f64>>,
 }
 
 impl CostTally {
@@ -519,13 +540,13 @@ impl CostTally {
             logged: 0.0,
             complete: true,
             calls: 0,
-            replayed: None,
+            closed: None,
         }
     }
 
     /// A model call of the log, which cost `logged` dollars if it says.
     fn call(&mut self, call: &Call<'_>, logged: Option<f64>, tools_tokens: usize) {
-        if self.replayed.is_some() {
+        if self.closed.is_some() {
             return;
         }
         let request = Request {
@@ -546,8 +567,8 @@ impl CostTally {
 
     /// The log's harness compacted: its later calls are not the full history's.
     fn compaction(&mut self) {
-        if self.replayed.is_none() {
-            self.replayed = Some(self.full.stats().summary().cost_usd.unwrap_or(f64::NAN));
+        if self.closed.is_none() {
+            self.closed = Some(self.full.stats().summary().cost_usd);
         }
     }
 
@@ -560,9 +581,10 @@ impl CostTally {
     }
 
     fn replayed(&self) -> Option<f64> {
-        let replayed = self
-            .replayed
-            .or_else(|| self.full.stats().summary().cost_usd)?;
-        (self.known() && replayed.is_finite()).then_some(replayed)
+        let replayed = match self.closed {
+            Some(cost) => cost,
+            None => self.full.stats().summary().cost_usd,
+        };
+        replayed.filter(|_| self.known())
     }
 }
