@@ -380,15 +380,27 @@ fn clear_tool_uses_takes_the_apis_settings() {
     assert!(err.to_string().contains("--clear-at-least"), "{err}");
 }
 
+/// The JSON lines of a log.
+fn log_lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Writes `lines` as the log `name` in `dir`.
+fn write_log(dir: &Path, name: &str, lines: &[Value]) -> PathBuf {
+    let path = dir.join(name);
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
 #[test]
 fn a_call_the_log_shows_reading_no_cache_is_cold_for_every_policy() {
     let dir = tempfile::tempdir().unwrap();
     let warm = pi_log(dir.path(), "warm.jsonl", "claude-sonnet-4-5", 8);
-    let text = std::fs::read_to_string(&warm).unwrap();
-    let mut lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let mut lines = log_lines(&warm);
     let fifth_call = lines
         .iter()
         .enumerate()
@@ -397,9 +409,7 @@ fn a_call_the_log_shows_reading_no_cache_is_cold_for_every_policy() {
         .unwrap()
         .0;
     lines[fifth_call]["message"]["usage"]["cacheRead"] = json!(0);
-    let cold = dir.path().join("cold.jsonl");
-    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&cold, body).unwrap();
+    let cold = write_log(dir.path(), "cold.jsonl", &lines);
 
     let costs = |log: &Path| {
         let (report, _) = replay_files(&args(&[log], &["--policy", "none,cwl"])).unwrap();
@@ -421,23 +431,13 @@ fn a_call_the_log_shows_reading_no_cache_is_cold_for_every_policy() {
 fn the_logs_own_cost_is_set_beside_the_replayed_full_history() {
     let dir = tempfile::tempdir().unwrap();
     let plain = pi_log(dir.path(), "plain.jsonl", "claude-sonnet-4-5", 6);
-    let text = std::fs::read_to_string(&plain).unwrap();
-    let mut lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let mut lines = log_lines(&plain);
     for line in lines.iter_mut() {
         if let Some(usage) = line.pointer_mut("/message/usage") {
             usage["cost"] = json!({"total": 0.25});
         }
     }
-    let write = |name: &str, lines: &[Value]| {
-        let path = dir.path().join(name);
-        let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
-        std::fs::write(&path, body).unwrap();
-        path
-    };
-    let priced = write("priced.jsonl", &lines);
+    let priced = write_log(dir.path(), "priced.jsonl", &lines);
     let (report, _) = replay_files(&args(&[&priced], &["--policy", "cwl"])).unwrap();
     let fidelity = &report.files[0].fidelity;
     assert_eq!(fidelity.logged_cost_usd, Some(1.5));
@@ -460,7 +460,7 @@ fn the_logs_own_cost_is_set_beside_the_replayed_full_history() {
         .as_object_mut()
         .unwrap()
         .remove("cost");
-    let partial = write("partial.jsonl", &lines);
+    let partial = write_log(dir.path(), "partial.jsonl", &lines);
     let (report, _) = replay_files(&args(&[&partial], &[])).unwrap();
     assert_eq!(report.files[0].fidelity.logged_cost_usd, None);
     assert_eq!(report.files[0].fidelity.replayed_cost_usd, None);
