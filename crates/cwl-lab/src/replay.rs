@@ -22,7 +22,7 @@ use crate::calibrate::{Calibration, Fidelity, FidelityTally};
 use crate::judge::{self, Judge};
 use crate::metrics::anchors::{AnchorId, Scope};
 use crate::metrics::content::Need;
-use crate::metrics::cost::{ModelSource, Pricing};
+use crate::metrics::cost::{CacheRules, ModelSource, Pricing};
 use crate::metrics::{Call, Recorder, Stats};
 use crate::policy::clear::ClearParams;
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
@@ -261,7 +261,7 @@ pub fn replay_with(
                     _ => message_tokens(lab.counter(), &message).saturating_sub(MESSAGE_OVERHEAD),
                 };
                 let content = Need::of(&message, &at_risk, lab.seen());
-                let cache_share = cache_reads.share(usage.as_ref());
+                let cache_share = cache_reads.share(usage.as_ref(), config.pricing.rules);
                 let call = Call {
                     time: last_time.or(timestamp),
                     history_tokens: history - lab.tools_tokens(),
@@ -502,12 +502,16 @@ struct CacheReads {
 }
 
 impl CacheReads {
-    /// The share (0 to 1) of its cached prefix the call logging `usage`
-    /// read; 1 where the log does not say.
-    fn share(&mut self, usage: Option<&Usage>) -> f64 {
-        let share = match (usage, self.previous) {
-            (Some(u), Some(before)) if self.seen => {
-                (u.cached_input_tokens as f64 / before as f64).min(1.0)
+    /// The share (0 to 1) of what `rules` let it read of the previous
+    /// call's prompt that the call logging `usage` read; 1 where the log
+    /// does not say.
+    fn share(&mut self, usage: Option<&Usage>, rules: CacheRules) -> f64 {
+        let readable = self
+            .previous
+            .map(|before| rules.readable(usize::try_from(before).unwrap_or(usize::MAX)));
+        let share = match (usage, readable) {
+            (Some(u), Some(readable)) if self.seen && readable > 0 => {
+                (u.cached_input_tokens as f64 / readable as f64).min(1.0)
             }
             _ => 1.0,
         };

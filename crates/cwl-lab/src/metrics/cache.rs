@@ -196,27 +196,14 @@ impl CacheModel {
 
     fn bill(&self, total: usize, reused: usize, time: Option<DateTime<Utc>>) -> CacheUse {
         let min = self.rules.min_prefix();
-        let hit = self.warm(time) && reused >= min;
-        let (read, write) = match self.rules {
-            CacheRules::Anthropic => {
-                let read = if hit { reused } else { 0 };
-                let write = if total >= min { total - read } else { 0 };
-                (read, write)
-            }
-            CacheRules::OpenAi | CacheRules::OpenAiWrites => {
-                let read = if hit {
-                    min + (reused - min) / 128 * 128
-                } else {
-                    0
-                };
-                let write = match self.rules {
-                    CacheRules::OpenAiWrites if total >= min => total - read,
-                    _ => 0,
-                };
-                (read, write)
-            }
-            CacheRules::Google => (if hit { reused } else { 0 }, 0),
-            CacheRules::None => (0, 0),
+        let read = if self.warm(time) {
+            self.rules.readable(reused)
+        } else {
+            0
+        };
+        let write = match self.rules {
+            CacheRules::Anthropic | CacheRules::OpenAiWrites if total >= min => total - read,
+            _ => 0,
         };
         CacheUse {
             reused,

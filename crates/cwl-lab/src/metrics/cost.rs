@@ -51,6 +51,19 @@ impl CacheRules {
         }
     }
 
+    /// How much of a warm shared prefix of `prefix` tokens the provider
+    /// reads: nothing under its smallest cacheable prefix, OpenAI's in
+    /// 128-token steps past it, the whole prefix otherwise.
+    pub fn readable(self, prefix: usize) -> usize {
+        let min = self.min_prefix();
+        match self {
+            _ if prefix < min => 0,
+            CacheRules::OpenAi | CacheRules::OpenAiWrites => min + (prefix - min) / 128 * 128,
+            CacheRules::None => 0,
+            CacheRules::Anthropic | CacheRules::Google => prefix,
+        }
+    }
+
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -427,6 +440,17 @@ pub fn resolve(model: &str, price: Option<&str>) -> Result<Pricing, PriceError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_provider_reads_what_its_rules_let_it_of_a_shared_prefix() {
+        assert_eq!(CacheRules::Anthropic.readable(5000), 5000);
+        assert_eq!(CacheRules::Anthropic.readable(1000), 0, "under 1,024");
+        assert_eq!(CacheRules::OpenAi.readable(5000), 1024 + 31 * 128);
+        assert_eq!(CacheRules::OpenAiWrites.readable(1024), 1024);
+        assert_eq!(CacheRules::Google.readable(2000), 0, "under 2,048");
+        assert_eq!(CacheRules::Google.readable(3000), 3000);
+        assert_eq!(CacheRules::None.readable(5000), 0);
+    }
 
     #[test]
     fn looks_up_by_longest_prefix() {

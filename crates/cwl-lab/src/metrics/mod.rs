@@ -64,8 +64,9 @@ pub struct Call<'a> {
     /// Content the reply relies on that appeared earlier.
     pub content: &'a Need,
     /// The share of its cached prefix the log's provider read at this call
-    /// (its cached tokens over the previous call's prompt; 1 when the log
-    /// shows no caching): every policy reads that share of what it could,
+    /// (its cached tokens over what the rules let it read of the previous
+    /// call's prompt; 1 when the log shows no caching): every policy reads
+    /// that share of what it could,
     /// so the provider's misses (a cold cache, a partial implicit cache)
     /// cost each of them as they cost the log.
     pub cache_share: f64,
