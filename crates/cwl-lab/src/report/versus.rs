@@ -15,6 +15,8 @@ use serde::Serialize;
 use crate::metrics::{RequestLoss, Stats, Summary};
 use crate::policy::PolicyKind;
 
+use super::table::thousands;
+
 /// One measure: CWL's figure, the best other budget-holding figure and the
 /// policies that reached it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -31,6 +33,19 @@ pub struct Standing {
     /// `by` disagree (absent for cost, or when their requests differ).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paired: Option<Paired>,
+    /// For cost: the mean request of CWL and of the first of `by`, in
+    /// tokens, since a policy that sends less is cheaper for that alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_tokens: Option<MeanTokens>,
+}
+
+/// The mean request of CWL and of the best policy on a measure.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MeanTokens {
+    /// CWL's.
+    pub cwl: f64,
+    /// The best policy's.
+    pub best: f64,
 }
 
 /// The requests only one of two policies lost, replayed on the same logs.
@@ -141,6 +156,10 @@ impl Versus {
                 .map(|(k, _)| *k)
                 .collect();
             let mine = value(cwl);
+            let first = held
+                .iter()
+                .find(|(k, _)| *k == best_kinds[0])
+                .map(|(_, s)| s);
             Standing {
                 cwl: mine,
                 best,
@@ -148,6 +167,10 @@ impl Versus {
                 ahead: !better(best, mine),
                 paired: lost.and_then(|lost| {
                     Paired::of(losses(PolicyKind::Cwl), losses(best_kinds[0]), lost)
+                }),
+                mean_tokens: lost.is_none().then_some(()).and(first).map(|s| MeanTokens {
+                    cwl: cwl.tokens_mean,
+                    best: s.tokens_mean,
                 }),
             }
         };
@@ -187,13 +210,23 @@ impl Versus {
             share(&self.content_loss_free, "content loss-free"),
         ];
         match &self.cost {
-            Some(c) => parts.push(format!(
-                "cost ${:.2} vs ${:.2} ({}){}",
-                c.cwl,
-                c.best,
-                c.by.join("/"),
-                if c.ahead { "" } else { " behind" }
-            )),
+            Some(c) => {
+                let means = match c.mean_tokens {
+                    Some(m) if !c.ahead => format!(
+                        "; mean request {} against cwl's {}",
+                        thousands(m.best.round() as u64),
+                        thousands(m.cwl.round() as u64)
+                    ),
+                    _ => String::new(),
+                };
+                parts.push(format!(
+                    "cost ${:.2} vs ${:.2} ({}{means}){}",
+                    c.cwl,
+                    c.best,
+                    c.by.join("/"),
+                    if c.ahead { "" } else { " behind" }
+                ))
+            }
             None => parts.push("cost unknown".to_string()),
         }
         let behind = [
@@ -255,6 +288,7 @@ mod tests {
                 by: vec!["truncate"],
                 ahead: true,
                 paired: None,
+                mean_tokens: None,
             },
             "none and tool-prune went over τ: they set no bar"
         );
@@ -271,6 +305,45 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with("cwl behind on 1\n"), "{line}");
+    }
+
+    #[test]
+    fn a_cheaper_policy_shows_how_much_less_it_sends() {
+        let sized = |tokens: u32, cost: f64| Stats {
+            tokens: vec![tokens; 10],
+            ..stats(0, 9, 9, cost)
+        };
+        let aggregate = vec![
+            (PolicyKind::Cwl, sized(70_000, 2.0)),
+            (PolicyKind::ClearToolUses, sized(48_000, 1.5)),
+            (PolicyKind::Truncate, sized(76_000, 5.0)),
+        ];
+        let versus = Versus::of(&aggregate).unwrap();
+        let cost = versus.cost.as_ref().unwrap();
+        assert_eq!(
+            cost.mean_tokens,
+            Some(MeanTokens {
+                cwl: 70_000.0,
+                best: 48_000.0
+            })
+        );
+        assert_eq!(
+            versus.loss_free.mean_tokens, None,
+            "retention shares have none"
+        );
+        let line = versus.line();
+        assert!(
+            line.contains(
+                "cost $2.00 vs $1.50 (clear-tool-uses; mean request 48,000 against cwl's 70,000) behind"
+            ),
+            "{line}"
+        );
+        let ahead = vec![
+            (PolicyKind::Cwl, sized(70_000, 1.0)),
+            (PolicyKind::Truncate, sized(76_000, 5.0)),
+        ];
+        let line = Versus::of(&ahead).unwrap().line();
+        assert!(line.contains("cost $1.00 vs $5.00 (truncate);"), "{line}");
     }
 
     #[test]
