@@ -18,6 +18,7 @@
 //! reuse the newly cached prefix"; `clear_at_least` counts what is cleared
 //! "each time the strategy activates") and what Claude Code users see (the
 //! context share dropping in steps between turns, then growing again).
+
 use std::sync::Arc;
 
 use cwl::tokens::MESSAGE_OVERHEAD;
@@ -69,7 +70,7 @@ struct Slot {
     logged: Option<Arc<Entry>>,
 }
 
-/// A tool result: where it sits and what clearing it frees.
+/// A tool result and where it sits.
 #[derive(Debug, Clone)]
 struct ToolUse {
     slot: usize,
