@@ -31,6 +31,22 @@ fn args(files: &[&Path], extra: &[&str]) -> ReplayArgs {
     Replay::try_parse_from(argv).unwrap().args
 }
 
+/// The JSON lines of a log.
+fn log_lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Writes `lines` as the log `name` in `dir`.
+fn write_log(dir: &Path, name: &str, lines: &[Value]) -> PathBuf {
+    let path = dir.join(name);
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
 /// A pi log of `calls` model calls by `model`, with logged usage.
 fn pi_log(dir: &Path, name: &str, model: &str, calls: usize) -> PathBuf {
     let mut lines = vec![json!({"type": "session", "version": 3, "id": name,
@@ -45,10 +61,7 @@ fn pi_log(dir: &Path, name: &str, model: &str, calls: usize) -> PathBuf {
         lines.push(json!({"type": "message", "message": {"role": "toolResult", "toolCallId": id,
             "toolName": "read", "content": [{"type": "text", "text": "fn main() {}\n".repeat(200)}], "isError": false}}));
     }
-    let path = dir.join(name);
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&path, text).unwrap();
-    path
+    write_log(dir, name, &lines)
 }
 
 fn none_cost(report: &cwl_lab::report::ReplayReport) -> Option<f64> {
@@ -299,10 +312,7 @@ fn codex_log(dir: &Path, window: u64, calls: usize) -> PathBuf {
             "info": {"model_context_window": window}}}),
         );
     }
-    let path = dir.join("rollout.jsonl");
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&path, text).unwrap();
-    path
+    write_log(dir, "rollout.jsonl", &lines)
 }
 
 #[test]
@@ -378,22 +388,6 @@ fn clear_tool_uses_takes_the_apis_settings() {
         .err()
         .expect("a zero minimum is refused");
     assert!(err.to_string().contains("--clear-at-least"), "{err}");
-}
-
-/// The JSON lines of a log.
-fn log_lines(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// Writes `lines` as the log `name` in `dir`.
-fn write_log(dir: &Path, name: &str, lines: &[Value]) -> PathBuf {
-    let path = dir.join(name);
-    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&path, body).unwrap();
-    path
 }
 
 #[test]
