@@ -22,24 +22,32 @@ pub struct CacheUse {
 }
 
 impl CacheUse {
+    /// A request of `total` tokens that shared `reused` with the previous
+    /// one and read `read` from the cache: what `rules` bill as a write
+    /// (the rest, where the provider charges for writing it) and as plain
+    /// input.
+    fn billed(rules: CacheRules, total: usize, reused: usize, read: usize) -> CacheUse {
+        let write = match rules {
+            CacheRules::Anthropic | CacheRules::OpenAiWrites if total >= rules.min_prefix() => {
+                total - read
+            }
+            _ => 0,
+        };
+        CacheUse {
+            reused,
+            read,
+            write,
+            uncached: total - read - write,
+        }
+    }
+
     /// The use when the provider read only `share` (0 to 1) of what this
-    /// model reads, as the log shows it did: the rest is written again
-    /// (Anthropic) or billed as plain input.
+    /// model reads, as the log shows it did: the rest is billed as the
+    /// rules bill what is not read.
     pub fn read_share(self, share: f64, rules: CacheRules) -> CacheUse {
         let read = (self.read as f64 * share.clamp(0.0, 1.0)).floor() as usize;
-        let missed = self.read - read;
-        match rules {
-            CacheRules::Anthropic => CacheUse {
-                read,
-                write: self.write + missed,
-                ..self
-            },
-            _ => CacheUse {
-                read,
-                uncached: self.uncached + missed,
-                ..self
-            },
-        }
+        let total = self.read + self.write + self.uncached;
+        CacheUse::billed(rules, total, self.reused, read)
     }
 }
 
@@ -112,10 +120,12 @@ impl CacheModel {
             Previous::Full(_) | Previous::Nothing => (0, 0),
         };
         let used = match self.rules {
-            CacheRules::Anthropic => self.bill_breakpoints(tools, pieces, shared, total, time),
+            CacheRules::Anthropic => {
+                let read = self.read_breakpoints(tools, pieces, shared, total, time);
+                CacheUse::billed(self.rules, total, reused, read)
+            }
             _ => self.bill(total, reused, time),
         };
-        let used = CacheUse { reused, ..used };
         self.previous = Previous::Pieces(pieces.iter().map(|p| (p.id(), p.tokens())).collect());
         self.previous_time = time.or(self.previous_time);
         used
@@ -126,15 +136,16 @@ impl CacheModel {
     /// whole earlier request (where clients put their sliding breakpoint).
     /// A request edited inside what the previous one sent so reads up to
     /// the last such prefix before the edit, not up to the edit. `shared`
-    /// messages open both this request and the previous one.
-    fn bill_breakpoints(
+    /// messages open both this request and the previous one. Returns the
+    /// tokens read, and records this request's breakpoints.
+    fn read_breakpoints(
         &mut self,
         tools: usize,
         pieces: &[Arc<Entry>],
         shared: usize,
         total: usize,
         time: Option<DateTime<Utc>>,
-    ) -> CacheUse {
+    ) -> usize {
         let ttl = self.rules.ttl_seconds();
         let min = self.rules.min_prefix();
         let warm = |b: &Breakpoint| match (b.used, time) {
@@ -157,12 +168,7 @@ impl CacheModel {
         let system_tokens = tools + pieces[..system].iter().map(|p| p.tokens()).sum::<usize>();
         self.cache_at(system, system_tokens, time);
         self.cache_at(pieces.len(), total, time);
-        CacheUse {
-            reused: 0,
-            read,
-            write: if total >= min { total - read } else { 0 },
-            uncached: if total >= min { 0 } else { total },
-        }
+        read
     }
 
     /// Records the prefix of `pieces` messages as written or read at `time`.
@@ -195,22 +201,12 @@ impl CacheModel {
     }
 
     fn bill(&self, total: usize, reused: usize, time: Option<DateTime<Utc>>) -> CacheUse {
-        let min = self.rules.min_prefix();
         let read = if self.warm(time) {
             self.rules.readable(reused)
         } else {
             0
         };
-        let write = match self.rules {
-            CacheRules::Anthropic | CacheRules::OpenAiWrites if total >= min => total - read,
-            _ => 0,
-        };
-        CacheUse {
-            reused,
-            read,
-            write,
-            uncached: total - read - write,
-        }
+        CacheUse::billed(self.rules, total, reused, read)
     }
 }
 
@@ -320,9 +316,20 @@ mod tests {
         assert_eq!(used.read_share(1.0, CacheRules::Anthropic), used);
         let half = used.read_share(0.5, CacheRules::Anthropic);
         assert_eq!((half.read, half.write, half.uncached), (4000, 5000, 0));
-        let none = used.read_share(0.0, CacheRules::Google);
-        assert_eq!((none.read, none.write, none.uncached), (0, 1000, 8000));
-        assert_eq!(used.read_share(1.7, CacheRules::OpenAi), used, "clamped");
+        let plain = CacheUse {
+            write: 0,
+            uncached: 1000,
+            ..used
+        };
+        let none = plain.read_share(0.0, CacheRules::Google);
+        assert_eq!((none.read, none.write, none.uncached), (0, 0, 9000));
+        assert_eq!(plain.read_share(1.7, CacheRules::OpenAi), plain, "clamped");
+        let writes = used.read_share(0.5, CacheRules::OpenAiWrites);
+        assert_eq!(
+            (writes.read, writes.write, writes.uncached),
+            (4000, 5000, 0),
+            "what OpenAI bills as writes from GPT-5.6 on is written again"
+        );
     }
 
     #[test]
