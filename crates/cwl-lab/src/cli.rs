@@ -20,7 +20,7 @@ use crate::policy::clear::ClearParams;
 use crate::policy::compact::CompactParams;
 use crate::policy::{PolicyConfig, PolicyKind};
 use crate::replay::{ReplayConfig, replay_with};
-use crate::report::{ReplayReport, Skipped, json, plot, table, warnings};
+use crate::report::{ReplayReport, Skipped, json, losses, plot, table, warnings};
 use crate::session::Session;
 use crate::side::{NoModel, SideModel};
 use crate::synth::{SynthConfig, generate};
@@ -162,6 +162,9 @@ pub struct ReplayArgs {
     /// Print every file's table before the aggregate, however many files.
     #[arg(long)]
     pub per_file: bool,
+    /// Also list, per file, every request where a policy lost something its reply used: the anchors, the values quoted from earlier tool outputs and the count of edit lines no message of the request held (in the JSON: each file's `losses`).
+    #[arg(long)]
+    pub losses: bool,
     /// Also plot request tokens over each session to this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -344,6 +347,7 @@ impl ReplayArgs {
             side: Arc::new(NoModel),
             judge: None,
             check: false,
+            losses: self.losses,
         };
         Ok((config, source))
     }
@@ -451,6 +455,9 @@ pub fn run_replay_with(mut args: ReplayArgs, side: Arc<dyn SideModel>) -> anyhow
             "{}",
             table::render_with(&report, args.per_file_tables())
         )?;
+        if args.losses {
+            write!(out, "{}", losses::render(&report))?;
+        }
     }
     out.flush()?;
     if let Some(path) = &args.plot

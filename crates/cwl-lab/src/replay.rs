@@ -51,6 +51,8 @@ pub struct ReplayConfig {
     /// Check every request (valid, keeps system and latest user turn, the
     /// engine within budget when it says so) and list violations. For tests.
     pub check: bool,
+    /// List what each request lacked that its reply used ([`Loss`]).
+    pub losses: bool,
 }
 
 impl std::fmt::Debug for ReplayConfig {
@@ -73,6 +75,25 @@ pub struct PolicyOutcome {
     pub stats: Stats,
     /// Why it stopped early, if it did (its stats cover the requests before).
     pub failed: Option<String>,
+}
+
+/// What one policy's request lacked that the logged reply used: the
+/// evidence behind the retention figures, request by request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loss {
+    /// The model call, counted from 1 in the file.
+    pub request: u64,
+    /// The policy.
+    pub kind: PolicyKind,
+    /// Anchors the reply used that had appeared earlier and that no
+    /// message of the request held (the lost-anchor rate's).
+    pub anchors: Vec<String>,
+    /// Values the reply quoted from an earlier tool output that no message
+    /// of the request carried in logged text.
+    pub values: Vec<String>,
+    /// Lines the reply's edits and patches must match that no message of
+    /// the request carried in logged text.
+    pub lines: usize,
 }
 
 /// The replay of one file.
@@ -109,6 +130,9 @@ pub struct FileReport {
     pub warnings: Vec<String>,
     /// Broken request invariants (only with [`ReplayConfig::check`]).
     pub violations: Vec<String>,
+    /// What requests lacked, in request order (only with
+    /// [`ReplayConfig::losses`]).
+    pub losses: Vec<Loss>,
     /// How local counts were converted to the provider's.
     pub calibration: Calibration,
     /// The replayed full history against the log's own prompt sizes.
@@ -194,6 +218,7 @@ pub fn replay_with(
         policies: Vec::new(),
         warnings: Vec::new(),
         violations: Vec::new(),
+        losses: Vec::new(),
         calibration,
         fidelity: Fidelity::default(),
     };
@@ -287,6 +312,12 @@ pub fn replay_with(
                                 );
                             }
                             run.recorder.record(&request, &call, lab.tools_tokens());
+                            if config.losses
+                                && let Some(loss) =
+                                    loss(&lab, run.kind, report.requests, &request, &call)
+                            {
+                                report.losses.push(loss);
+                            }
                             if let (Some(judge), Some(all)) = (&config.judge, &all) {
                                 judge_request(judge, run, &request, all, &message, &mut judge_ids);
                             }
@@ -357,6 +388,30 @@ pub fn replay_with(
 
 /// Asks `judge` about `request` when it left out some of `all` and it is
 /// the run's turn to be judged; records the judgment.
+/// What `request` lacked that the reply of `call` used, if anything.
+fn loss(lab: &Lab, kind: PolicyKind, number: u64, request: &Request, call: &Call) -> Option<Loss> {
+    let View::Pieces(pieces) = &request.view else {
+        return None;
+    };
+    let anchors = crate::metrics::missing_anchors(pieces, call.at_risk);
+    let content = call.content.missing(pieces);
+    if anchors.is_empty() && content.is_empty() {
+        return None;
+    }
+    let names = |ids: &[AnchorId]| {
+        ids.iter()
+            .map(|&a| lab.anchors().name(a).to_string())
+            .collect()
+    };
+    Some(Loss {
+        request: number,
+        kind,
+        anchors: names(&anchors),
+        values: names(&content.anchors),
+        lines: content.lines.len(),
+    })
+}
+
 fn judge_request(
     judge: &Judge,
     run: &mut Run,

@@ -236,6 +236,7 @@ fn real_traces_replay_within_ten_percent_of_their_logged_prompts() {
         policies: vec![PolicyKind::None],
         counter: Arc::clone(&counter),
         check: false,
+        losses: false,
         ..lab_common::config(80_000)
     };
     for path in files {

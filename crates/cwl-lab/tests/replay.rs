@@ -178,8 +178,8 @@ fn none_is_the_full_history_and_budgeted_policies_fit() {
     assert_eq!(summary(&report, PolicyKind::Truncate).budget_unmet, None);
 }
 
-#[test]
-fn lost_anchors_are_counted_against_what_the_policy_dropped() {
+/// A path read early, buried under noise, then named by the last reply.
+fn key_store_session() -> Vec<Message> {
     let mut messages = vec![
         Message::system("sys"),
         Message::user("find the config"),
@@ -219,6 +219,12 @@ fn lost_anchors_are_counted_against_what_the_policy_dropped() {
     messages.push(Message::assistant_text(
         "Editing src/secret/key_store.rs now.",
     ));
+    messages
+}
+
+#[test]
+fn lost_anchors_are_counted_against_what_the_policy_dropped() {
+    let messages = key_store_session();
     let report = report_of(
         messages,
         &config(&[PolicyKind::None, PolicyKind::Truncate], 1200),
@@ -237,6 +243,35 @@ fn lost_anchors_are_counted_against_what_the_policy_dropped() {
     assert_eq!((truncate.anchors_at_risk, truncate.anchors_lost), (3, 3));
     assert_eq!(truncate.lost_anchor_rate, 1.0);
     assert_eq!(truncate.loss_free_share, 0.0);
+    assert!(report.files[0].losses.is_empty(), "listed only when asked");
+}
+
+#[test]
+fn losses_name_what_each_request_lacked() {
+    let cfg = ReplayConfig {
+        losses: true,
+        ..config(&[PolicyKind::None, PolicyKind::Truncate], 1200)
+    };
+    let report = report_of(key_store_session(), &cfg);
+    let losses = &report.files[0].losses;
+    assert_eq!(losses.len(), 1, "{losses:?}");
+    let loss = &losses[0];
+    assert_eq!(
+        (loss.request, loss.kind),
+        (report.files[0].requests, PolicyKind::Truncate)
+    );
+    let sorted = |names: &[String]| {
+        let mut names = names.to_vec();
+        names.sort();
+        names
+    };
+    let anchors = sorted(&loss.anchors);
+    assert_eq!(
+        anchors,
+        ["key_store", "key_store.rs", "src/secret/key_store.rs"]
+    );
+    assert_eq!(sorted(&loss.values), anchors, "seen only in a tool output");
+    assert_eq!(loss.lines, 0);
 }
 
 fn step(id: &str, tool: &str, args: serde_json::Value) -> Message {

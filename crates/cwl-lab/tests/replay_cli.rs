@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 use cwl_lab::cli::{ReplayArgs, SkippedFiles, replay_files, run_replay};
 use cwl_lab::metrics::cost::ModelSource;
-use cwl_lab::report::{json, plot, table, warnings};
+use cwl_lab::report::{json, losses, plot, table, warnings};
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -269,6 +269,50 @@ fn many_files_show_the_aggregate_only_unless_asked() {
     assert!(summary.contains("engine >τ"), "the engine's own count");
     let full = table::render_with(&report, true);
     assert!(full.contains("s3.jsonl (pi, 2 requests"));
+}
+
+#[test]
+fn losses_list_what_a_request_lacked_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let read = pi_log(dir.path(), "read.jsonl", "claude-sonnet-4-5", 6);
+    let mut lines = log_lines(&read);
+    lines.push(json!({"type": "message", "message": {"role": "assistant",
+        "content": [{"type": "toolCall", "id": "again", "name": "read", "arguments": {"path": "src/f0.rs"}}],
+        "usage": {"input": 10, "output": 20, "cacheRead": 7000, "cacheWrite": 50}, "stopReason": "toolUse"}}));
+    let log = write_log(dir.path(), "again.jsonl", &lines);
+    let asked = [
+        "--policy",
+        "none,truncate",
+        "--budget",
+        "3k",
+        "--no-calibration",
+    ];
+    let (quiet, _) = replay_files(&args(&[&log], &asked)).unwrap();
+    assert!(quiet.files[0].losses.is_empty());
+    assert_eq!(losses::render(&quiet), "");
+    assert!(!json::to_json(&quiet).contains("\"losses\""));
+
+    let (report, _) = replay_files(&args(&[&log], &[&asked[..], &["--losses"]].concat())).unwrap();
+    let listed = losses::render(&report);
+    assert!(listed.contains("losses in"), "{listed}");
+    assert!(
+        listed.contains("#7 truncate: anchors src/f0.rs"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains(" none:"),
+        "the full history lost nothing: {listed}"
+    );
+    let value: Value = serde_json::from_str(&json::to_json(&report)).unwrap();
+    let first = &value["files"][0]["losses"][0];
+    assert_eq!(first["request"], 7);
+    assert_eq!(first["policy"], "truncate");
+    assert!(
+        first["anchors"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("src/f0.rs"))
+    );
 }
 
 #[test]

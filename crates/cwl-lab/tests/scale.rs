@@ -49,6 +49,7 @@ fn run(
         side: Arc::new(cwl_lab::side::NoModel),
         judge: None,
         check: false,
+        losses: false,
     };
     let started = Instant::now();
     let report = replay(session, "session.jsonl", &replay_config, &mut || {});

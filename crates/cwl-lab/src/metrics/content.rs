@@ -226,16 +226,21 @@ impl Need {
     /// How many of the lines and values no piece of the request carries in
     /// logged text.
     pub fn lost(&self, pieces: &[Arc<Entry>]) -> usize {
-        let mut lines = self.lines.clone();
-        let mut anchors = self.anchors.clone();
+        let missing = self.missing(pieces);
+        missing.lines.len() + missing.anchors.len()
+    }
+
+    /// The lines and values no piece of the request carries in logged text.
+    pub fn missing(&self, pieces: &[Arc<Entry>]) -> Need {
+        let mut missing = self.clone();
         for piece in pieces.iter().rev() {
-            if lines.is_empty() && anchors.is_empty() {
+            if missing.is_empty() {
                 break;
             }
-            lines.retain(|k| !piece.keeps_line(*k));
-            anchors.retain(|a| !piece.keeps_anchor(*a));
+            missing.lines.retain(|k| !piece.keeps_line(*k));
+            missing.anchors.retain(|a| !piece.keeps_anchor(*a));
         }
-        lines.len() + anchors.len()
+        missing
     }
 }
 

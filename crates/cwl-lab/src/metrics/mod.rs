@@ -543,6 +543,11 @@ impl Recorder {
 
 /// How many of `at_risk` no piece holds.
 pub fn lost_anchors(pieces: &[Arc<Entry>], at_risk: &[AnchorId]) -> usize {
+    missing_anchors(pieces, at_risk).len()
+}
+
+/// The anchors of `at_risk` that no piece of the request holds.
+pub fn missing_anchors(pieces: &[Arc<Entry>], at_risk: &[AnchorId]) -> Vec<AnchorId> {
     let mut missing: Vec<AnchorId> = at_risk.to_vec();
     for piece in pieces.iter().rev() {
         if missing.is_empty() {
@@ -550,7 +555,7 @@ pub fn lost_anchors(pieces: &[Arc<Entry>], at_risk: &[AnchorId]) -> usize {
         }
         missing.retain(|a| !piece.has_anchor(*a));
     }
-    missing.len()
+    missing
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@
 //! "logged_prompt_tokens_mean", "replayed_prompt_tokens_mean",
 //! "local_prompt_tokens_mean", "prompt_tokens_error_mean", "logged_cost_usd",
 //! "replayed_cost_usd", "calibration", "policies": {NAME: M},
-//! "errors"?: {NAME: why}}], "skipped": [{"path", "why"}],
+//! "errors"?: {NAME: why}, "losses"?: [{"request", "policy", "anchors",
+//! "values", "lines"}]}], "skipped": [{"path", "why"}],
 //! "aggregate": {NAME: M}, "cwl_against_best"}` where `M` is a [`Summary`]
 //! and policies appear in the order asked; `cwl_against_best` ([`Versus`])
 //! is `null` unless `cwl` and another policy that held the budget were
@@ -36,7 +37,9 @@
 //! cost of each (pi, mini-swe-agent), `logged_cost_usd` is what they cost
 //! and `replayed_cost_usd` what the replayed full history costs, else both
 //! are `null`. `calibration` is the [`Calibration`] applied to every policy
-//! of the file.
+//! of the file. `losses` (with `--losses`, when a request lost anything)
+//! lists per request and policy the anchors, quoted values and count of
+//! edit lines the request lacked ([`crate::replay::Loss`]).
 
 use serde::Serialize;
 use serde::ser::SerializeMap;
@@ -81,6 +84,17 @@ struct File<'a> {
     policies: Ordered<Summary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<Ordered<&'a str>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    losses: Vec<LossJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct LossJson<'a> {
+    request: u64,
+    policy: &'a str,
+    anchors: &'a [String],
+    values: &'a [String],
+    lines: usize,
 }
 
 #[derive(Serialize)]
@@ -133,6 +147,17 @@ pub fn to_json(report: &ReplayReport) -> String {
                         .collect(),
                 ),
                 errors: (!errors.is_empty()).then_some(Ordered(errors)),
+                losses: file
+                    .losses
+                    .iter()
+                    .map(|loss| LossJson {
+                        request: loss.request,
+                        policy: loss.kind.name(),
+                        anchors: &loss.anchors,
+                        values: &loss.values,
+                        lines: loss.lines,
+                    })
+                    .collect(),
             }
         })
         .collect();

@@ -1,9 +1,11 @@
 //! Reports of a replay: a table per file and an aggregate ([`table`]), one
 //! JSON object for scripts ([`json`]), and a plot of request tokens over
 //! each session ([`plot`]); warnings ranked and counted ([`warnings`]);
-//! CWL against the best policy that held the budget ([`versus`]).
+//! CWL against the best policy that held the budget ([`versus`]); what each
+//! request lacked that its reply used ([`losses`]).
 
 pub mod json;
+pub mod losses;
 pub mod plot;
 pub mod table;
 pub mod versus;

@@ -154,6 +154,7 @@ pub fn config(budget: usize) -> ReplayConfig {
         side: Arc::new(cwl_lab::side::NoModel),
         judge: None,
         check: true,
+        losses: false,
     }
 }
 
