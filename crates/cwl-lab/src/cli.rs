@@ -482,6 +482,7 @@ pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
     error.is::<crate::policy::UnknownPolicy>()
         || error.is::<NoSideModel>()
         || error.is::<NoModelClient>()
+        || error.is::<crate::sweep::LossesInSweep>()
         || matches!(
             error.downcast_ref::<crate::synth::SynthError>(),
             Some(crate::synth::SynthError::Invalid(_))

@@ -386,8 +386,6 @@ pub fn replay_with(
     report
 }
 
-/// Asks `judge` about `request` when it left out some of `all` and it is
-/// the run's turn to be judged; records the judgment.
 /// What `request` lacked that the reply of `call` used, if anything.
 fn loss(lab: &Lab, kind: PolicyKind, number: u64, request: &Request, call: &Call) -> Option<Loss> {
     let View::Pieces(pieces) = &request.view else {
@@ -412,6 +410,8 @@ fn loss(lab: &Lab, kind: PolicyKind, number: u64, request: &Request, call: &Call
     })
 }
 
+/// Asks `judge` about `request` when it left out some of `all` and it is
+/// the run's turn to be judged; records the judgment.
 fn judge_request(
     judge: &Judge,
     run: &mut Run,

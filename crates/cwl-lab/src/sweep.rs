@@ -102,10 +102,18 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--losses` given to `cwl sweep`, whose report has no requests to list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--losses lists the requests of one replay: give it to `cwl replay`, not `cwl sweep`")]
+pub struct LossesInSweep;
+
 /// Replays the engine at each low-water point and the baselines once.
 pub fn sweep(args: &SweepArgs) -> anyhow::Result<Sweep> {
     if args.points.is_empty() {
         bail!("--points needs at least one low-water value");
+    }
+    if args.replay.losses {
+        return Err(LossesInSweep.into());
     }
     let baselines: Vec<&str> = PolicyKind::parse_list(&args.replay.policy)?
         .into_iter()

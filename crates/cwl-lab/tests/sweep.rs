@@ -97,6 +97,19 @@ fn a_sweep_needs_points_and_known_policies() {
 }
 
 #[test]
+fn a_sweep_refuses_losses_it_cannot_list() {
+    let args = Sweep::try_parse_from(["sweep", "a.jsonl", "--losses"])
+        .unwrap()
+        .args;
+    let error = sweep(&args).unwrap_err();
+    assert!(
+        error.to_string().contains("give it to `cwl replay`"),
+        "{error}"
+    );
+    assert!(error.chain().any(cwl_lab::cli::is_usage));
+}
+
+#[test]
 fn a_sweep_refuses_a_model_url_rather_than_skip_it() {
     let args = Sweep::try_parse_from([
         "sweep",
