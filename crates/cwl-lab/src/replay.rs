@@ -87,13 +87,24 @@ pub struct Loss {
     pub kind: PolicyKind,
     /// Anchors the reply used that had appeared earlier and that no
     /// message of the request held (the lost-anchor rate's).
-    pub anchors: Vec<String>,
+    pub anchors: Vec<Lost>,
     /// Values the reply quoted from an earlier tool output that no message
     /// of the request carried in logged text.
-    pub values: Vec<String>,
+    pub values: Vec<Lost>,
     /// Lines the reply's edits and patches must match that no message of
     /// the request carried in logged text.
     pub lines: usize,
+}
+
+/// An anchor or value a request lacked, and how far back it was shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// The anchor as the log wrote it.
+    pub name: String,
+    /// The model calls made before it last appeared in the transcript (0:
+    /// before the first): the request it was lost at minus this is how
+    /// long ago the log showed it.
+    pub seen_after: u64,
 }
 
 /// The replay of one file.
@@ -296,6 +307,7 @@ pub fn replay_with(
                     cache_share,
                 };
                 report.requests += 1;
+                lab.called();
                 costs.call(&call, cost_usd, lab.tools_tokens());
                 for run in runs.iter_mut().filter(|r| r.failed.is_none()) {
                     run.policy.time(call.time);
@@ -398,7 +410,10 @@ fn loss(lab: &Lab, kind: PolicyKind, number: u64, request: &Request, call: &Call
     }
     let names = |ids: &[AnchorId]| {
         ids.iter()
-            .map(|&a| lab.anchors().name(a).to_string())
+            .map(|&a| Lost {
+                name: lab.anchors().name(a).to_string(),
+                seen_after: lab.anchors().last_seen(a).unwrap_or(0),
+            })
             .collect()
     };
     Some(Loss {

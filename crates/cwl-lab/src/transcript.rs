@@ -136,6 +136,7 @@ pub struct Lab {
     tools: Vec<ToolSpec>,
     tools_tokens: usize,
     seen: Seen,
+    calls: u64,
 }
 
 impl std::fmt::Debug for Lab {
@@ -159,7 +160,14 @@ impl Lab {
             tools: tools.to_vec(),
             tools_tokens,
             seen: Seen::default(),
+            calls: 0,
         }
+    }
+
+    /// Records that a model call was made: what appears from now on
+    /// appeared after it ([`AnchorTable::last_seen`]).
+    pub fn called(&mut self) {
+        self.calls += 1;
     }
 
     /// The token counter.
@@ -278,7 +286,7 @@ impl Lab {
     /// Records a logged entry as part of the transcript so far: its
     /// anchors and lines have now appeared (what later calls may rely on).
     pub fn note_logged(&mut self, entry: &Entry) {
-        self.anchors.mark_seen(entry.anchors());
+        self.anchors.mark_seen(entry.anchors(), self.calls);
         let in_tool_output = matches!(entry.message(), Message::ToolResult(_));
         self.seen
             .note(entry.anchors(), &entry.lines, in_tool_output);

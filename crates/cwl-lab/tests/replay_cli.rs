@@ -296,7 +296,7 @@ fn losses_list_what_a_request_lacked_only_when_asked() {
     let listed = losses::render(&report);
     assert!(listed.contains("losses in"), "{listed}");
     assert!(
-        listed.contains("#7 truncate: anchors src/f0.rs"),
+        listed.contains("#7 truncate: anchors src/f0.rs (after #1)"),
         "{listed}"
     );
     assert!(
@@ -311,7 +311,8 @@ fn losses_list_what_a_request_lacked_only_when_asked() {
         first["anchors"]
             .as_array()
             .unwrap()
-            .contains(&json!("src/f0.rs"))
+            .contains(&json!({"name": "src/f0.rs", "seen_after": 1})),
+        "{first}"
     );
 }
 

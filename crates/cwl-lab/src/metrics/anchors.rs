@@ -140,12 +140,14 @@ fn json_strings(raw: &str, text: &mut impl FnMut(&str)) {
     }
 }
 
-/// Interns anchor strings into dense ids and remembers which were seen.
+/// Interns anchor strings into dense ids and remembers which were seen,
+/// and when last.
 #[derive(Debug, Default)]
 pub struct AnchorTable {
     ids: HashMap<Box<str>, AnchorId>,
     names: Vec<Box<str>>,
-    seen: Vec<bool>,
+    /// Per anchor: the model calls made before it last appeared.
+    seen: Vec<Option<u64>>,
 }
 
 impl AnchorTable {
@@ -162,7 +164,7 @@ impl AnchorTable {
         let id = AnchorId::try_from(self.ids.len()).unwrap_or(AnchorId::MAX);
         self.ids.insert(anchor.into(), id);
         self.names.push(anchor.into());
-        self.seen.push(false);
+        self.seen.push(None);
         id
     }
 
@@ -184,18 +186,25 @@ impl AnchorTable {
         ids
     }
 
-    /// Records that these anchors have appeared in the transcript.
-    pub fn mark_seen(&mut self, ids: &[AnchorId]) {
+    /// Records that these anchors have appeared in the transcript, after
+    /// `calls` model calls.
+    pub fn mark_seen(&mut self, ids: &[AnchorId], calls: u64) {
         for &id in ids {
             if let Some(seen) = self.seen.get_mut(id as usize) {
-                *seen = true;
+                *seen = Some(calls);
             }
         }
     }
 
     /// Whether the anchor appeared earlier in the transcript.
     pub fn was_seen(&self, id: AnchorId) -> bool {
-        self.seen.get(id as usize).copied().unwrap_or(false)
+        self.last_seen(id).is_some()
+    }
+
+    /// How many model calls had been made when the anchor last appeared
+    /// (0: before the first), if it has.
+    pub fn last_seen(&self, id: AnchorId) -> Option<u64> {
+        self.seen.get(id as usize).copied().flatten()
     }
 
     /// Number of distinct anchors interned.
@@ -297,8 +306,11 @@ mod tests {
         let mut table = AnchorTable::new();
         let id = table.intern("foo_bar");
         assert!(!table.was_seen(id));
-        table.mark_seen(&[id]);
+        table.mark_seen(&[id], 3);
         assert!(table.was_seen(id));
+        assert_eq!(table.last_seen(id), Some(3));
+        table.mark_seen(&[id], 7);
+        assert_eq!(table.last_seen(id), Some(7), "the latest sight");
         assert_eq!(table.intern("foo_bar"), id);
         assert_eq!(table.len(), 1);
     }

@@ -7,8 +7,9 @@
 //! "logged_prompt_tokens_mean", "replayed_prompt_tokens_mean",
 //! "local_prompt_tokens_mean", "prompt_tokens_error_mean", "logged_cost_usd",
 //! "replayed_cost_usd", "calibration", "policies": {NAME: M},
-//! "errors"?: {NAME: why}, "losses"?: [{"request", "policy", "anchors",
-//! "values", "lines"}]}], "skipped": [{"path", "why"}],
+//! "errors"?: {NAME: why}, "losses"?: [{"request", "policy", "anchors":
+//! [{"name", "seen_after"}], "values": [same], "lines"}]}], "skipped":
+//! [{"path", "why"}],
 //! "aggregate": {NAME: M}, "cwl_against_best"}` where `M` is a [`Summary`]
 //! and policies appear in the order asked; `cwl_against_best` ([`Versus`])
 //! is `null` unless `cwl` and another policy that held the budget were
@@ -92,9 +93,25 @@ struct File<'a> {
 struct LossJson<'a> {
     request: u64,
     policy: &'a str,
-    anchors: &'a [String],
-    values: &'a [String],
+    anchors: Vec<LostJson<'a>>,
+    values: Vec<LostJson<'a>>,
     lines: usize,
+}
+
+#[derive(Serialize)]
+struct LostJson<'a> {
+    name: &'a str,
+    seen_after: u64,
+}
+
+fn lost(items: &[crate::replay::Lost]) -> Vec<LostJson<'_>> {
+    items
+        .iter()
+        .map(|item| LostJson {
+            name: &item.name,
+            seen_after: item.seen_after,
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -153,8 +170,8 @@ pub fn to_json(report: &ReplayReport) -> String {
                     .map(|loss| LossJson {
                         request: loss.request,
                         policy: loss.kind.name(),
-                        anchors: &loss.anchors,
-                        values: &loss.values,
+                        anchors: lost(&loss.anchors),
+                        values: lost(&loss.values),
                         lines: loss.lines,
                     })
                     .collect(),

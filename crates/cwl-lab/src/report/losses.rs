@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::replay::Loss;
+use crate::replay::{Loss, Lost};
 
 use super::ReplayReport;
 
@@ -17,7 +17,7 @@ pub fn render(report: &ReplayReport) -> String {
     for file in report.files.iter().filter(|f| !f.losses.is_empty()) {
         let _ = writeln!(
             out,
-            "losses in {} ({} lines, a request and policy each):",
+            "losses in {} ({} lines, a request and policy each; `after #N`: last shown after request N):",
             file.path,
             file.losses.len()
         );
@@ -29,7 +29,7 @@ pub fn render(report: &ReplayReport) -> String {
     out
 }
 
-/// `#12 cwl: anchors a, b; values c; 3 edit lines`.
+/// `#12 cwl: anchors a (after #3), b (after #9); values c (after #3); 3 edit lines`.
 fn line(loss: &Loss) -> String {
     let mut parts = Vec::new();
     if !loss.anchors.is_empty() {
@@ -50,11 +50,11 @@ fn line(loss: &Loss) -> String {
     )
 }
 
-fn names(names: &[String]) -> String {
+fn names(names: &[Lost]) -> String {
     let mut shown = names
         .iter()
         .take(NAMES_SHOWN)
-        .map(String::as_str)
+        .map(|lost| format!("{} (after #{})", lost.name, lost.seen_after))
         .collect::<Vec<_>>()
         .join(", ");
     if names.len() > NAMES_SHOWN {
@@ -68,12 +68,22 @@ mod tests {
     use super::*;
     use crate::policy::PolicyKind;
 
+    fn lost(names: &[&str]) -> Vec<Lost> {
+        names
+            .iter()
+            .map(|name| Lost {
+                name: name.to_string(),
+                seen_after: 3,
+            })
+            .collect()
+    }
+
     fn loss(anchors: &[&str], values: &[&str], lines: usize) -> Loss {
         Loss {
             request: 12,
             kind: PolicyKind::Truncate,
-            anchors: anchors.iter().map(|s| s.to_string()).collect(),
-            values: values.iter().map(|s| s.to_string()).collect(),
+            anchors: lost(anchors),
+            values: lost(values),
             lines,
         }
     }
@@ -82,7 +92,7 @@ mod tests {
     fn a_line_names_what_went() {
         assert_eq!(
             line(&loss(&["src/a.rs", "parse_row"], &["004144"], 3)),
-            "#12 truncate: anchors src/a.rs, parse_row; values 004144; 3 edit lines"
+            "#12 truncate: anchors src/a.rs (after #3), parse_row (after #3); values 004144 (after #3); 3 edit lines"
         );
         assert_eq!(line(&loss(&[], &[], 1)), "#12 truncate: 1 edit line");
     }
@@ -91,6 +101,6 @@ mod tests {
     fn long_lists_are_counted() {
         let many: Vec<String> = (0..11).map(|i| format!("name_{i}")).collect();
         let many: Vec<&str> = many.iter().map(String::as_str).collect();
-        assert!(line(&loss(&many, &[], 0)).ends_with("name_7 and 3 more"));
+        assert!(line(&loss(&many, &[], 0)).ends_with("name_7 (after #3) and 3 more"));
     }
 }
