@@ -30,6 +30,7 @@ use crate::session::{Session, SessionEvent};
 use crate::side::SideModel;
 use crate::transcript::{Entry, Lab, Pairing, Step, Unit};
 use cwl_infer::Inferrer;
+use serde::Serialize;
 
 /// What to replay and how to measure it.
 #[derive(Clone)]
@@ -79,11 +80,12 @@ pub struct PolicyOutcome {
 
 /// What one policy's request lacked that the logged reply used: the
 /// evidence behind the retention figures, request by request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Loss {
     /// The model call, counted from 1 in the file.
     pub request: u64,
     /// The policy.
+    #[serde(rename = "policy", serialize_with = "policy_name")]
     pub kind: PolicyKind,
     /// Anchors the reply used that had appeared earlier and that no
     /// message of the request held (the lost-anchor rate's).
@@ -97,7 +99,7 @@ pub struct Loss {
 }
 
 /// An anchor or value a request lacked, and how far back it was shown.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Lost {
     /// The anchor as the log wrote it.
     pub name: String,
@@ -105,6 +107,10 @@ pub struct Lost {
     /// before the first): the request it was lost at minus this is how
     /// long ago the log showed it.
     pub seen_after: u64,
+}
+
+fn policy_name<S: serde::Serializer>(kind: &PolicyKind, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(kind.name())
 }
 
 /// The replay of one file.
@@ -306,8 +312,7 @@ pub fn replay_with(
                     content: &content,
                     cache_share,
                 };
-                report.requests += 1;
-                lab.called();
+                report.requests = lab.called();
                 costs.call(&call, cost_usd, lab.tools_tokens());
                 for run in runs.iter_mut().filter(|r| r.failed.is_none()) {
                     run.policy.time(call.time);

@@ -165,9 +165,11 @@ impl Lab {
     }
 
     /// Records that a model call was made: what appears from now on
-    /// appeared after it ([`AnchorTable::last_seen`]).
-    pub fn called(&mut self) {
+    /// appeared after it ([`AnchorTable::last_seen`]). Returns the calls
+    /// made so far.
+    pub fn called(&mut self) -> u64 {
         self.calls += 1;
+        self.calls
     }
 
     /// The token counter.

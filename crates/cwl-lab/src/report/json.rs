@@ -50,6 +50,7 @@ use super::{ReplayReport, Skipped};
 use crate::calibrate::{Calibration, Fidelity};
 use crate::metrics::Summary;
 use crate::metrics::cost::ModelSource;
+use crate::replay::Loss;
 
 struct Ordered<T>(Vec<(String, T)>);
 
@@ -85,33 +86,8 @@ struct File<'a> {
     policies: Ordered<Summary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<Ordered<&'a str>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    losses: Vec<LossJson<'a>>,
-}
-
-#[derive(Serialize)]
-struct LossJson<'a> {
-    request: u64,
-    policy: &'a str,
-    anchors: Vec<LostJson<'a>>,
-    values: Vec<LostJson<'a>>,
-    lines: usize,
-}
-
-#[derive(Serialize)]
-struct LostJson<'a> {
-    name: &'a str,
-    seen_after: u64,
-}
-
-fn lost(items: &[crate::replay::Lost]) -> Vec<LostJson<'_>> {
-    items
-        .iter()
-        .map(|item| LostJson {
-            name: &item.name,
-            seen_after: item.seen_after,
-        })
-        .collect()
+    #[serde(skip_serializing_if = "<[Loss]>::is_empty")]
+    losses: &'a [Loss],
 }
 
 #[derive(Serialize)]
@@ -164,17 +140,7 @@ pub fn to_json(report: &ReplayReport) -> String {
                         .collect(),
                 ),
                 errors: (!errors.is_empty()).then_some(Ordered(errors)),
-                losses: file
-                    .losses
-                    .iter()
-                    .map(|loss| LossJson {
-                        request: loss.request,
-                        policy: loss.kind.name(),
-                        anchors: lost(&loss.anchors),
-                        values: lost(&loss.values),
-                        lines: loss.lines,
-                    })
-                    .collect(),
+                losses: &file.losses,
             }
         })
         .collect();
