@@ -192,6 +192,42 @@ fn the_json_reports_prune_for_every_policy() {
     assert!(value["aggregate"]["cwl"]["prune"].as_f64().unwrap() > 0.2);
 }
 
+#[test]
+fn cwl_settings_tune_the_engine_under_test_and_leave_the_baselines_alone() {
+    let run = |low_water: f64, keep_recent: Option<f64>| {
+        let cfg = ReplayConfig {
+            policies: vec![
+                PolicyKind::Cwl,
+                PolicyKind::CWM,
+                PolicyKind::Strategy(cwl_selfgc::strategy::NAME),
+            ],
+            policy: PolicyConfig {
+                low_water: cwl::Share::new(low_water).unwrap(),
+                keep_recent: keep_recent.map(|s| cwl::Share::new(s).unwrap()),
+                ..common::config(3_000).policy
+            },
+            ..common::config(3_000)
+        };
+        let file = replay(
+            Session::from_messages("test", common::tools(), tasks()),
+            "t.jsonl",
+            &cfg,
+            &mut || {},
+        );
+        file.policies
+            .iter()
+            .map(|p| {
+                let s = p.stats.summary();
+                (s.tokens_mean, s.evictions_total, s.cache_write_tokens)
+            })
+            .collect::<Vec<_>>()
+    };
+    let default = run(0.8, Some(0.1));
+    let tuned = run(0.5, None);
+    assert_ne!(default[0], tuned[0], "the settings change cwl");
+    assert_eq!(default[1..], tuned[1..], "cwm and self-gc run as they are");
+}
+
 /// Answers every side request with a fixed text, recording what it saw.
 #[derive(Debug)]
 struct Scripted {

@@ -386,9 +386,9 @@ pub struct PolicyConfig {
 }
 
 impl PolicyConfig {
-    /// The engine configuration a strategy runs under: the budget, low
-    /// water, residue and answer caps, recent working set, superseded and
-    /// restated shares and act-output stubs, with default tool classes.
+    /// The engine configuration the `cwl` policy runs under: the budget,
+    /// low water, residue and answer caps, recent working set, superseded
+    /// and restated shares and act-output stubs, with default tool classes.
     pub fn engine(&self) -> ::cwl::Config {
         ::cwl::Config::with_budget(self.budget)
             .low_water(self.low_water)
@@ -398,6 +398,14 @@ impl PolicyConfig {
             .restated(self.restated)
             .answer_share(self.answer_share)
             .stub_act_outputs(self.stub_act_outputs)
+    }
+
+    /// The engine configuration a baseline strategy (`cwm`, `self-gc`) runs
+    /// under: the defaults at the policy budget. The `cwl:` settings tune
+    /// the engine under test only; a baseline that moved with them would
+    /// be a different baseline at every setting.
+    pub fn baseline_engine(&self) -> ::cwl::Config {
+        ::cwl::Config::with_budget(self.budget)
     }
 }
 

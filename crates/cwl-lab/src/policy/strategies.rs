@@ -46,7 +46,7 @@ impl Entry {
 /// The context-window manager ([`cwl_cwm::Cwm`]) at the policy budget.
 fn cwm(config: &PolicyConfig, lab: &Lab) -> Box<dyn Strategy> {
     Box::new(cwl_cwm::Cwm::new(
-        config.engine(),
+        config.baseline_engine(),
         lab.counter_arc(),
         lab.tools().to_vec(),
     ))
@@ -56,7 +56,7 @@ fn cwm(config: &PolicyConfig, lab: &Lab) -> Box<dyn Strategy> {
 /// in memory (the lab writes no sidecars).
 fn self_gc(config: &PolicyConfig, lab: &Lab) -> Box<dyn Strategy> {
     Box::new(cwl_selfgc::SelfGc::new(
-        config.engine(),
+        config.baseline_engine(),
         lab.counter_arc(),
         lab.tools().to_vec(),
     ))
