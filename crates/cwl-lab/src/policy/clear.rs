@@ -11,13 +11,19 @@
 //! to the API's 3. Nothing else is ever removed, so user turns, answers and
 //! calls can still carry the prompt over τ.
 //!
-//! Clearing is an event, not a rewrite of every request: what one edit
-//! cleared stays cleared and the prompt grows from there until it passes
-//! the trigger again. That is what the API documents ("you'll incur cache
-//! write costs each time content is cleared, but subsequent requests can
-//! reuse the newly cached prefix"; `clear_at_least` counts what is cleared
-//! "each time the strategy activates") and what Claude Code users see (the
-//! context share dropping in steps between turns, then growing again).
+//! By default clearing is an event, not a rewrite of every request: what
+//! one edit cleared stays cleared and the prompt grows from there until it
+//! passes the trigger again ("you'll incur cache write costs each time
+//! content is cleared, but subsequent requests can reuse the newly cached
+//! prefix"; `clear_at_least` counts what is cleared "each time the
+//! strategy activates"). The API, though, applies the edit server-side to
+//! the full history the client sends unmodified, and its token counter
+//! returns the edited size of a history with no earlier request to go by,
+//! so the edit may instead be a function of the history alone: once the
+//! unedited history passes the trigger, every request clears all but the
+//! latest `keep` results (LangChain's mirror of the edit works so).
+//! [`ClearParams::every_request`] replays that reading; which one the API
+//! follows the lab cannot tell from the documentation.
 
 use std::sync::Arc;
 
@@ -47,6 +53,10 @@ pub struct ClearParams {
     pub clear_at_least: usize,
     /// `clear_tool_inputs`: also empty the cleared calls' arguments.
     pub clear_inputs: bool,
+    /// Apply the edit to every request as a function of the unedited
+    /// history: past the trigger, each request keeps only the latest
+    /// `keep` results (`false`: clearing is an event, see the module).
+    pub every_request: bool,
 }
 
 impl Default for ClearParams {
@@ -55,6 +65,7 @@ impl Default for ClearParams {
             keep: DEFAULT_KEEP,
             clear_at_least: 0,
             clear_inputs: false,
+            every_request: false,
         }
     }
 }
@@ -198,8 +209,14 @@ impl Policy for ClearToolUses {
 
     fn request(&mut self, lab: &mut Lab) -> Result<Request, PolicyError> {
         let target = self.uses.len().saturating_sub(self.params.keep);
-        let triggered = lab.tools_tokens() + self.tokens > self.budget;
-        let frees = self.freed[target.max(self.cleared)] - self.freed[self.cleared];
+        // With `every_request` the edit sees the unedited history and
+        // counts everything it clears, earlier requests' clears included.
+        let before = match self.params.every_request {
+            true => self.freed[self.cleared],
+            false => 0,
+        };
+        let triggered = lab.tools_tokens() + self.tokens + before > self.budget;
+        let frees = self.freed[target.max(self.cleared)] - self.freed[self.cleared] + before;
         if triggered && frees >= self.params.clear_at_least.max(1) {
             while self.cleared < target {
                 self.clear(self.cleared, lab);
@@ -348,6 +365,42 @@ mod tests {
             }
             assert_eq!(kept[..3], ["f5", "f6", "f7"], "nothing more cleared yet");
             assert!(view.iter().map(|e| e.tokens()).sum::<usize>() > after_first);
+        }
+    }
+
+    #[test]
+    fn every_request_keeps_only_the_latest_results_once_the_history_passed_the_trigger() {
+        let mut lab = Lab::new(Arc::new(Estimate), &[]);
+        let units = session(&mut lab, 8);
+        let total: usize = units.iter().map(Unit::tokens).sum();
+        let params = ClearParams {
+            every_request: true,
+            ..ClearParams::default()
+        };
+        let mut policy = ClearToolUses::new(&config(total - 1, params));
+        for unit in &units {
+            policy.push(unit, &[], &mut lab).unwrap();
+        }
+        let first: usize = request(&mut policy, &mut lab)
+            .iter()
+            .map(|e| e.tokens())
+            .sum();
+        for n in 8..11 {
+            let next = step(&mut lab, &format!("f{n}"), &"more\n".repeat(200));
+            policy.push(&next, &[], &mut lab).unwrap();
+            let view = request(&mut policy, &mut lab);
+            validate_entries(&view).unwrap();
+            let kept: Vec<String> = results(&view)
+                .into_iter()
+                .filter(|(_, c)| c != PLACEHOLDER)
+                .map(|(id, _)| id)
+                .collect();
+            assert_eq!(
+                kept,
+                [n - 2, n - 1, n].map(|i| format!("f{i}")),
+                "each request clears what left the latest three, though the edited prompt is under the trigger"
+            );
+            assert!(view.iter().map(|e| e.tokens()).sum::<usize>() < first + 3 * 200);
         }
     }
 
