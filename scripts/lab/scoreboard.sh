@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The lab's scoreboard: `cwl replay --summary` of every baseline on the real
-# traces in ../shared/traces at several budgets (the default 80k and the
-# pressures around it), plus any session logs you name, and one line per
+# The lab's scoreboard: `cwl replay --summary` of every policy but `cwm` (the
+# slowest to replay, and on these traces never the best on any measure) on
+# the real traces in ../shared/traces at several budgets (the default 80k
+# and the pressures around it), plus any session logs you name, and one line per
 # setting: the share of requests over τ and the versus line (CWL against
 # the best budget-holding policy on anchors, content and cost). This is how
 # the README's "What it says, honestly" figures are checked after a change

@@ -211,9 +211,10 @@ impl Policy for ClearToolUses {
         let target = self.uses.len().saturating_sub(self.params.keep);
         // With `every_request` the edit sees the unedited history and
         // counts everything it clears, earlier requests' clears included.
-        let before = match self.params.every_request {
-            true => self.freed[self.cleared],
-            false => 0,
+        let before = if self.params.every_request {
+            self.freed[self.cleared]
+        } else {
+            0
         };
         let triggered = lab.tools_tokens() + self.tokens + before > self.budget;
         let frees = self.freed[target.max(self.cleared)] - self.freed[self.cleared] + before;
