@@ -284,6 +284,24 @@ mod tests {
         }
     }
 
+    /// The policy at `budget` with `params`, every unit of `units` pushed.
+    fn loaded(lab: &mut Lab, units: &[Unit], budget: usize, params: ClearParams) -> ClearToolUses {
+        let mut policy = ClearToolUses::new(&config(budget, params));
+        for unit in units {
+            policy.push(unit, &[], lab).unwrap();
+        }
+        policy
+    }
+
+    /// The call ids of the results `view` still shows whole.
+    fn whole(view: &[Arc<Entry>]) -> Vec<String> {
+        results(view)
+            .into_iter()
+            .filter(|(_, c)| c != PLACEHOLDER)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
     fn results(view: &[Arc<Entry>]) -> Vec<(String, String)> {
         view.iter()
             .filter_map(|e| match e.message() {
@@ -305,10 +323,7 @@ mod tests {
         let mut lab = Lab::new(Arc::new(Estimate), &[]);
         let units = session(&mut lab, 6);
         let total: usize = units.iter().map(Unit::tokens).sum();
-        let mut policy = ClearToolUses::new(&config(total, ClearParams::default()));
-        for unit in &units {
-            policy.push(unit, &[], &mut lab).unwrap();
-        }
+        let mut policy = loaded(&mut lab, &units, total, ClearParams::default());
         let view = request(&mut policy, &mut lab);
         assert_eq!(view.iter().map(|e| e.tokens()).sum::<usize>(), total);
         assert!(results(&view).iter().all(|(_, c)| c != PLACEHOLDER));
@@ -319,17 +334,10 @@ mod tests {
         let mut lab = Lab::new(Arc::new(Estimate), &[]);
         let units = session(&mut lab, 8);
         let total: usize = units.iter().map(Unit::tokens).sum();
-        let mut policy = ClearToolUses::new(&config(total - 1, ClearParams::default()));
-        for unit in &units {
-            policy.push(unit, &[], &mut lab).unwrap();
-        }
+        let mut policy = loaded(&mut lab, &units, total - 1, ClearParams::default());
         let view = request(&mut policy, &mut lab);
         validate_entries(&view).unwrap();
-        let kept: Vec<String> = results(&view)
-            .into_iter()
-            .filter(|(_, c)| c != PLACEHOLDER)
-            .map(|(id, _)| id)
-            .collect();
+        let kept = whole(&view);
         assert_eq!(kept, ["f5", "f6", "f7"]);
         assert_eq!(
             results(&view).len(),
@@ -354,11 +362,7 @@ mod tests {
             policy.push(&next, &[], &mut lab).unwrap();
             n += 1;
             let view = request(&mut policy, &mut lab);
-            let kept: Vec<String> = results(&view)
-                .into_iter()
-                .filter(|(_, c)| c != PLACEHOLDER)
-                .map(|(id, _)| id)
-                .collect();
+            let kept = whole(&view);
             if kept.len() == 3 {
                 assert_eq!(kept, [n - 3, n - 2, n - 1].map(|i| format!("f{i}")));
                 assert!(n > 9, "one step more did not pass the trigger again");
@@ -378,10 +382,7 @@ mod tests {
             every_request: true,
             ..ClearParams::default()
         };
-        let mut policy = ClearToolUses::new(&config(total - 1, params));
-        for unit in &units {
-            policy.push(unit, &[], &mut lab).unwrap();
-        }
+        let mut policy = loaded(&mut lab, &units, total - 1, params);
         let first: usize = request(&mut policy, &mut lab)
             .iter()
             .map(|e| e.tokens())
@@ -391,11 +392,7 @@ mod tests {
             policy.push(&next, &[], &mut lab).unwrap();
             let view = request(&mut policy, &mut lab);
             validate_entries(&view).unwrap();
-            let kept: Vec<String> = results(&view)
-                .into_iter()
-                .filter(|(_, c)| c != PLACEHOLDER)
-                .map(|(id, _)| id)
-                .collect();
+            let kept = whole(&view);
             assert_eq!(
                 kept,
                 [n - 2, n - 1, n].map(|i| format!("f{i}")),
@@ -414,10 +411,7 @@ mod tests {
             clear_inputs: true,
             ..ClearParams::default()
         };
-        let mut policy = ClearToolUses::new(&config(100, params));
-        for unit in &units {
-            policy.push(unit, &[], &mut lab).unwrap();
-        }
+        let mut policy = loaded(&mut lab, &units, 100, params);
         let full = policy.tokens;
         let view = request(&mut policy, &mut lab);
         validate_entries(&view).unwrap();
@@ -442,10 +436,7 @@ mod tests {
             policy.freed[4],
             "the savings the edit counts are what the view sheds"
         );
-        let mut results_only = ClearToolUses::new(&config(100, ClearParams::default()));
-        for unit in &units {
-            results_only.push(unit, &[], &mut lab).unwrap();
-        }
+        let results_only = loaded(&mut lab, &units, 100, ClearParams::default());
         assert!(
             policy.freed[4] > results_only.freed[4],
             "the arguments count too"
@@ -457,19 +448,13 @@ mod tests {
         let mut lab = Lab::new(Arc::new(Estimate), &[]);
         let units = session(&mut lab, 5);
         let total: usize = units.iter().map(Unit::tokens).sum();
-        let mut probe = ClearToolUses::new(&config(0, ClearParams::default()));
-        for unit in &units {
-            probe.push(unit, &[], &mut lab).unwrap();
-        }
+        let probe = loaded(&mut lab, &units, 0, ClearParams::default());
         let frees = probe.freed[2];
         let strict = ClearParams {
             clear_at_least: frees + 1,
             ..ClearParams::default()
         };
-        let mut policy = ClearToolUses::new(&config(total - 1, strict));
-        for unit in &units {
-            policy.push(unit, &[], &mut lab).unwrap();
-        }
+        let mut policy = loaded(&mut lab, &units, total - 1, strict);
         let view = request(&mut policy, &mut lab);
         assert!(results(&view).iter().all(|(_, c)| c != PLACEHOLDER));
         assert_eq!(view.iter().map(|e| e.tokens()).sum::<usize>(), total);
@@ -478,10 +463,7 @@ mod tests {
             clear_at_least: frees,
             ..ClearParams::default()
         };
-        let mut policy = ClearToolUses::new(&config(total - 1, loose));
-        for unit in &units {
-            policy.push(unit, &[], &mut lab).unwrap();
-        }
+        let mut policy = loaded(&mut lab, &units, total - 1, loose);
         let view = request(&mut policy, &mut lab);
         assert_eq!(
             results(&view)
