@@ -22,8 +22,12 @@
 //! so the edit may instead be a function of the history alone: once the
 //! unedited history passes the trigger, every request clears all but the
 //! latest `keep` results (LangChain's mirror of the edit works so).
-//! [`ClearParams::every_request`] replays that reading; which one the API
-//! follows the lab cannot tell from the documentation.
+//! [`ClearParams::every_request`] replays that reading. The documentation
+//! does not say which one the API follows, but it calls the edit applied
+//! in real time and eligible for zero data retention, and an API's output
+//! cannot hinge on whether a best-effort cache entry survived: both favour
+//! the second reading, under which `clear_at_least` only holds back the
+//! first activation.
 
 use std::sync::Arc;
 
