@@ -198,9 +198,9 @@ pub struct ReplayArgs {
     /// clear-tool-uses: also empty the cleared calls' arguments (the API's `clear_tool_inputs`).
     #[arg(long)]
     pub clear_inputs: bool,
-    /// clear-tool-uses: apply the edit to every request as a function of the unedited history (past the trigger, each request keeps only the latest --clear-keep results) instead of as an event whose clears persist while the prompt grows back.
+    /// clear-tool-uses: replay the edit as an event whose clears persist while the prompt grows back to the trigger, instead of as the API applies it, to every request (past the trigger, each request keeps only the latest --clear-keep results).
     #[arg(long)]
-    pub clear_every_request: bool,
+    pub clear_as_event: bool,
     /// cwl: a pass that starts over the budget evicts down to this share of it (0.8 or 80%; 1 = the paper's stop-as-soon-as-it-fits), so the cached prefix changes in rare batches.
     #[arg(long, value_name = "SHARE", default_value_t = cwl::Config::default().low_water)]
     pub low_water: cwl::Share,
@@ -328,7 +328,7 @@ impl ReplayArgs {
                 None => 0,
             },
             clear_inputs: self.clear_inputs,
-            every_request: self.clear_every_request,
+            every_request: !self.clear_as_event,
         };
         let config = ReplayConfig {
             policies,

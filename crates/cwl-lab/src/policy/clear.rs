@@ -11,23 +11,19 @@
 //! to the API's 3. Nothing else is ever removed, so user turns, answers and
 //! calls can still carry the prompt over τ.
 //!
-//! By default clearing is an event, not a rewrite of every request: what
-//! one edit cleared stays cleared and the prompt grows from there until it
-//! passes the trigger again ("you'll incur cache write costs each time
-//! content is cleared, but subsequent requests can reuse the newly cached
-//! prefix"; `clear_at_least` counts what is cleared "each time the
-//! strategy activates"). The API, though, applies the edit server-side to
-//! the full history the client sends unmodified, and its token counter
-//! returns the edited size of a history with no earlier request to go by,
-//! so the edit may instead be a function of the history alone: once the
+//! The edit is a function of the request: the API applies it server-side
+//! to the full history the client sends unmodified, in real time, and its
+//! token counter previews "how many tokens your prompt will use after
+//! context editing is applied" from that history alone, which only holds
+//! if no earlier request's edit is remembered (nor could an API's output
+//! hinge on whether a best-effort cache entry survived). So once the
 //! unedited history passes the trigger, every request clears all but the
-//! latest `keep` results (LangChain's mirror of the edit works so).
-//! [`ClearParams::every_request`] replays that reading. The documentation
-//! does not say which one the API follows, but it calls the edit applied
-//! in real time and eligible for zero data retention, and an API's output
-//! cannot hinge on whether a best-effort cache entry survived: both favour
-//! the second reading, under which `clear_at_least` only holds back the
-//! first activation.
+//! latest `keep` results, and the prefix changes each time a result
+//! leaves them (LangChain's mirror of the edit works so); `clear_at_least`
+//! only holds back the first activation. [`ClearParams::every_request`]
+//! set to `false` replays the other reading, as an event: what one edit
+//! cleared stays cleared and the prompt grows from there until it passes
+//! the trigger again.
 
 use std::sync::Arc;
 
@@ -58,8 +54,9 @@ pub struct ClearParams {
     /// `clear_tool_inputs`: also empty the cleared calls' arguments.
     pub clear_inputs: bool,
     /// Apply the edit to every request as a function of the unedited
-    /// history: past the trigger, each request keeps only the latest
-    /// `keep` results (`false`: clearing is an event, see the module).
+    /// history, as the API does: past the trigger, each request keeps only
+    /// the latest `keep` results (`false`: clearing is an event whose
+    /// clears persist, see the module).
     pub every_request: bool,
 }
 
@@ -69,7 +66,7 @@ impl Default for ClearParams {
             keep: DEFAULT_KEEP,
             clear_at_least: 0,
             clear_inputs: false,
-            every_request: false,
+            every_request: true,
         }
     }
 }
@@ -334,11 +331,16 @@ mod tests {
     }
 
     #[test]
-    fn past_the_trigger_all_but_the_latest_three_results_are_cleared() {
+    fn past_the_trigger_all_but_the_latest_three_results_are_cleared_and_as_an_event_they_wait_for_the_next()
+     {
         let mut lab = Lab::new(Arc::new(Estimate), &[]);
         let units = session(&mut lab, 8);
         let total: usize = units.iter().map(Unit::tokens).sum();
-        let mut policy = loaded(&mut lab, &units, total - 1, ClearParams::default());
+        let event = ClearParams {
+            every_request: false,
+            ..ClearParams::default()
+        };
+        let mut policy = loaded(&mut lab, &units, total - 1, event);
         let view = request(&mut policy, &mut lab);
         validate_entries(&view).unwrap();
         let kept = whole(&view);
@@ -378,15 +380,12 @@ mod tests {
     }
 
     #[test]
-    fn every_request_keeps_only_the_latest_results_once_the_history_passed_the_trigger() {
+    fn by_default_every_request_keeps_only_the_latest_results_once_the_history_passed_the_trigger()
+    {
         let mut lab = Lab::new(Arc::new(Estimate), &[]);
         let units = session(&mut lab, 8);
         let total: usize = units.iter().map(Unit::tokens).sum();
-        let params = ClearParams {
-            every_request: true,
-            ..ClearParams::default()
-        };
-        let mut policy = loaded(&mut lab, &units, total - 1, params);
+        let mut policy = loaded(&mut lab, &units, total - 1, ClearParams::default());
         let first: usize = request(&mut policy, &mut lab)
             .iter()
             .map(|e| e.tokens())
