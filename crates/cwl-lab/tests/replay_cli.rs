@@ -423,6 +423,16 @@ fn clear_tool_uses_takes_the_apis_settings() {
     assert!(keep_one[1] < default[1], "{keep_one:?} against {default:?}");
     let inputs = replay(&["--clear-inputs"]);
     assert!(inputs[1] < default[1], "{inputs:?} against {default:?}");
+    let at_8k = |extra: &[&str]| {
+        let mut all = vec!["--policy", "none,clear-tool-uses", "--budget", "8k"];
+        all.extend(extra);
+        means(&replay_files(&args(&[&log], &all)).unwrap().0)
+    };
+    let (every, as_event) = (at_8k(&[]), at_8k(&["--clear-as-event"]));
+    assert!(
+        every[1] < as_event[1] && as_event[1] < as_event[0],
+        "as an event the prompt grows back between clears: {as_event:?} against {every:?}"
+    );
     let never = replay(&["--clear-at-least", "10M"]);
     assert_eq!(
         never[1], never[0],
