@@ -23,7 +23,7 @@ use crate::judge::{self, Judge};
 use crate::metrics::anchors::{AnchorId, Scope};
 use crate::metrics::content::Need;
 use crate::metrics::cost::{CacheRules, ModelSource, Pricing};
-use crate::metrics::{Call, Recorder, Stats};
+use crate::metrics::{Call, Missed, Recorder, Stats};
 use crate::policy::clear::ClearParams;
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
 use crate::session::{Session, SessionEvent};
@@ -328,12 +328,11 @@ pub fn replay_with(
                                     &mut report.violations,
                                 );
                             }
-                            run.recorder.record(&request, &call, lab.tools_tokens());
-                            if config.losses
-                                && let Some(loss) =
-                                    loss(&lab, run.kind, report.requests, &request, &call)
-                            {
-                                report.losses.push(loss);
+                            let missed = run.recorder.record(&request, &call, lab.tools_tokens());
+                            if config.losses && !missed.is_empty() {
+                                report
+                                    .losses
+                                    .push(loss(&lab, run.kind, report.requests, &missed));
                             }
                             if let (Some(judge), Some(all)) = (&config.judge, &all) {
                                 judge_request(judge, run, &request, all, &message, &mut judge_ids);
@@ -403,16 +402,8 @@ pub fn replay_with(
     report
 }
 
-/// What `request` lacked that the reply of `call` used, if anything.
-fn loss(lab: &Lab, kind: PolicyKind, number: u64, request: &Request, call: &Call) -> Option<Loss> {
-    let View::Pieces(pieces) = &request.view else {
-        return None;
-    };
-    let anchors = crate::metrics::missing_anchors(pieces, call.at_risk);
-    let content = call.content.missing(pieces);
-    if anchors.is_empty() && content.is_empty() {
-        return None;
-    }
+/// Request `number` of policy `kind`, which lacked `missed`, as listed.
+fn loss(lab: &Lab, kind: PolicyKind, number: u64, missed: &Missed) -> Loss {
     let names = |ids: &[AnchorId]| {
         ids.iter()
             .map(|&a| Lost {
@@ -421,13 +412,13 @@ fn loss(lab: &Lab, kind: PolicyKind, number: u64, request: &Request, call: &Call
             })
             .collect()
     };
-    Some(Loss {
+    Loss {
         request: number,
         kind,
-        anchors: names(&anchors),
-        values: names(&content.anchors),
-        lines: content.lines.len(),
-    })
+        anchors: names(&missed.anchors),
+        values: names(&missed.content.anchors),
+        lines: missed.content.lines.len(),
+    }
 }
 
 /// Asks `judge` about `request` when it left out some of `all` and it is

@@ -223,13 +223,6 @@ impl Need {
         self.len() == 0
     }
 
-    /// How many of the lines and values no piece of the request carries in
-    /// logged text.
-    pub fn lost(&self, pieces: &[Arc<Entry>]) -> usize {
-        let missing = self.missing(pieces);
-        missing.lines.len() + missing.anchors.len()
-    }
-
     /// The lines and values no piece of the request carries in logged text.
     pub fn missing(&self, pieces: &[Arc<Entry>]) -> Need {
         let mut missing = self.clone();

@@ -433,8 +433,9 @@ impl Recorder {
         }
     }
 
-    /// Records one request (and the side calls made before it).
-    pub fn record(&mut self, request: &Request, call: &Call<'_>, tools_tokens: usize) {
+    /// Records one request (and the side calls made before it); returns
+    /// what it lacked that the reply used (nothing for a full history).
+    pub fn record(&mut self, request: &Request, call: &Call<'_>, tools_tokens: usize) -> Missed {
         let tools_tokens = tools_tokens + self.overhead;
         let rules = self.pricing.rules;
         for side in &request.side_calls {
@@ -447,7 +448,7 @@ impl Recorder {
         }
         self.stats.side_requests_skipped += u64::from(request.side.skipped);
         self.stats.side_requests_failed += u64::from(request.side.failed);
-        let (tokens, used, evictions, lost, content_lost, changed) = match &request.view {
+        let (tokens, used, evictions, missed, changed) = match &request.view {
             View::Full { tokens } => {
                 let total = tools_tokens + tokens;
                 let compared = self.compared;
@@ -456,7 +457,7 @@ impl Recorder {
                     .cache
                     .full(total, call.time)
                     .read_share(call.cache_share, rules);
-                (total, used, 0, 0, 0, compared.then_some(false))
+                (total, used, 0, Missed::default(), compared.then_some(false))
             }
             View::Pieces(pieces) => {
                 let total = tools_tokens + pieces.iter().map(|p| p.tokens()).sum::<usize>();
@@ -465,16 +466,10 @@ impl Recorder {
                     .pieces(tools_tokens, pieces, call.time)
                     .read_share(call.cache_share, rules);
                 let (evictions, changed) = self.compare(pieces);
-                (
-                    total,
-                    used,
-                    evictions,
-                    lost_anchors(pieces, call.at_risk),
-                    call.content.lost(pieces),
-                    changed,
-                )
+                (total, used, evictions, Missed::of(pieces, call), changed)
             }
         };
+        let (lost, content_lost) = (missed.anchors.len(), missed.content.len());
         self.bill(used, call.output_tokens);
         let full = tools_tokens + call.history_tokens;
         if full > 0 {
@@ -515,6 +510,7 @@ impl Recorder {
         if let Some(met) = request.budget_met {
             *s.budget_unmet.get_or_insert(0) += u64::from(!met);
         }
+        missed
     }
 
     /// Evictions (messages of the previous request absent from this one)
@@ -541,13 +537,33 @@ impl Recorder {
     }
 }
 
-/// How many of `at_risk` no piece holds.
-pub fn lost_anchors(pieces: &[Arc<Entry>], at_risk: &[AnchorId]) -> usize {
-    missing_anchors(pieces, at_risk).len()
+/// What a request lacked that the reply of its call used: the evidence
+/// behind the lost-anchor rate and the loss-free shares.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Missed {
+    /// Anchors at risk that no piece of the request held.
+    pub anchors: Vec<AnchorId>,
+    /// Lines and quoted values no piece carried in logged text.
+    pub content: Need,
+}
+
+impl Missed {
+    /// What `pieces` lack of what `call`'s reply used.
+    pub fn of(pieces: &[Arc<Entry>], call: &Call<'_>) -> Missed {
+        Missed {
+            anchors: missing_anchors(pieces, call.at_risk),
+            content: call.content.missing(pieces),
+        }
+    }
+
+    /// Whether the request lacked nothing.
+    pub fn is_empty(&self) -> bool {
+        self.anchors.is_empty() && self.content.is_empty()
+    }
 }
 
 /// The anchors of `at_risk` that no piece of the request holds.
-pub fn missing_anchors(pieces: &[Arc<Entry>], at_risk: &[AnchorId]) -> Vec<AnchorId> {
+fn missing_anchors(pieces: &[Arc<Entry>], at_risk: &[AnchorId]) -> Vec<AnchorId> {
     let mut missing: Vec<AnchorId> = at_risk.to_vec();
     for piece in pieces.iter().rev() {
         if missing.is_empty() {

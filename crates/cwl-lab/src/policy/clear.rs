@@ -331,8 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn past_the_trigger_all_but_the_latest_three_results_are_cleared_and_as_an_event_they_wait_for_the_next()
-     {
+    fn as_an_event_all_but_the_latest_three_are_cleared_until_the_next_trigger() {
         let mut lab = Lab::new(Arc::new(Estimate), &[]);
         let units = session(&mut lab, 8);
         let total: usize = units.iter().map(Unit::tokens).sum();
@@ -380,8 +379,7 @@ mod tests {
     }
 
     #[test]
-    fn by_default_every_request_keeps_only_the_latest_results_once_the_history_passed_the_trigger()
-    {
+    fn by_default_every_request_past_the_trigger_keeps_only_the_latest_three() {
         let mut lab = Lab::new(Arc::new(Estimate), &[]);
         let units = session(&mut lab, 8);
         let total: usize = units.iter().map(Unit::tokens).sum();
