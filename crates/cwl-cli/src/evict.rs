@@ -61,6 +61,11 @@ pub struct EvictArgs {
     /// paper's order.
     #[arg(long, value_name = "stub|keep", default_value = "stub")]
     act_outputs: cwl::ActOutputs,
+    /// `drop`: a plan tool's call (TodoWrite, update_plan: each carries the
+    /// whole plan) and its result go first once the same tool is called
+    /// again; `keep`: they stay with their episode (the paper).
+    #[arg(long, value_name = "drop|keep", default_value = "drop")]
+    plans: cwl::PlanCalls,
     /// The model's context window in tokens, for a percentage budget.
     #[arg(long, value_name = "TOKENS", value_parser = parse_window)]
     window: Option<usize>,
@@ -153,7 +158,8 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
         .superseded(args.superseded.0)
         .restated(args.restated.0)
         .answer_share(args.answer_share.0)
-        .stub_act_outputs(args.act_outputs.stubbed());
+        .stub_act_outputs(args.act_outputs.stubbed())
+        .superseded_plans(args.plans.dropped());
     for (name, class) in &args.classes {
         config.classes.set(name, *class);
     }

@@ -349,3 +349,71 @@ fn answer_share_reaches_the_engine() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("invalid share `15`"));
 }
+
+/// An exploration that rewrites its todo list five times, then an answer.
+fn planned() -> Value {
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are terse."}),
+        json!({"role": "user", "content": "Port the parser."}),
+        json!({"role": "assistant", "content": null, "tool_calls": [call("d1", "delimiter", json!({"action": "start", "name": "plan-port", "type": "expl"}))]}),
+        json!({"role": "tool", "tool_call_id": "d1", "content": "Started expl episode `plan-port`."}),
+    ];
+    for write in 0..5 {
+        let todos: Vec<Value> = (0..10)
+            .map(|item| json!({"content": format!("Port step {item} of the parser"), "status": if item < write { "completed" } else { "pending" }}))
+            .collect();
+        let id = format!("t{write}");
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [call(&id, "TodoWrite", json!({"todos": todos}))]}));
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": "Todos updated."}));
+    }
+    messages.push(json!({"role": "assistant", "content": null, "tool_calls": [call("d2", "delimiter", json!({"action": "end", "description": "planned the port"}))]}));
+    messages.push(
+        json!({"role": "tool", "tool_call_id": "d2", "content": "Ended expl episode `plan-port`."}),
+    );
+    messages.push(json!({"role": "assistant", "content": "Planned."}));
+    json!({"messages": messages})
+}
+
+#[test]
+fn superseded_plans_go_first_unless_kept() {
+    let levels = |output: &Value| -> Vec<String> {
+        output["report"]["episodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|episode| episode["levels"].as_array().unwrap().clone())
+            .map(|level| level["level"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let calls = |output: &Value| -> Vec<String> {
+        output["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|message| message["tool_calls"].as_array())
+            .flatten()
+            .map(|call| call["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let all = run_ok(&["evict", "--budget", "100000"], &planned());
+    assert_eq!(calls(&all), ["d1", "t0", "t1", "t2", "t3", "t4", "d2"]);
+    let dropped = run_ok(&["evict", "--budget", "700"], &planned());
+    let dropped_levels = levels(&dropped);
+    assert!(!dropped_levels.is_empty(), "{dropped}");
+    assert!(
+        dropped_levels.iter().all(|level| level == "plan"),
+        "{dropped}"
+    );
+    assert!(
+        calls(&dropped).contains(&"t4".to_string()),
+        "the latest plan stays"
+    );
+    assert!(!calls(&dropped).contains(&"t0".to_string()));
+    let kept = run_ok(&["evict", "--budget", "700", "--plans", "keep"], &planned());
+    let kept_levels = levels(&kept);
+    assert!(!kept_levels.is_empty(), "{kept}");
+    assert!(!kept_levels.iter().any(|level| level == "plan"), "{kept}");
+    let output = cwl(&["evict", "--plans", "sometimes"], "");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("expected `drop` or `keep`"));
+}

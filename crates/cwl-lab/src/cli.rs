@@ -222,6 +222,9 @@ pub struct ReplayArgs {
     /// cwl: `stub` reduces old acts to their calls (tool outputs stubbed, text beside the calls dropped), oldest first, before anything is removed, and then takes old episodes least recently used first (the longest since the model last named something they hold); `keep` is the paper's order.
     #[arg(long, value_name = "stub|keep", default_value_t = cwl::ActOutputs::of(cwl::Config::default().stub_act_outputs))]
     pub act_outputs: cwl::ActOutputs,
+    /// cwl: `drop` takes a plan tool's call (TodoWrite, update_plan: each carries the whole plan) and its result first in a pass once the same tool is called again; `keep` leaves them with their episode (the paper).
+    #[arg(long, value_name = "drop|keep", default_value_t = cwl::PlanCalls::of(cwl::Config::default().superseded_plans))]
+    pub plans: cwl::PlanCalls,
 }
 
 /// `cwl gen`: write a synthetic annotated session for scale tests.
@@ -345,6 +348,7 @@ impl ReplayArgs {
                 restated: self.restated.0,
                 answer_share: self.answer_share.0,
                 stub_act_outputs: self.act_outputs.stubbed(),
+                superseded_plans: self.plans.dropped(),
             },
             pricing: Arc::new(pricing),
             counter,

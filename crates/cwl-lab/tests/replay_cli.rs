@@ -514,3 +514,87 @@ fn the_logs_own_cost_is_set_beside_the_replayed_full_history() {
     assert_eq!(report.files[0].fidelity.logged_cost_usd, None);
     assert_eq!(report.files[0].fidelity.replayed_cost_usd, None);
 }
+
+/// A pi log whose first task reads a file and rewrites a long todo list
+/// ten times; the second task reads another file, and its answer quotes a
+/// name from the first read.
+fn plans_log(dir: &Path) -> PathBuf {
+    let mut lines = vec![json!({"type": "session", "version": 3, "id": "plans",
+        "timestamp": "2025-03-01T10:00:00.000Z", "cwd": "/w", "provider": "x",
+        "modelId": "claude-sonnet-4-5"})];
+    let user = |text: &str| {
+        json!({"type": "message", "message": {"role": "user",
+        "content": [{"type": "text", "text": text}]}})
+    };
+    let call = |id: &str, name: &str, arguments: Value| {
+        json!({"type": "message", "message": {
+        "role": "assistant", "stopReason": "toolUse",
+        "content": [{"type": "toolCall", "id": id, "name": name, "arguments": arguments}]}})
+    };
+    let result = |id: &str, name: &str, text: &str| {
+        json!({"type": "message", "message": {
+        "role": "toolResult", "toolCallId": id, "toolName": name,
+        "content": [{"type": "text", "text": text}], "isError": false}})
+    };
+    let say = |text: &str| {
+        json!({"type": "message", "message": {"role": "assistant",
+        "stopReason": "stop", "content": [{"type": "text", "text": text}]}})
+    };
+    lines.push(user("read src/kinds.rs and plan the port"));
+    lines.push(call("r0", "read", json!({"path": "src/kinds.rs"})));
+    let source = format!(
+        "pub fn parse_record_kind_v2(line: &str) -> Kind {{ todo!() }}\n{}",
+        "// the record kinds of the ledger\n".repeat(20)
+    );
+    lines.push(result("r0", "read", &source));
+    for write in 0..10 {
+        let todos: Vec<Value> = (0..8)
+            .map(|item| {
+                json!({"content": format!("Port step {item} of the ledger parser and its tests"),
+                "activeForm": format!("Porting step {item}"),
+                "status": if item < write { "completed" } else { "pending" }})
+            })
+            .collect();
+        let id = format!("p{write}");
+        lines.push(call(&id, "TodoWrite", json!({"todos": todos})));
+        lines.push(result(
+            &id,
+            "TodoWrite",
+            "Todos have been modified successfully.",
+        ));
+    }
+    lines.push(say("Planned."));
+    lines.push(user(
+        "now read src/ledger.rs: which function parses its kinds?",
+    ));
+    lines.push(call("r1", "read", json!({"path": "src/ledger.rs"})));
+    lines.push(result(
+        "r1",
+        "read",
+        &"// ledger entries, one per line\n".repeat(100),
+    ));
+    lines.push(say("`parse_record_kind_v2` in src/kinds.rs parses them."));
+    write_log(dir, "plans.jsonl", &lines)
+}
+
+#[test]
+fn superseded_plans_go_before_what_the_agent_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = plans_log(dir.path());
+    let replay = |extra: &[&str]| {
+        let mut all = vec!["--policy", "cwl", "--budget", "3400", "--no-calibration"];
+        all.extend(extra);
+        let (report, _) = replay_files(&args(&[&log], &all)).unwrap();
+        report.files[0].policies[0].stats.summary()
+    };
+    let dropped = replay(&[]);
+    assert_eq!(dropped.over_budget_share, 0.0);
+    assert_eq!(dropped.content_requests_at_risk, 1, "{dropped:?}");
+    assert_eq!(dropped.content_loss_free_share, 1.0, "{dropped:?}");
+    let kept = replay(&["--plans", "keep"]);
+    assert_eq!(kept.over_budget_share, 0.0);
+    assert_eq!(
+        kept.content_loss_free_share, 0.0,
+        "with the plans kept, the read went: {kept:?}"
+    );
+}

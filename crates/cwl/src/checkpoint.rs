@@ -15,6 +15,7 @@ use crate::evictor::Evictor;
 use crate::fold::Residues;
 use crate::graph::Graph;
 use crate::message::ToolSpec;
+use crate::plans::Plans;
 use crate::repeats::Repeats;
 use crate::tokens::TokenCounter;
 use crate::uses::Uses;
@@ -39,6 +40,8 @@ pub struct Checkpoint {
     restated: Repeats<u64>,
     #[serde(default)]
     uses: Uses,
+    #[serde(default, skip_serializing_if = "Plans::is_empty")]
+    plans: Plans,
     next_seq: u64,
     total: usize,
     offset: i64,
@@ -79,6 +82,7 @@ impl Context {
             repeats: self.repeats.clone(),
             restated: self.restated.clone(),
             uses: self.uses.clone(),
+            plans: self.plans.clone(),
             next_seq: self.next_seq,
             total: self.total,
             offset: self.offset,
@@ -110,6 +114,7 @@ impl Context {
             repeats: checkpoint.repeats,
             restated: checkpoint.restated,
             uses: checkpoint.uses,
+            plans: checkpoint.plans,
             next_seq: checkpoint.next_seq,
             total: checkpoint.total,
             offset: checkpoint.offset,

@@ -197,6 +197,59 @@ impl std::fmt::Display for ActOutputs {
     }
 }
 
+/// What a pass does with plan calls a later call of the same plan tool
+/// superseded: the value of `--plans` ([`Config::superseded_plans`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanCalls {
+    /// They go first, with their results.
+    Drop,
+    /// They stay with their episode (the paper).
+    Keep,
+}
+
+/// A `--plans` value that is neither `drop` nor `keep`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid plans `{0}`: expected `drop` or `keep`")]
+pub struct PlanCallsError(pub String);
+
+impl PlanCalls {
+    /// Whether superseded plan calls go first.
+    pub fn dropped(self) -> bool {
+        self == PlanCalls::Drop
+    }
+
+    /// The value for a configuration.
+    pub fn of(dropped: bool) -> PlanCalls {
+        if dropped {
+            PlanCalls::Drop
+        } else {
+            PlanCalls::Keep
+        }
+    }
+}
+
+impl std::str::FromStr for PlanCalls {
+    type Err = PlanCallsError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "drop" => Ok(PlanCalls::Drop),
+            "keep" | "off" => Ok(PlanCalls::Keep),
+            other => Err(PlanCallsError(other.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for PlanCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PlanCalls::Drop => "drop",
+            PlanCalls::Keep => "keep",
+        })
+    }
+}
+
 /// How the engine evicts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -252,7 +305,16 @@ pub struct Config {
     /// `false`: the paper's order and levels.
     #[serde(default)]
     pub stub_act_outputs: bool,
-    /// Which tools' calls are bulk output and which intermediate.
+    /// A plan tool's call ([`ToolClasses::is_plan`]: `TodoWrite`,
+    /// `update_plan`) carries the whole plan, so once the same tool is
+    /// called again the earlier call and its result go before anything
+    /// else in a pass, oldest first, whatever their episode; the latest
+    /// response is left as it came. `false` keeps them with their episode
+    /// (the paper; and configs saved before it existed restore unchanged).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub superseded_plans: bool,
+    /// Which tools' calls are bulk output and which intermediate, and
+    /// which tools are plan tools.
     pub classes: ToolClasses,
 }
 
@@ -267,6 +329,7 @@ impl Default for Config {
             restated: Some(Share(DEFAULT_RESTATED)),
             answer_share: Some(Share(DEFAULT_ANSWER_SHARE)),
             stub_act_outputs: true,
+            superseded_plans: true,
             classes: ToolClasses::default(),
         }
     }
@@ -293,6 +356,7 @@ impl Config {
             restated: None,
             answer_share: None,
             stub_act_outputs: false,
+            superseded_plans: false,
             classes: ToolClasses::default(),
         }
     }
@@ -341,6 +405,12 @@ impl Config {
         self
     }
 
+    /// Sets whether superseded plan calls go first.
+    pub fn superseded_plans(mut self, on: bool) -> Self {
+        self.superseded_plans = on;
+        self
+    }
+
     /// Sets the tool classes.
     pub fn classes(mut self, classes: ToolClasses) -> Self {
         self.classes = classes;
@@ -381,6 +451,13 @@ mod tests {
             Ok("15%".to_string())
         );
         assert!("2".parse::<ResidueCap>().is_err());
+        assert_eq!("drop".parse::<PlanCalls>(), Ok(PlanCalls::Drop));
+        assert_eq!("keep".parse::<PlanCalls>().map(|p| p.dropped()), Ok(false));
+        assert_eq!(
+            "sometimes".parse::<PlanCalls>().unwrap_err().to_string(),
+            "invalid plans `sometimes`: expected `drop` or `keep`"
+        );
+        assert_eq!(PlanCalls::of(true).to_string(), "drop");
         assert_eq!("stub".parse::<ActOutputs>(), Ok(ActOutputs::Stub));
         assert_eq!("keep".parse::<ActOutputs>().map(|a| a.stubbed()), Ok(false));
         assert_eq!(

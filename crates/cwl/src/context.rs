@@ -16,6 +16,7 @@ use crate::graph::{
     Applied, EpisodeId, Graph, HOLDS_BULK, HOLDS_INTERMEDIATE, HOLDS_REASONING, HOLDS_RESULTS,
 };
 use crate::message::{Block, Message, ToolSpec};
+use crate::plans::Plans;
 use crate::protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind};
 use crate::recall::RECALL;
 use crate::repeats::Repeats;
@@ -206,6 +207,8 @@ pub struct Context {
     /// Tool outputs by stream position, for [`Config::restated`].
     pub(crate) restated: Repeats<u64>,
     pub(crate) uses: Uses,
+    /// Plan calls, for [`Config::superseded_plans`].
+    pub(crate) plans: Plans,
     pub(crate) next_seq: u64,
     pub(crate) total: usize,
     pub(crate) offset: i64,
@@ -240,6 +243,7 @@ impl Context {
             repeats: Repeats::default(),
             restated: Repeats::default(),
             uses: Uses::default(),
+            plans: Plans::default(),
             next_seq: 2,
             total: tools_tokens,
             offset: 0,
@@ -536,9 +540,22 @@ impl Context {
                     self.uses.hold(owner, text);
                 }
             }
+            let plan = match block {
+                Block::ToolCall(call)
+                    if self.config.superseded_plans
+                        && matches!(role, Role::Call(_))
+                        && self.config.classes.is_plan(&call.name) =>
+                {
+                    self.plans.called(&call.name, seq, &call.id);
+                    true
+                }
+                _ => false,
+            };
             if let Some(owner) = owner {
                 self.graph.touch(owner, seq, tokens, role_holds(role));
-                if let (Some(share), Role::Text | Role::Call(_)) = (self.config.superseded, role) {
+                if let (Some(share), Role::Text | Role::Call(_), false) =
+                    (self.config.superseded, role, plan)
+                {
                     self.repeats.block(owner, block, share);
                 }
             }

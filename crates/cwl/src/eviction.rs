@@ -17,8 +17,10 @@ pub(crate) const OUTPUT_STUB: &str = "[output evicted; its effects are in the wo
 pub(crate) const RESTATED_STUB: &str = "[output evicted; a later output shows it again]";
 
 impl Context {
-    /// Enforces the budget. When the prompt is over τ, stubs the tool
-    /// outputs a later output repeats ([`crate::Config::restated`]), then
+    /// Enforces the budget. When the prompt is over τ, drops the plan
+    /// calls a later call of the same plan tool superseded
+    /// ([`crate::Config::superseded_plans`]), stubs the tool outputs a
+    /// later output repeats ([`crate::Config::restated`]), then
     /// strips candidate episodes in the evictor's order (the paper's:
     /// oldest act, else oldest expl), level by level, down to the low-water
     /// mark, then takes the steps the evictor offers after the pass's first
@@ -71,6 +73,12 @@ impl Context {
                 report.folded += count;
             }
             let floor_reached = self.tokens() <= report.floor;
+            if !floor_reached && let Some((owner, removed, seq)) = self.drop_superseded_plan() {
+                earliest(&mut changed, seq);
+                self.graph.shrink(owner, removed.tokens);
+                push_level(&mut report, &mut reported, &self.graph, owner, removed);
+                continue;
+            }
             if !floor_reached
                 && let Some((owner, removed, seq)) = self.stub_restated(restated_stub_tokens)
             {
@@ -348,6 +356,72 @@ impl Context {
         Some((owner, removed, seq))
     }
 
+    /// [`Level::Plan`]: removes the oldest superseded plan call still in
+    /// the view ([`crate::Config::superseded_plans`]) and its result, if it
+    /// answers an earlier response than the latest; returns its episode,
+    /// what went and its stream position. Calls that left with their
+    /// episode are skipped.
+    fn drop_superseded_plan(&mut self) -> Option<(EpisodeId, LevelReport, u64)> {
+        let frontier = self.graph.frontier();
+        loop {
+            if self.plans.oldest()?.seq >= frontier {
+                return None;
+            }
+            let call = self.plans.take_oldest()?;
+            let index = self.entries.partition_point(|entry| entry.seq < call.seq);
+            let Some(entry) = self
+                .entries
+                .get_mut(index)
+                .filter(|entry| entry.seq == call.seq)
+            else {
+                continue;
+            };
+            let Some(Message::Assistant { content }) = entry.message.as_deref_mut() else {
+                continue;
+            };
+            let Some(slot) = content
+                .iter()
+                .position(|block| matches!(block, Block::ToolCall(c) if c.id == call.id))
+            else {
+                continue;
+            };
+            let Some(owner) = entry.meta[slot].owner else {
+                continue;
+            };
+            let before = self.total;
+            self.total -= entry.meta[slot].tokens as usize;
+            content.remove(slot);
+            entry.meta.remove(slot);
+            entry.altered = true;
+            self.total -= entry.drop_if_only_reasoning();
+            let mut removed = LevelReport {
+                level: Level::Plan,
+                tokens: 0,
+                tool_calls: 1,
+                blocks: 0,
+            };
+            match self.pending.get_mut(&call.id) {
+                Some(pending) => pending.evicted = true,
+                None => {
+                    let answer = self.entries[index + 1..].iter_mut().find(|entry| {
+                        matches!(entry.message.as_deref(),
+                            Some(Message::ToolResult(result)) if result.call_id == call.id)
+                    });
+                    if let Some(answer) = answer {
+                        self.total -= answer.meta[0].tokens as usize + answer.base as usize;
+                        answer.message = None;
+                        removed.blocks = 1;
+                        if let Some(share) = self.config.restated {
+                            self.restated.removed(answer.seq, share);
+                        }
+                    }
+                }
+            }
+            removed.tokens = before.saturating_sub(self.total);
+            return Some((owner, removed, call.seq));
+        }
+    }
+
     /// [`Level::Large`]: removes the calls of an expl whose outputs were
     /// stubbed, their stubs and the episode's text, so what it still holds
     /// is its small outputs with their calls; an expl with no small tool
@@ -487,7 +561,7 @@ fn push_level(
 /// Whether a strip level removes content of this role.
 fn covers(level: Level, role: Role) -> bool {
     match level {
-        Level::Restated | Level::Output | Level::Large => false,
+        Level::Restated | Level::Plan | Level::Output | Level::Large => false,
         Level::Reasoning => role == Role::Reasoning,
         Level::Bulk => role == Role::Call(ToolClass::Bulk),
         Level::Intermediate => role == Role::Call(ToolClass::Intermediate),

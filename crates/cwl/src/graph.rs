@@ -34,6 +34,10 @@ pub enum Level {
     /// each replaced by a short stub ([`crate::Config::restated`]). Not a
     /// stage of the episode: it can happen at any level, to any episode.
     Restated,
+    /// A plan tool's call and its result, once a later call of the same
+    /// tool carries the plan ([`crate::Config::superseded_plans`]). Like
+    /// [`Level::Restated`], not a stage of the episode.
+    Plan,
     /// An act reduced to its calls: the results of its tool calls (test
     /// runs, command output) each replaced by a short stub, and the text
     /// and reasoning around its calls dropped; the calls, the record of
@@ -73,6 +77,7 @@ impl Level {
     pub fn label(self) -> &'static str {
         match self {
             Level::Restated => "restated output",
+            Level::Plan => "superseded plan",
             Level::Output => "act output",
             Level::Reasoning => "reasoning",
             Level::Bulk => "bulk output",
@@ -85,7 +90,7 @@ impl Level {
     /// The content bit a level strips ([`Level::Removed`]: none needed).
     pub(crate) fn needs(self) -> u8 {
         match self {
-            Level::Restated | Level::Output => 0,
+            Level::Restated | Level::Plan | Level::Output => 0,
             Level::Reasoning => HOLDS_REASONING,
             Level::Bulk => HOLDS_BULK,
             Level::Intermediate => HOLDS_INTERMEDIATE,

@@ -48,6 +48,7 @@ mod id_set;
 pub mod message;
 pub mod oneshot;
 pub mod openai;
+mod plans;
 pub mod protocol;
 pub mod recall;
 pub mod record;
@@ -60,11 +61,11 @@ mod uses;
 
 pub use budget::{Budget, BudgetError};
 pub use checkpoint::{Checkpoint, CheckpointError};
-pub use classes::{ToolClass, ToolClasses};
+pub use classes::{DEFAULT_PLAN_TOOLS, ToolClass, ToolClasses};
 pub use config::{
     ActOutputs, ActOutputsError, Config, DEFAULT_ANSWER_SHARE, DEFAULT_BUDGET, DEFAULT_KEEP_RECENT,
-    DEFAULT_LOW_WATER, DEFAULT_RESIDUE_SHARE, DEFAULT_RESTATED, DEFAULT_SUPERSEDED,
-    RESTATED_MIN_TOKENS, ResidueCap, SMALL_TOKENS, Share, ShareError,
+    DEFAULT_LOW_WATER, DEFAULT_RESIDUE_SHARE, DEFAULT_RESTATED, DEFAULT_SUPERSEDED, PlanCalls,
+    PlanCallsError, RESTATED_MIN_TOKENS, ResidueCap, SMALL_TOKENS, Share, ShareError,
 };
 pub use context::{Accepted, Context, DelimiterOutcome, Source, TranscriptError};
 pub use evictor::{Evictor, OldestFirst, PaperOrder};

@@ -65,11 +65,15 @@ fn session() -> Vec<Message> {
     script.build()
 }
 
-/// The defaults of the build that saved the fixture (restated outputs and
-/// the answer cap came after it; off, this build saves the same bytes).
+/// The defaults of the build that saved the fixture (restated outputs, the
+/// answer cap and superseded plans came after it; off, this build saves the
+/// same bytes).
 fn engine() -> Context {
     Context::new(
-        Config::with_budget(2_500).restated(None).answer_share(None),
+        Config::with_budget(2_500)
+            .restated(None)
+            .answer_share(None)
+            .superseded_plans(false),
         counter(),
         vec![delimiter_spec()],
     )

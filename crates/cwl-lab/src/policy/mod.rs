@@ -383,12 +383,15 @@ pub struct PolicyConfig {
     pub answer_share: Option<::cwl::Share>,
     /// `cwl`: whether old acts' outputs are stubbed before any removal.
     pub stub_act_outputs: bool,
+    /// `cwl`: whether superseded plan calls go first.
+    pub superseded_plans: bool,
 }
 
 impl PolicyConfig {
     /// The engine configuration the `cwl` policy runs under: the budget,
     /// low water, residue and answer caps, recent working set, superseded
-    /// and restated shares and act-output stubs, with default tool classes.
+    /// and restated shares, act-output stubs and superseded plans, with
+    /// default tool classes.
     pub fn engine(&self) -> ::cwl::Config {
         ::cwl::Config::with_budget(self.budget)
             .low_water(self.low_water)
@@ -398,6 +401,7 @@ impl PolicyConfig {
             .restated(self.restated)
             .answer_share(self.answer_share)
             .stub_act_outputs(self.stub_act_outputs)
+            .superseded_plans(self.superseded_plans)
     }
 
     /// The engine configuration a baseline strategy (`cwm`, `self-gc`) runs
@@ -424,6 +428,7 @@ impl Default for PolicyConfig {
             restated: ::cwl::Config::default().restated,
             answer_share: ::cwl::Config::default().answer_share,
             stub_act_outputs: ::cwl::Config::default().stub_act_outputs,
+            superseded_plans: ::cwl::Config::default().superseded_plans,
         }
     }
 }
