@@ -98,7 +98,9 @@ impl ToolClasses {
 
     /// Whether each call of this tool restates the whole plan.
     pub fn is_plan(&self, tool: &str) -> bool {
-        self.plans.contains(tool) || self.plans.contains(&tool.to_ascii_lowercase())
+        self.plans
+            .iter()
+            .any(|plan| plan.eq_ignore_ascii_case(tool))
     }
 
     /// Sets the class of a tool, overriding any default.
