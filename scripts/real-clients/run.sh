@@ -30,7 +30,10 @@
 # its own prompt, "Go on with round N.", sent by resuming the session:
 # `claude -p --continue`, `codex exec resume --last`; a log then holds one
 # user turn a round, as a person's session does; SCRIPTED_PROMPTS of the
-# scripted upstream). Claude Code 2.1.197 does not compact a 12-round
+# scripted upstream), PLANS (N: every Nth step's call comes with a call of
+# the client's plan tool, the whole plan each time, when it offers one:
+# `TodoWrite` up to Claude Code 2.0, `update_plan` up to Codex CLI about
+# 0.60; SCRIPTED_PLANS of the scripted upstream). Claude Code 2.1.197 does not compact a 12-round
 # session by itself (its window for claude-sonnet-4-5 is over 490k tokens);
 # its own CLAUDE_CODE_AUTO_COMPACT_WINDOW (e.g. 160000) passes through and
 # makes it.
@@ -84,7 +87,7 @@ run() {
   local repo=$dir/repo
   init_repo "$repo"
 
-  SCRIPTED_ROUNDS=$ROUNDS SCRIPTED_PROMPTS=${PROMPTS:-0} "$UPSTREAM" serve --listen 127.0.0.1:0 --repo "$repo" --log-dir "$dir/upstream" > "$dir/upstream.out" 2>&1 &
+  SCRIPTED_ROUNDS=$ROUNDS SCRIPTED_PROMPTS=${PROMPTS:-0} SCRIPTED_PLANS=${PLANS:-0} "$UPSTREAM" serve --listen 127.0.0.1:0 --repo "$repo" --log-dir "$dir/upstream" > "$dir/upstream.out" 2>&1 &
   local upstream_pid=$!
   PIDS+=("$upstream_pid")
   local upstream_url base proxy_pid= tap_pid=

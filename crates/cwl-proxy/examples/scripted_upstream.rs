@@ -67,6 +67,15 @@
 //! after carries is logged (`recall` in `requests.jsonl`) and written to
 //! `LOG/recall-result.txt`. Without it nothing changes.
 //!
+//! With `SCRIPTED_PLANS=N`, every Nth step's call comes with a plan call
+//! after it (Claude Code: `TodoWrite`, id `toolu_plan_NNN`, its items in
+//! the shape the client's schema lists) or before it (Codex CLI:
+//! `update_plan`, call id `call_plan_NNN`), when the client offers that
+//! tool (Claude Code up to 2.0, Codex CLI up to about 0.60): the whole
+//! plan each time, the steps around this one done, in progress or
+//! pending, as agents rewrite their todo lists. Without it, or when the
+//! client offers no such tool, nothing changes.
+//!
 //! `tap --listen ADDR --to URL --log-dir DIR` records each request body a
 //! client sends (`DIR/NNN-client.json`) and relays it to `URL`, the
 //! response streamed back; `check-turns TAP_DIR UPSTREAM_DIR` then checks,
@@ -917,6 +926,9 @@ struct Server {
     /// Per round from the second, the step it starts at, when each round
     /// waits for its own prompt (`SCRIPTED_PROMPTS=1`); empty otherwise.
     prompted_rounds: Vec<(usize, usize)>,
+    /// Every how many steps the step's call comes with a plan call, when
+    /// the client offers a plan tool (`SCRIPTED_PLANS=N`; 0: never).
+    plans: usize,
     /// The furthest step any request asked for: where a request that holds
     /// no result of this server's calls (after a client's compaction)
     /// resumes.
@@ -1293,9 +1305,13 @@ impl Server {
         let mut recall = None;
         let mut resumed = false;
         let mut reread = None;
-        let main = body["tools"]
-            .as_array()
-            .is_some_and(|t| t.iter().any(|t| t["name"] == "Bash"));
+        // Claude Code 2.0 warms its sub-agents up with a lone "Warmup"
+        // prompt, Bash among their tools: a side request.
+        let warmup = messages.len() == 1 && text_of(&messages[0]["content"]).trim() == "Warmup";
+        let main = !warmup
+            && body["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == "Bash"));
         let (step, latest_ok) = if main {
             let last_ids: Vec<String> = messages
                 .last()
@@ -1430,6 +1446,12 @@ impl Server {
                 match claude_call(current, &self.repo) {
                     Some((name, input)) => {
                         content.push(json!({"type": "tool_use", "id": format!("toolu_cwl_{step:03}"), "name": name, "input": input}));
+                        if let Some(todos) = self.plan_due(step, &body["tools"], "TodoWrite") {
+                            content.push(
+                                json!({"type": "tool_use", "id": format!("toolu_plan_{step:03}"),
+                                "name": "TodoWrite", "input": {"todos": todos}}),
+                            );
+                        }
                         stop_reason = "tool_use";
                     }
                     None => stop_reason = "end_turn",
@@ -1639,6 +1661,13 @@ impl Server {
         } else if let (Some(shell), Some(step)) = (shell, step)
             && let Some(arguments) = shell.arguments(&self.script[step])
         {
+            if let Some(plan) = self.plan_due(step, &body["tools"], "update_plan") {
+                output.push(
+                    json!({"type": "function_call", "id": format!("fc_plan_{suffix}"),
+                    "call_id": format!("call_plan_{suffix}"), "name": "update_plan",
+                    "arguments": json!({"plan": plan}).to_string(), "status": "completed"}),
+                );
+            }
             output.push(
                 json!({"type": "function_call", "id": format!("fc_cwl_{suffix}"),
                 "call_id": format!("call_cwl_{suffix}"), "name": shell.name(),
@@ -1646,6 +1675,52 @@ impl Server {
             );
         }
         responses_reply(&body, format!("resp_cwl_{suffix}"), output, tokens)
+    }
+
+    /// The items of a plan call due at `step` (`SCRIPTED_PLANS`), when the
+    /// request offers `tool`: the steps around this one, done, in progress
+    /// or pending, in the tool's own item shape (Claude Code's `TodoWrite`
+    /// items as its schema lists them; Codex CLI's `update_plan` steps).
+    fn plan_due(&self, step: usize, tools: &Value, tool: &str) -> Option<Vec<Value>> {
+        if self.plans == 0 || !step.is_multiple_of(self.plans) {
+            return None;
+        }
+        let offered = tools.as_array()?.iter().find(|t| t["name"] == tool)?;
+        let first = step.saturating_sub(3);
+        let last = (step + 5).min(self.script.len());
+        let fields = offered["input_schema"]["properties"]["todos"]["items"]["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        Some(
+            (first..last)
+                .map(|at| {
+                    let status = match at.cmp(&step) {
+                        std::cmp::Ordering::Less => "completed",
+                        std::cmp::Ordering::Equal => "in_progress",
+                        std::cmp::Ordering::Greater => "pending",
+                    };
+                    let text = narration(&self.script[at], at);
+                    if tool == "update_plan" {
+                        return json!({"step": text, "status": status});
+                    }
+                    let mut item = serde_json::Map::new();
+                    for (name, schema) in &fields {
+                        let value = match name.as_str() {
+                            "status" => json!(status),
+                            "id" => json!(format!("{at}")),
+                            "activeForm" => json!(format!("Working on step {at}")),
+                            _ => match schema["enum"].as_array().and_then(|e| e.first()) {
+                                Some(first) => first.clone(),
+                                None => json!(text),
+                            },
+                        };
+                        item.insert(name.clone(), value);
+                    }
+                    Value::Object(item)
+                })
+                .collect(),
+        )
     }
 
     fn handle(&self, method: &str, path: &str, raw: &[u8]) -> Reply {
@@ -2016,6 +2091,10 @@ async fn main() -> Result<(), String> {
                 } else {
                     Vec::new()
                 },
+                plans: std::env::var("SCRIPTED_PLANS")
+                    .ok()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0),
                 progress: AtomicUsize::new(0),
                 compactions: AtomicUsize::new(0),
                 touched: std::sync::Mutex::new(None),
@@ -2127,6 +2206,7 @@ mod tests {
             seq: AtomicUsize::new(0),
             recall: false,
             prompted_rounds: Vec::new(),
+            plans: 0,
             progress: AtomicUsize::new(0),
             compactions: AtomicUsize::new(0),
             touched: std::sync::Mutex::new(None),
@@ -2252,6 +2332,114 @@ mod tests {
         assert_eq!(
             then["content"][2]["id"],
             format!("toolu_cwl_{next_edit:03}")
+        );
+        std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
+    }
+
+    #[test]
+    fn plan_calls_come_every_nth_step_when_the_client_offers_a_plan_tool() {
+        let server = Server {
+            plans: 2,
+            ..server(1)
+        };
+        let todo_schema = json!({"properties": {"todos": {"items": {"properties": {
+            "content": {"type": "string"}, "activeForm": {"type": "string"},
+            "status": {"enum": ["pending", "in_progress", "completed"]}}}}}});
+        let claude = |tools: Value, step: usize| {
+            let body = json!({"model": "claude-sonnet-4-5", "tools": tools,
+                "messages": [result(step - 1)]});
+            reply(&server, body.to_string().into_bytes())
+        };
+        let with_todos =
+            json!([{"name": "Bash"}, {"name": "TodoWrite", "input_schema": todo_schema}]);
+        let due = claude(with_todos.clone(), 2);
+        let calls: Vec<&Value> = due["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["type"] == "tool_use")
+            .collect();
+        assert_eq!(calls.len(), 2, "{due}");
+        assert_eq!(calls[0]["id"], "toolu_cwl_002", "the step's call first");
+        assert_eq!(calls[1]["name"], "TodoWrite");
+        let todos = calls[1]["input"]["todos"].as_array().unwrap();
+        assert_eq!(todos[0]["status"], "completed");
+        assert!(todos.iter().any(|t| t["status"] == "in_progress"));
+        assert!(
+            todos
+                .iter()
+                .all(|t| t["activeForm"].is_string() && t["content"].is_string())
+        );
+        let between = claude(with_todos, 3);
+        assert_eq!(
+            between["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["type"] == "tool_use")
+                .count(),
+            1
+        );
+        let without = claude(json!([{"name": "Bash"}]), 2);
+        assert_eq!(
+            without["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["type"] == "tool_use")
+                .count(),
+            1
+        );
+
+        let tools = json!([{"type": "function", "name": "exec_command"},
+            {"type": "function", "name": "update_plan"}]);
+        let output = json!({"type": "function_call_output", "call_id": "call_cwl_001", "output": "Process exited with code 0"});
+        let codex = codex_reply(
+            &server,
+            &json!({"model": "gpt-5-codex", "tools": tools, "input": [output]}),
+        );
+        let calls: Vec<&Value> = codex["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|item| item["type"] == "function_call")
+            .collect();
+        assert_eq!(calls.len(), 2, "{codex}");
+        assert_eq!(calls[0]["name"], "update_plan", "the plan first");
+        assert_eq!(calls[1]["call_id"], "call_cwl_002");
+        let plan: Value = serde_json::from_str(calls[0]["arguments"].as_str().unwrap()).unwrap();
+        assert!(
+            plan["plan"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["status"] == "in_progress")
+        );
+        std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
+    }
+
+    #[test]
+    fn a_sub_agent_warmup_is_a_side_request() {
+        let server = server(1);
+        let warmup = claude_request(json!([{"role": "user",
+            "content": [{"type": "text", "text": "Warmup"}]}]));
+        let answer = reply(&server, warmup);
+        assert_eq!(answer["stop_reason"], "end_turn");
+        assert!(
+            answer["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|b| b["type"] == "text"),
+            "{answer}"
+        );
+        let first = reply(
+            &server,
+            claude_request(json!([{"role": "user", "content": "go"}])),
+        );
+        assert_eq!(
+            first["content"][2]["id"], "toolu_cwl_000",
+            "the script starts unmoved"
         );
         std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
     }
