@@ -15,8 +15,11 @@
 //!   schemas): the first logged call's prompt minus `ratio ×` its local
 //!   count, at least 0.
 //!
-//! Only calls before the log's first compaction are used: after one the
-//! logged prompt is the harness's compacted prompt, not the history. With
+//! Only calls before the log's first compaction or prompt drop are used:
+//! after one the logged prompt is the harness's compacted or cleared
+//! prompt, not the history ([`prompt_dropped`]: a harness such as Claude
+//! Code 2.0 clears old tool results from what it sends and logs them
+//! whole, with no other trace in the log). With
 //! fewer than [`MIN_SAMPLES`] steps the ratio is 1 and the overhead comes
 //! from the first call alone; with no logged prompt at all the calibration
 //! is the identity ([`Calibration::from_log`] false), except for a Codex
@@ -50,6 +53,17 @@ pub const MIN_SAMPLES: usize = 3;
 /// more than its rollout on average (`scripts/real-clients/run.sh` with
 /// that version as `CODEX`).
 pub const CODEX_PROMPT_TOKENS: u64 = 5_500;
+
+/// Whether a logged prompt of `logged` tokens is smaller than the
+/// previous call's, `previous`, by more than a tenth (and 2,048 tokens):
+/// the log's harness removed something from what it sent. Without a
+/// compaction in between a history only grows; providers' own counts
+/// wobble by a few percent (Gemini's, in the mini-swe-agent logs, by up
+/// to 2.3%), while Claude Code 2.0's clearing of old tool results cut its
+/// prompt by about 40%.
+pub fn prompt_dropped(previous: u64, logged: u64) -> bool {
+    logged + (previous / 10).max(2_048) < previous
+}
 
 /// How local token counts map to the provider's, for one log.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -139,6 +153,12 @@ impl Calibration {
                 SessionEvent::Message { message, usage, .. } => (message, usage),
             };
             if let Some(logged) = usage.map(|u| u.input_tokens).filter(|t| *t > 0) {
+                if points
+                    .last()
+                    .is_some_and(|&(_, before)| prompt_dropped(before, logged))
+                {
+                    break;
+                }
                 if let Some(&(previous, _)) = points.last()
                     && local >= previous + MIN_STEP
                 {
@@ -185,9 +205,10 @@ impl Calibration {
 }
 
 /// How the replayed full history compares with the prompt sizes the log
-/// recorded, over the calls before the log's first compaction that logged
-/// one (after a compaction the log's prompt is the compacted one, which no
-/// replay of the full history should match).
+/// recorded, over the calls before the log's first compaction or prompt
+/// drop that logged one (after either the log's prompt is the harness's
+/// compacted or cleared one, which no replay of the full history should
+/// match).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Fidelity {
     /// Calls compared.
@@ -270,6 +291,17 @@ impl FidelityTally {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prompt_drop_is_more_than_a_providers_wobble() {
+        assert!(!prompt_dropped(29_866, 29_361), "Gemini's wobble: 1.7%");
+        assert!(!prompt_dropped(10_000, 8_500), "under 2,048 tokens");
+        assert!(
+            prompt_dropped(134_996, 78_133),
+            "Claude Code 2.0's clearing"
+        );
+        assert!(!prompt_dropped(50_000, 60_000));
+    }
 
     #[test]
     fn fits_ratio_from_steps_and_overhead_from_the_first_call() {

@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use cwl::tokens::{MESSAGE_OVERHEAD, message_tokens};
 use cwl::{Annotation, Message, TokenCounter, Usage};
 
-use crate::calibrate::{Calibration, Fidelity, FidelityTally};
+use crate::calibrate::{self, Calibration, Fidelity, FidelityTally};
 use crate::judge::{self, Judge};
 use crate::metrics::anchors::{AnchorId, Scope};
 use crate::metrics::content::Need;
@@ -139,6 +139,12 @@ pub struct FileReport {
     pub annotated: bool,
     /// Compactions the original harness made (ignored by the replay).
     pub log_compactions: u64,
+    /// Calls whose logged prompt was smaller than the previous call's with
+    /// no compaction in between ([`crate::calibrate::prompt_dropped`]): the
+    /// harness removed content from what it sent (Claude Code 2.0 clears
+    /// old tool results) and logged it whole. Replays keep it; calibration
+    /// and fidelity use the calls before the first.
+    pub log_prompt_drops: u64,
     /// Bytes of log, when known.
     pub bytes: Option<u64>,
     /// Per policy, in the order asked.
@@ -231,6 +237,7 @@ pub fn replay_with(
         requests: 0,
         annotated,
         log_compactions: 0,
+        log_prompt_drops: 0,
         bytes: info.bytes,
         policies: Vec::new(),
         warnings: Vec::new(),
@@ -252,6 +259,7 @@ pub fn replay_with(
     let mut last_time: Option<DateTime<Utc>> = None;
     let mut cache_reads = CacheReads::default();
     let mut guard = Guard::default();
+    let mut last_logged: Option<u64> = None;
     // Every logged entry in order, kept only for the judge (what a request
     // left out).
     let mut all: Option<Vec<Arc<Entry>>> = config.judge.as_ref().map(|_| Vec::new());
@@ -266,6 +274,7 @@ pub fn replay_with(
             }
             SessionEvent::Compaction => {
                 report.log_compactions += 1;
+                last_logged = None;
                 cache_reads.compaction();
                 costs.compaction();
                 continue;
@@ -287,7 +296,19 @@ pub fn replay_with(
             Message::Assistant { .. } => {
                 history += flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
                 let logged = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
-                if let (Some(logged), 0) = (logged, report.log_compactions) {
+                if let (Some(before), Some(now)) = (last_logged, logged)
+                    && calibrate::prompt_dropped(before, now)
+                {
+                    report.log_prompt_drops += 1;
+                    if report.log_prompt_drops == 1 {
+                        costs.compaction();
+                    }
+                    cache_reads.compaction();
+                }
+                last_logged = logged.or(last_logged);
+                if let (Some(logged), 0, 0) =
+                    (logged, report.log_compactions, report.log_prompt_drops)
+                {
                     tally.add(history, logged);
                 }
                 let used = lab.anchors_mut().extract(&message, Scope::Used);
@@ -379,6 +400,12 @@ pub fn replay_with(
         ..tally.finish()
     };
     report.warnings.extend(pairing.take_warnings());
+    if report.log_prompt_drops > 0 {
+        report.warnings.push(format!(
+            "{path}: the logged prompt shrank on {} calls without a compaction: the log's harness removed content from what it sent (Claude Code 2.0 clears old tool results) and logged it whole; every policy here replays what the log holds, and calibration and fidelity use the calls before the first",
+            report.log_prompt_drops
+        ));
+    }
     for run in runs {
         let Run {
             kind,

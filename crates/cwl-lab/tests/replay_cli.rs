@@ -457,7 +457,11 @@ fn a_call_the_log_shows_reading_no_cache_is_cold_for_every_policy() {
         .nth(4)
         .unwrap()
         .0;
-    lines[fifth_call]["message"]["usage"]["cacheRead"] = json!(0);
+    // Cold: the same prompt, none of it read from the cache.
+    let usage = &mut lines[fifth_call]["message"]["usage"];
+    let read = usage["cacheRead"].as_u64().unwrap();
+    usage["input"] = json!(usage["input"].as_u64().unwrap() + read);
+    usage["cacheRead"] = json!(0);
     let cold = write_log(dir.path(), "cold.jsonl", &lines);
 
     let costs = |log: &Path| {
@@ -597,4 +601,51 @@ fn superseded_plans_go_before_what_the_agent_read() {
         kept.content_loss_free_share, 0.0,
         "with the plans kept, the read went: {kept:?}"
     );
+}
+
+#[test]
+fn a_logged_prompt_that_shrinks_without_a_compaction_is_the_harness_cutting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![json!({"type": "session", "version": 3, "id": "cut",
+        "timestamp": "2025-03-01T10:00:00.000Z", "cwd": "/w", "provider": "x",
+        "modelId": "claude-sonnet-4-5"})];
+    lines.push(json!({"type": "message", "message": {"role": "user",
+        "content": [{"type": "text", "text": "read the files in src"}]}}));
+    // The harness cleared old results before the sixth call: its prompt
+    // fell from 60k to 30k, and the log holds every result whole.
+    let logged = [
+        10_000, 20_000, 30_000, 40_000, 50_000, 30_000, 33_000, 36_000,
+    ];
+    for (i, prompt) in logged.iter().enumerate() {
+        let id = format!("t{i}");
+        lines.push(json!({"type": "message", "message": {"role": "assistant",
+            "content": [{"type": "toolCall", "id": id, "name": "read", "arguments": {"path": format!("src/f{i}.rs")}}],
+            "usage": {"input": 10, "output": 20, "cacheRead": prompt - 10, "cacheWrite": 0}, "stopReason": "toolUse"}}));
+        lines.push(json!({"type": "message", "message": {"role": "toolResult", "toolCallId": id,
+            "toolName": "read", "content": [{"type": "text", "text": "fn main() {}\n".repeat(2000)}], "isError": false}}));
+    }
+    let log = write_log(dir.path(), "cut.jsonl", &lines);
+    let (report, _) = replay_files(&args(&[&log], &["--policy", "none"])).unwrap();
+    let file = &report.files[0];
+    assert_eq!(file.log_prompt_drops, 1);
+    assert_eq!(file.log_compactions, 0);
+    assert_eq!(
+        file.fidelity.compared_calls, 5,
+        "only the calls before the cut"
+    );
+    assert!(
+        file.warnings
+            .iter()
+            .any(|w| w.contains("shrank on 1 calls")),
+        "{:?}",
+        file.warnings
+    );
+    let text = table::render(&report);
+    assert!(text.contains("1 log prompt drops"), "{text}");
+    assert!(
+        text.contains("over 5 calls before the log's harness first compacted or cut its prompt"),
+        "{text}"
+    );
+    let json: Value = serde_json::from_str(&json::to_json(&report)).unwrap();
+    assert_eq!(json["files"][0]["log_prompt_drops"], 1);
 }

@@ -3,7 +3,8 @@
 //!
 //! `{"budget", "budget_typed", "model", "files": [{"path", "format",
 //! "model", "priced_as", "model_from", "cost_known", "budget", "window", "requests",
-//! "no_model_call"?, "annotated", "log_compactions", "warnings", "compared_calls",
+//! "no_model_call"?, "annotated", "log_compactions", "log_prompt_drops",
+//! "warnings", "compared_calls",
 //! "logged_prompt_tokens_mean", "replayed_prompt_tokens_mean",
 //! "local_prompt_tokens_mean", "prompt_tokens_error_mean", "logged_cost_usd",
 //! "replayed_cost_usd", "calibration", "policies": {NAME: M},
@@ -79,6 +80,7 @@ struct File<'a> {
     no_model_call: bool,
     annotated: bool,
     log_compactions: u64,
+    log_prompt_drops: u64,
     warnings: usize,
     #[serde(flatten)]
     fidelity: Fidelity,
@@ -129,6 +131,7 @@ pub fn to_json(report: &ReplayReport) -> String {
                 no_model_call: file.requests == 0,
                 annotated: file.annotated,
                 log_compactions: file.log_compactions,
+                log_prompt_drops: file.log_prompt_drops,
                 warnings: file.warnings.len(),
                 fidelity: file.fidelity,
                 calibration: file.calibration,

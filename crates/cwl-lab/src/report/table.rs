@@ -94,8 +94,12 @@ fn file_section(report: &ReplayReport, file: &FileReport) -> String {
     } else {
         "inferred episodes"
     };
+    let drops = match file.log_prompt_drops {
+        0 => String::new(),
+        n => format!(", {n} log prompt drops"),
+    };
     out.push_str(&format!(
-        "{} ({}, {} requests, {episodes}, {} log compactions, {} warnings)\n",
+        "{} ({}, {} requests, {episodes}, {} log compactions{drops}, {} warnings)\n",
         file.path,
         file.format,
         file.requests,
@@ -161,10 +165,10 @@ fn calibration_line(file: &FileReport) -> String {
     } else {
         "tokens uncalibrated (local counts)".to_string()
     };
-    let before = if file.log_compactions > 0 {
-        " before the log's first compaction"
-    } else {
-        ""
+    let before = match (file.log_compactions > 0, file.log_prompt_drops > 0) {
+        (_, true) => " before the log's harness first compacted or cut its prompt",
+        (true, false) => " before the log's first compaction",
+        (false, false) => "",
     };
     let cost = match (f.logged_cost_usd, f.replayed_cost_usd) {
         (Some(logged), Some(replayed)) if logged > 0.0 => format!(
