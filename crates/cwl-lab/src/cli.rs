@@ -87,7 +87,9 @@ view changes: the share of requests that altered what the previous request sent 
 Token counts are calibrated to the provider's: where the log records the prompt size of its model calls (pi, Claude \
 Code, Codex), local counts are converted as `overhead + ratio × local`, the ratio measured on what each step added and the \
 overhead (the client's system prompt and tool schemas the log lacks) on the first call, both before the log's first \
-compaction; budgeted policies decide against the budget converted back. --no-calibration keeps local counts.\n\n\
+compaction or prompt drop (a logged prompt a tenth smaller than the one before: the harness cut what it sent, as Claude \
+Code 2.0 clears old tool results; counted and warned about); budgeted policies decide against the budget converted back. \
+--no-calibration keeps local counts.\n\n\
 With more than 10 files only the aggregate table is printed (--per-file prints every file's); warnings are ranked, what \
 changes the figures first, and counted by kind; a file that cannot be read or parsed is skipped with a warning and the \
 exit status is non-zero; a file with no model call is reported as such.\n\n\
