@@ -2336,6 +2336,15 @@ mod tests {
         std::fs::remove_dir_all(&server.log_dir).expect("cleanup");
     }
 
+    /// The blocks or items of `list` of type `kind`.
+    fn of_type<'a>(list: &'a Value, kind: &str) -> Vec<&'a Value> {
+        list.as_array()
+            .expect("a list")
+            .iter()
+            .filter(|item| item["type"] == kind)
+            .collect()
+    }
+
     #[test]
     fn plan_calls_come_every_nth_step_when_the_client_offers_a_plan_tool() {
         let server = Server {
@@ -2353,12 +2362,7 @@ mod tests {
         let with_todos =
             json!([{"name": "Bash"}, {"name": "TodoWrite", "input_schema": todo_schema}]);
         let due = claude(with_todos.clone(), 2);
-        let calls: Vec<&Value> = due["content"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|b| b["type"] == "tool_use")
-            .collect();
+        let calls = of_type(&due["content"], "tool_use");
         assert_eq!(calls.len(), 2, "{due}");
         assert_eq!(calls[0]["id"], "toolu_cwl_002", "the step's call first");
         assert_eq!(calls[1]["name"], "TodoWrite");
@@ -2371,25 +2375,9 @@ mod tests {
                 .all(|t| t["activeForm"].is_string() && t["content"].is_string())
         );
         let between = claude(with_todos, 3);
-        assert_eq!(
-            between["content"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|b| b["type"] == "tool_use")
-                .count(),
-            1
-        );
+        assert_eq!(of_type(&between["content"], "tool_use").len(), 1);
         let without = claude(json!([{"name": "Bash"}]), 2);
-        assert_eq!(
-            without["content"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|b| b["type"] == "tool_use")
-                .count(),
-            1
-        );
+        assert_eq!(of_type(&without["content"], "tool_use").len(), 1);
 
         let tools = json!([{"type": "function", "name": "exec_command"},
             {"type": "function", "name": "update_plan"}]);
@@ -2398,12 +2386,7 @@ mod tests {
             &server,
             &json!({"model": "gpt-5-codex", "tools": tools, "input": [output]}),
         );
-        let calls: Vec<&Value> = codex["output"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|item| item["type"] == "function_call")
-            .collect();
+        let calls = of_type(&codex["output"], "function_call");
         assert_eq!(calls.len(), 2, "{codex}");
         assert_eq!(calls[0]["name"], "update_plan", "the plan first");
         assert_eq!(calls[1]["call_id"], "call_cwl_002");
