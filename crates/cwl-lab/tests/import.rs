@@ -792,7 +792,7 @@ fn codex_rollout_groups_calls_and_attaches_token_counts() {
     assert_eq!(summary, Some(Some("Summary: added t.rs.".into())));
     assert_eq!(
         lines_of(&imported.warnings),
-        vec![Some(13), Some(18), Some(19), Some(23), Some(25)]
+        vec![Some(13), Some(18), Some(20), Some(24), Some(26)]
     );
     let whats: Vec<&str> = imported.warnings.iter().map(|w| w.what.as_str()).collect();
     assert!(whats[0].contains("unknown tool call `call_zz`"));
@@ -801,7 +801,7 @@ fn codex_rollout_groups_calls_and_attaches_token_counts() {
     assert!(whats[3].contains("unknown response item type `teleport`"));
     assert!(whats[4].contains("unknown line type `mystery`"));
     let s = imported.stats;
-    assert_eq!((s.records, s.rejected), (25, 3));
+    assert_eq!((s.records, s.rejected), (26, 3));
     assert_eq!(
         (s.assistant_messages, s.tool_calls, s.tool_results),
         (4, 4, 4)
@@ -1342,4 +1342,99 @@ fn mini_swe_agent_actions_become_bash_calls() {
     let s = imported.stats;
     assert_eq!((s.records, s.used, s.rejected), (10, 9, 1));
     assert_eq!(s.assistant_messages, 4);
+}
+
+/// Codex CLI 0.57.0 logs the calls of one response each with its output
+/// (`C O C O`), and each shell output as JSON where the model got a text.
+#[test]
+fn codex_parallel_calls_are_one_response_and_outputs_are_what_the_model_got() {
+    let line = |kind: &str, payload: serde_json::Value| {
+        serde_json::json!({"timestamp": "2025-11-10T08:00:00.000Z", "type": kind, "payload": payload})
+            .to_string()
+    };
+    let usage = |input: u64| {
+        line(
+            "event_msg",
+            serde_json::json!({"type": "token_count", "info": {"total_token_usage": {"input_tokens": input,
+            "cached_input_tokens": 0, "output_tokens": 10, "total_tokens": input + 10},
+            "last_token_usage": {"input_tokens": input, "cached_input_tokens": 0, "output_tokens": 10,
+            "total_tokens": input + 10}}}),
+        )
+    };
+    let context = line(
+        "turn_context",
+        serde_json::json!({"cwd": "/repo", "model": "gpt-5-codex"}),
+    );
+    let shell = r#"{"output":"src\n","metadata":{"exit_code":0,"duration_seconds":0.0}}"#;
+    let lines = [
+        line(
+            "session_meta",
+            serde_json::json!({"id": "cx-57", "cwd": "/repo", "cli_version": "0.57.0"}),
+        ),
+        line(
+            "response_item",
+            serde_json::json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "list the files"}]}),
+        ),
+        context.clone(),
+        usage(1000),
+        line(
+            "response_item",
+            serde_json::json!({"type": "function_call", "name": "update_plan",
+            "arguments": "{\"plan\":[]}", "call_id": "plan_1"}),
+        ),
+        line(
+            "response_item",
+            serde_json::json!({"type": "function_call_output", "call_id": "plan_1",
+            "output": "Plan updated"}),
+        ),
+        line(
+            "response_item",
+            serde_json::json!({"type": "function_call", "name": "shell",
+            "arguments": "{\"command\":[\"ls\"]}", "call_id": "ls_1"}),
+        ),
+        line(
+            "response_item",
+            serde_json::json!({"type": "function_call_output", "call_id": "ls_1",
+            "output": shell}),
+        ),
+        context,
+        usage(1200),
+        line(
+            "response_item",
+            serde_json::json!({"type": "message", "role": "assistant",
+            "content": [{"type": "output_text", "text": "src holds the code."}]}),
+        ),
+    ]
+    .join("\n");
+    let (_dir, path) = temp_file("rollout-057.jsonl", lines.as_bytes());
+    let imported = run(import::open(&path).unwrap());
+    assert_eq!(
+        imported.messages,
+        vec![
+            Message::user("list the files"),
+            Message::Assistant {
+                content: vec![
+                    call("plan_1", "update_plan", "{\"plan\":[]}"),
+                    call("ls_1", "shell", "{\"command\":[\"ls\"]}"),
+                ]
+            },
+            result("plan_1", "update_plan", "Plan updated", false),
+            result(
+                "ls_1",
+                "shell",
+                "Exit code: 0\nWall time: 0 seconds\nOutput:\nsrc\n",
+                false
+            ),
+            Message::Assistant {
+                content: vec![Block::Text {
+                    text: "src holds the code.".into()
+                }]
+            },
+        ]
+    );
+    assert_eq!(
+        imported.stats.assistant_messages, 2,
+        "two model calls, not three"
+    );
 }

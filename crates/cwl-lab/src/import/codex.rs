@@ -47,6 +47,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::codex_output::Rendering;
 use super::common::{
     Draft, Held, Located, Outcome, Sink, content_text, nonzero, parse_time, part_text, time_or_warn,
 };
@@ -132,6 +133,8 @@ struct Compacted {
 struct SessionMeta {
     base_instructions: Option<BaseInstructions>,
     instructions: Option<String>,
+    /// The Codex CLI version that wrote the rollout.
+    cli_version: Option<String>,
     /// Newer rollouts (Codex Desktop) name the model here too.
     model: Option<String>,
 }
@@ -205,6 +208,16 @@ pub(crate) struct Parser {
     pending_usage: Option<(Usage, Option<u64>)>,
     last_total: Option<TokenUsage>,
     instructions_sent: bool,
+    /// What the writing version sent the model for a logged shell output.
+    rendering: Rendering,
+    /// The log records usage per call (`token_count`), so a call's end
+    /// shows in it.
+    seen_usage: bool,
+    /// The held call was closed by a tool output and nothing has been
+    /// logged since that would start another call (a `token_count`, a
+    /// `turn_context`, an input message): a further call belongs to the
+    /// same response, as Codex logs parallel calls each with its output.
+    continues: bool,
 }
 
 impl super::LineParser for Parser {
@@ -237,6 +250,7 @@ impl super::LineParser for Parser {
             "world_state" | "token_usage_record" => Outcome::Ignored,
             "turn_context" => match serde_json::from_str::<TurnContext>(payload) {
                 Ok(context) => {
+                    self.continues = false;
                     if context.model.is_some() {
                         self.model = context.model;
                     }
@@ -327,6 +341,7 @@ impl Parser {
         if self.model.is_none() {
             self.model = meta.model;
         }
+        self.rendering = Rendering::of(meta.cli_version.as_deref());
         let text = meta
             .base_instructions
             .and_then(|b| b.text)
@@ -373,6 +388,7 @@ impl Parser {
                         return Outcome::Used;
                     }
                     "user" | "developer" | "system" => {
+                        self.continues = false;
                         self.held.flush(sink);
                         let text = content.map(content_text).unwrap_or_default();
                         let message = if role == "user" {
@@ -447,8 +463,10 @@ impl Parser {
                 };
                 if let Some(draft) = self.held.draft.as_mut() {
                     draft.open = false;
+                    self.continues = self.seen_usage;
                 }
                 let (content, is_error) = output_text(item.output.as_ref());
+                let content = self.rendering.sent(&content).unwrap_or(content);
                 let result = Located {
                     line: at,
                     event: Event::Message {
@@ -485,6 +503,11 @@ impl Parser {
         timestamp: Option<DateTime<Utc>>,
         sink: &mut Sink,
     ) {
+        if std::mem::take(&mut self.continues)
+            && let Some(draft) = self.held.draft.as_mut()
+        {
+            draft.open = true;
+        }
         let open = self.held.draft.as_ref().is_some_and(|d| d.open);
         if !open {
             self.held.flush(sink);
@@ -530,6 +553,8 @@ impl Parser {
         if total.is_some() {
             self.last_total = total;
         }
+        self.seen_usage = true;
+        self.continues = false;
         let Some((usage, reasoning)) = last.and_then(|u| {
             nonzero(Usage {
                 input_tokens: u.input_tokens,

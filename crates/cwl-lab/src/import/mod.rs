@@ -23,6 +23,7 @@
 mod claude_attachment;
 mod claude_code;
 mod codex;
+mod codex_output;
 mod common;
 mod cwl;
 mod detect;
