@@ -1361,6 +1361,15 @@ fn codex_parallel_calls_are_one_response_and_outputs_are_what_the_model_got() {
             "total_tokens": input + 10}}}),
         )
     };
+    let item = |payload: serde_json::Value| line("response_item", payload);
+    let call_item = |name: &str, arguments: &str, id: &str| {
+        item(
+            serde_json::json!({"type": "function_call", "name": name, "arguments": arguments, "call_id": id}),
+        )
+    };
+    let output_item = |id: &str, output: &str| {
+        item(serde_json::json!({"type": "function_call_output", "call_id": id, "output": output}))
+    };
     let context = line(
         "turn_context",
         serde_json::json!({"cwd": "/repo", "model": "gpt-5-codex"}),
@@ -1378,26 +1387,10 @@ fn codex_parallel_calls_are_one_response_and_outputs_are_what_the_model_got() {
         ),
         context.clone(),
         usage(1000),
-        line(
-            "response_item",
-            serde_json::json!({"type": "function_call", "name": "update_plan",
-            "arguments": "{\"plan\":[]}", "call_id": "plan_1"}),
-        ),
-        line(
-            "response_item",
-            serde_json::json!({"type": "function_call_output", "call_id": "plan_1",
-            "output": "Plan updated"}),
-        ),
-        line(
-            "response_item",
-            serde_json::json!({"type": "function_call", "name": "shell",
-            "arguments": "{\"command\":[\"ls\"]}", "call_id": "ls_1"}),
-        ),
-        line(
-            "response_item",
-            serde_json::json!({"type": "function_call_output", "call_id": "ls_1",
-            "output": shell}),
-        ),
+        call_item("update_plan", "{\"plan\":[]}", "plan_1"),
+        output_item("plan_1", "Plan updated"),
+        call_item("shell", "{\"command\":[\"ls\"]}", "ls_1"),
+        output_item("ls_1", shell),
         context,
         usage(1200),
         line(
