@@ -5,7 +5,12 @@
 //!   `function_call`, `custom_tool_call`, `local_shell_call`) form one
 //!   assistant message, i.e. one model call. The call ends at the first
 //!   input item (tool output, user or developer message), at a
-//!   `token_count` event or at `compacted`.
+//!   `token_count` event or at `compacted`; but a call that follows a tool
+//!   output with no `token_count`, `turn_context` or input message between
+//!   them belongs to the same response (Codex 0.47 to 0.62 log parallel
+//!   calls each followed by its output), in logs that record usage.
+//! - Shell outputs: what the rollout's `cli_version` sent the model
+//!   ([`super::codex_output`]: 0.47 to 0.62 logged JSON and sent a text).
 //! - `reasoning` → Reasoning with the summary texts. `encrypted_content`
 //!   is ciphertext, never counted as text: the block counts as the
 //!   call's logged `reasoning_output_tokens` (a filler signature of that
