@@ -259,7 +259,6 @@ pub fn replay_with(
     let mut last_time: Option<DateTime<Utc>> = None;
     let mut cache_reads = CacheReads::default();
     let mut guard = Guard::default();
-    let mut last_logged: Option<u64> = None;
     // Every logged entry in order, kept only for the judge (what a request
     // left out).
     let mut all: Option<Vec<Arc<Entry>>> = config.judge.as_ref().map(|_| Vec::new());
@@ -274,9 +273,8 @@ pub fn replay_with(
             }
             SessionEvent::Compaction => {
                 report.log_compactions += 1;
-                last_logged = None;
-                cache_reads.compaction();
-                costs.compaction();
+                cache_reads.cut();
+                costs.cut();
                 continue;
             }
             SessionEvent::Message {
@@ -296,16 +294,15 @@ pub fn replay_with(
             Message::Assistant { .. } => {
                 history += flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
                 let logged = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
-                if let (Some(before), Some(now)) = (last_logged, logged)
+                if let (Some(before), Some(now)) = (cache_reads.previous, logged)
                     && calibrate::prompt_dropped(before, now)
                 {
                     report.log_prompt_drops += 1;
                     if report.log_prompt_drops == 1 {
-                        costs.compaction();
+                        costs.cut();
                     }
-                    cache_reads.compaction();
+                    cache_reads.cut();
                 }
-                last_logged = logged.or(last_logged);
                 if let (Some(logged), 0, 0) =
                     (logged, report.log_compactions, report.log_prompt_drops)
                 {
@@ -590,7 +587,8 @@ struct CacheReads {
     /// cache figures (or no cache), and reading nothing says nothing.
     seen: bool,
     /// The previous call's logged prompt (none after the log's harness
-    /// compacted: its next prompt is not the previous one grown).
+    /// compacted or cut its prompt: its next prompt is not the previous
+    /// one grown).
     previous: Option<u64>,
 }
 
@@ -613,7 +611,9 @@ impl CacheReads {
         share
     }
 
-    fn compaction(&mut self) {
+    /// The log's harness compacted or cut its prompt: the next call's
+    /// prompt is not the previous one grown.
+    fn cut(&mut self) {
         self.previous = None;
     }
 }
@@ -662,8 +662,9 @@ impl CostTally {
         }
     }
 
-    /// The log's harness compacted: its later calls are not the full history's.
-    fn compaction(&mut self) {
+    /// The log's harness compacted or cut its prompt: its later calls are
+    /// not the full history's.
+    fn cut(&mut self) {
         if self.closed.is_none() {
             self.closed = Some(self.full.stats().summary().cost_usd);
         }

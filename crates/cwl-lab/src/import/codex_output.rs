@@ -120,17 +120,19 @@ fn prefix(text: &str, bytes: usize) -> &str {
 
 /// How many first and last lines fit in `bytes` bytes each.
 fn head_and_tail(lines: &[&str], bytes: usize) -> (usize, usize) {
-    let fit = |iter: &mut dyn Iterator<Item = &&str>| {
-        let mut used = 0;
-        iter.take_while(|line| {
+    let head = fitting(lines.iter(), bytes);
+    (head, fitting(lines[head..].iter().rev(), bytes))
+}
+
+/// How many of `lines`, in order, fit in `bytes` bytes with their newlines.
+fn fitting<'a>(lines: impl Iterator<Item = &'a &'a str>, bytes: usize) -> usize {
+    let mut used = 0;
+    lines
+        .take_while(|line| {
             used += line.len() + 1;
             used <= bytes
         })
         .count()
-    };
-    let head = fit(&mut lines.iter());
-    let tail = fit(&mut lines[head..].iter().rev());
-    (head, tail)
 }
 
 #[cfg(test)]
