@@ -28,12 +28,16 @@
 # 900 a round), CODEX_AUTO_COMPACT (Codex's model_auto_compact_token_limit;
 # unset: its default), PROMPTS (1: every round after the first waits for
 # its own prompt, "Go on with round N.", sent by resuming the session:
-# `claude -p --continue`, `codex exec resume --last`; a log then holds one
+# `claude -p --continue`, `codex exec resume <its id>`; a log then holds one
 # user turn a round, as a person's session does; SCRIPTED_PROMPTS of the
 # scripted upstream), PLANS (N: every Nth step's call comes with a call of
 # the client's plan tool, the whole plan each time, when it offers one:
 # `TodoWrite` up to Claude Code 2.0, `update_plan` up to Codex CLI about
-# 0.60; SCRIPTED_PLANS of the scripted upstream). Claude Code 2.1.197 does not compact a 12-round
+# 0.60; SCRIPTED_PLANS of the scripted upstream), REASONING (N: each of
+# the upstream's Responses reasoning items stands for N reasoning tokens,
+# reported in its usage and counted in later requests of the same user
+# turn, as OpenAI's models before GPT-5.6 count them; SCRIPTED_REASONING
+# of the scripted upstream). Claude Code 2.1.197 does not compact a 12-round
 # session by itself (its window for claude-sonnet-4-5 is over 490k tokens);
 # its own CLAUDE_CODE_AUTO_COMPACT_WINDOW (e.g. 160000) passes through and
 # makes it.
@@ -68,6 +72,7 @@ done
 case $ROUNDS in ''|*[!0-9]*) ROUNDS_OK= ;; *) ROUNDS_OK=$(( 10#$ROUNDS >= 1 && 10#$ROUNDS <= 40 )) ;; esac
 [ "$ROUNDS_OK" = 1 ] || { echo "$SCRIPT: ROUNDS must be a whole number from 1 to 40, not '$ROUNDS'" >&2; exit 2; }
 case ${PROMPTS:-0} in 0|1) ;; *) echo "$SCRIPT: PROMPTS must be 0 or 1, not '$PROMPTS'" >&2; exit 2 ;; esac
+case ${REASONING:-0} in *[!0-9]*) echo "$SCRIPT: REASONING must be a whole number of tokens, not '$REASONING'" >&2; exit 2 ;; esac
 TIMEOUT=${TIMEOUT:-$((900 * ROUNDS))}
 . "$ROOT/scripts/real-clients/common.sh"
 
@@ -87,7 +92,7 @@ run() {
   local repo=$dir/repo
   init_repo "$repo"
 
-  SCRIPTED_ROUNDS=$ROUNDS SCRIPTED_PROMPTS=${PROMPTS:-0} SCRIPTED_PLANS=${PLANS:-0} "$UPSTREAM" serve --listen 127.0.0.1:0 --repo "$repo" --log-dir "$dir/upstream" > "$dir/upstream.out" 2>&1 &
+  SCRIPTED_ROUNDS=$ROUNDS SCRIPTED_PROMPTS=${PROMPTS:-0} SCRIPTED_PLANS=${PLANS:-0} SCRIPTED_REASONING=${REASONING:-0} "$UPSTREAM" serve --listen 127.0.0.1:0 --repo "$repo" --log-dir "$dir/upstream" > "$dir/upstream.out" 2>&1 &
   local upstream_pid=$!
   PIDS+=("$upstream_pid")
   local upstream_url base proxy_pid= tap_pid=
@@ -142,7 +147,13 @@ TOML
     for round in "${!prompts[@]}"; do
       [ "$rc" = 0 ] || break
       local resume=()
-      [ "$round" = 0 ] || resume=(resume --last)
+      if [ "$round" != 0 ]; then
+        # By id: Codex 0.57 takes a prompt after `--last` for a session id.
+        local session
+        session=$(find "$dir/codex-home/sessions" -name 'rollout-*.jsonl' -printf '%T@ %f\n' 2>/dev/null \
+          | sort -n | tail -1 | sed -n 's/.*-\([0-9a-f]\{8\}-[0-9a-f-]\{27\}\)\.jsonl$/\1/p')
+        if [ -n "$session" ]; then resume=(resume "$session"); else resume=(resume --last); fi
+      fi
       (cd "$repo" && HOME=$dir/home CODEX_HOME=$dir/codex-home OPENAI_API_KEY=sk-dummy \
         timeout "$TIMEOUT" "$CODEX" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox \
         "${resume[@]}" "${prompts[$round]}" < /dev/null >> "$dir/client.out" 2>> "$dir/client.err") || rc=$?

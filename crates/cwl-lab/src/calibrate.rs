@@ -32,11 +32,12 @@
 //! ([`Calibration::local_tokens`]), so comparisons stay fair: a policy that
 //! keeps its local count within that budget sends at most τ provider tokens.
 
-use cwl::TokenCounter;
 use cwl::tokens::{message_tokens, tools_tokens};
+use cwl::{Message, TokenCounter};
 use serde::Serialize;
 
 use crate::import::Format;
+use crate::metrics::sent::{History, reasoning_tokens};
 use crate::session::{Session, SessionEvent};
 
 /// Smallest step (local tokens added between two logged calls) whose ratio
@@ -143,8 +144,10 @@ impl Calibration {
     /// Reads `session` up to its first compaction (or until enough steps
     /// were seen), counting with `counter` as the replay does, and fits.
     pub fn measure(session: Session, counter: &dyn TokenCounter) -> Self {
-        let mut local = tools_tokens(counter, &session.info.tools) as u64;
-        let mut points = Vec::new();
+        let tools = tools_tokens(counter, &session.info.tools) as u64;
+        let mut history = History::new(session.info.reasoning_scope());
+        let mut dropped_at_point = 0;
+        let mut points: Vec<(u64, u64)> = Vec::new();
         let mut steps = 0usize;
         for event in session.events {
             let (message, usage) = match event {
@@ -153,10 +156,12 @@ impl Calibration {
                 SessionEvent::Message { message, usage, .. } => (message, usage),
             };
             if let Some(logged) = usage.map(|u| u.input_tokens).filter(|t| *t > 0) {
-                if points
-                    .last()
-                    .is_some_and(|&(_, before)| prompt_dropped(before, logged))
-                {
+                let local = tools + history.sent() as u64;
+                let stripped = (history.dropped() - dropped_at_point) as u64;
+                dropped_at_point = history.dropped();
+                if points.last().is_some_and(|&(_, before)| {
+                    prompt_dropped(before.saturating_sub(stripped), logged)
+                }) {
                     break;
                 }
                 if let Some(&(previous, _)) = points.last()
@@ -169,7 +174,11 @@ impl Calibration {
                     break;
                 }
             }
-            local += message_tokens(counter, &message) as u64;
+            history.push(
+                message_tokens(counter, &message),
+                reasoning_tokens(counter, &message),
+                matches!(message, Message::User { .. }),
+            );
         }
         let codex = session.info.format == Format::Codex.name();
         if points.is_empty() && codex && !session.info.client_prompt {
@@ -191,6 +200,11 @@ impl Calibration {
     pub fn local_tokens(&self, provider: usize) -> usize {
         let room = provider.saturating_sub(self.system_tokens_estimate as usize);
         ((room as f64 / self.token_ratio).floor() as usize).max(1)
+    }
+
+    /// An amount of local tokens (not a prompt size) in provider tokens.
+    pub fn provider_amount(&self, local: usize) -> u64 {
+        (local as f64 * self.token_ratio).round() as u64
     }
 
     /// An amount of provider tokens (not a prompt size) in local tokens.

@@ -89,7 +89,9 @@ Code, Codex), local counts are converted as `overhead + ratio × local`, the rat
 overhead (the client's system prompt and tool schemas the log lacks) on the first call, both before the log's first \
 compaction or prompt drop (a logged prompt a tenth smaller than the one before: the harness cut what it sent, as Claude \
 Code 2.0 clears old tool results; counted and warned about); budgeted policies decide against the budget converted back. \
---no-calibration keeps local counts.\n\n\
+--no-calibration keeps local counts. Encrypted reasoning counts as the log's reasoning tokens, never as its ciphertext; \
+for OpenAI's reasoning models before GPT-5.6 (gpt-5, gpt-5-codex, o3...: the log's model, whatever --model says) only \
+until the next user message, as those models drop earlier turns' reasoning from the prompt they bill.\n\n\
 With more than 10 files only the aggregate table is printed (--per-file prints every file's); warnings are ranked, what \
 changes the figures first, and counted by kind; a file that cannot be read or parsed is skipped with a warning and the \
 exit status is non-zero; a file with no model call is reported as such.\n\n\

@@ -23,6 +23,7 @@ use crate::judge::{self, Judge};
 use crate::metrics::anchors::{AnchorId, Scope};
 use crate::metrics::content::Need;
 use crate::metrics::cost::{CacheRules, ModelSource, Pricing};
+use crate::metrics::sent::History;
 use crate::metrics::{Call, Missed, Recorder, Stats};
 use crate::policy::clear::ClearParams;
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
@@ -200,6 +201,7 @@ pub fn replay_with(
 ) -> FileReport {
     let Session { info, events } = session;
     let annotated = info.annotated();
+    let scope = info.reasoning_scope();
     let mut lab = Lab::new(Arc::clone(&config.counter), &info.tools);
     let policy_config = PolicyConfig {
         budget: calibration.local_tokens(config.policy.budget),
@@ -220,7 +222,8 @@ pub fn replay_with(
                 config.policy.budget,
                 Arc::clone(&config.pricing),
                 calibration,
-            ),
+            )
+            .reasoning(scope),
             failed: None,
             pruned: 0,
         })
@@ -246,13 +249,17 @@ pub fn replay_with(
         calibration,
         fidelity: Fidelity::default(),
     };
-    let mut history = lab.tools_tokens();
+    let mut history = History::new(scope);
+    let mut dropped_at_call = 0;
     let mut tally = FidelityTally::new(calibration);
-    let mut costs = CostTally::new(Recorder::calibrated(
-        config.policy.budget,
-        Arc::clone(&config.pricing),
-        calibration,
-    ));
+    let mut costs = CostTally::new(
+        Recorder::calibrated(
+            config.policy.budget,
+            Arc::clone(&config.pricing),
+            calibration,
+        )
+        .reasoning(scope),
+    );
     let mut inferrer = (!annotated).then(Inferrer::new);
     let mut pairing = Pairing::new();
     let mut pending: Option<Pending> = None;
@@ -292,10 +299,15 @@ pub fn replay_with(
                 pairing.result(result)
             }
             Message::Assistant { .. } => {
-                history += flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
+                let (tokens, reasoning) =
+                    flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
+                history.push(tokens, reasoning, false);
                 let logged = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
+                let stripped = calibration.provider_amount(history.dropped() - dropped_at_call);
+                dropped_at_call = history.dropped();
+                let changed_at = history.take_change();
                 if let (Some(before), Some(now)) = (cache_reads.previous, logged)
-                    && calibrate::prompt_dropped(before, now)
+                    && calibrate::prompt_dropped(before.saturating_sub(stripped), now)
                 {
                     report.log_prompt_drops += 1;
                     if report.log_prompt_drops == 1 {
@@ -306,7 +318,7 @@ pub fn replay_with(
                 if let (Some(logged), 0, 0) =
                     (logged, report.log_compactions, report.log_prompt_drops)
                 {
-                    tally.add(history, logged);
+                    tally.add(lab.tools_tokens() + history.sent(), logged);
                 }
                 let used = lab.anchors_mut().extract(&message, Scope::Used);
                 let at_risk: Vec<AnchorId> = used
@@ -321,10 +333,14 @@ pub fn replay_with(
                     _ => message_tokens(lab.counter(), &message).saturating_sub(MESSAGE_OVERHEAD),
                 };
                 let content = Need::of(&message, &at_risk, lab.seen());
-                let cache_share = cache_reads.share(usage.as_ref(), config.pricing.rules);
+                let unchanged = changed_at
+                    .map(|at| calibration.provider_tokens(lab.tools_tokens() + at) as u64);
+                let cache_share =
+                    cache_reads.share(usage.as_ref(), config.pricing.rules, unchanged);
                 let call = Call {
                     time: last_time.or(timestamp),
-                    history_tokens: history - lab.tools_tokens(),
+                    history_tokens: history.sent(),
+                    history_changed_at: changed_at,
                     output_tokens,
                     at_risk: &at_risk,
                     content: &content,
@@ -370,7 +386,9 @@ pub fn replay_with(
                 pairing.begin(message);
             }
             Message::User { .. } | Message::System { .. } => {
-                history += flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
+                let (tokens, reasoning) =
+                    flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
+                history.push(tokens, reasoning, false);
                 let annotations = inferrer
                     .as_mut()
                     .map(|i| i.before(&message))
@@ -382,7 +400,7 @@ pub fn replay_with(
                 if let Some(all) = all.as_mut() {
                     all.push(Arc::clone(&entry));
                 }
-                history += entry.tokens();
+                history.push(entry.tokens(), entry.reasoning_tokens(), is_user);
                 push(&mut runs, &Unit::Message(entry), &annotations, &mut lab);
             }
         }
@@ -481,20 +499,21 @@ fn judge_request(
     run.recorder.judged(&judgment);
 }
 
-/// Pushes the open step, if any; returns its tokens.
+/// Pushes the open step, if any; returns its tokens and, of those, its
+/// reasoning's.
 fn flush(
     pairing: &mut Pairing,
     pending: &mut Option<Pending>,
     runs: &mut [Run],
     lab: &mut Lab,
     all: &mut Option<Vec<Arc<Entry>>>,
-) -> usize {
+) -> (usize, usize) {
     let done = pairing.finish();
     let Some(Pending { annotations, used }) = pending.take() else {
-        return 0;
+        return (0, 0);
     };
     let Some((assistant, results)) = done else {
-        return 0;
+        return (0, 0);
     };
     let assistant = lab.entry(assistant);
     lab.note_logged(&assistant);
@@ -515,9 +534,9 @@ fn flush(
         results,
         used,
     };
-    let tokens = step.tokens();
+    let sizes = (step.tokens(), step.assistant.reasoning_tokens());
     push(runs, &Unit::Step(step), &annotations, lab);
-    tokens
+    sizes
 }
 
 fn push(runs: &mut [Run], unit: &Unit, annotations: &[Annotation], lab: &mut Lab) {
@@ -594,12 +613,14 @@ struct CacheReads {
 
 impl CacheReads {
     /// The share (0 to 1) of what `rules` let it read of the previous
-    /// call's prompt that the call logging `usage` read; 1 where the log
-    /// does not say.
-    fn share(&mut self, usage: Option<&Usage>, rules: CacheRules) -> f64 {
-        let readable = self
-            .previous
-            .map(|before| rules.readable(usize::try_from(before).unwrap_or(usize::MAX)));
+    /// call's prompt, or of its first `unchanged` tokens when the
+    /// provider's view changed there, that the call logging `usage` read;
+    /// 1 where the log does not say.
+    fn share(&mut self, usage: Option<&Usage>, rules: CacheRules, unchanged: Option<u64>) -> f64 {
+        let readable = self.previous.map(|before| {
+            let before = before.min(unchanged.unwrap_or(u64::MAX));
+            rules.readable(usize::try_from(before).unwrap_or(usize::MAX))
+        });
         let share = match (usage, readable) {
             (Some(u), Some(readable)) if self.seen && readable > 0 => {
                 (u.cached_input_tokens as f64 / readable as f64).min(1.0)
@@ -647,9 +668,7 @@ impl CostTally {
             return;
         }
         let request = Request {
-            view: View::Full {
-                tokens: call.history_tokens,
-            },
+            view: View::Full,
             side_calls: Vec::new(),
             side: Default::default(),
             budget_met: None,

@@ -11,6 +11,9 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use cwl::{DELIMITER, Message, ToolSpec, Usage};
 
+use crate::import::Format;
+use crate::metrics::sent::ReasoningScope;
+
 /// What a session log says about the session as a whole.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionInfo {
@@ -36,6 +39,18 @@ impl SessionInfo {
     /// offered the `delimiter` tool).
     pub fn annotated(&self) -> bool {
         self.tools.iter().any(|t| t.name == DELIMITER)
+    }
+
+    /// Which turns' reasoning the log's provider counted in its prompts:
+    /// that of the log's model, or of its format's default model when the
+    /// log does not name one. It follows the log, not `--model`: the
+    /// reasoning is there because the log's model wrote it.
+    pub fn reasoning_scope(&self) -> ReasoningScope {
+        let default = self
+            .format
+            .parse::<Format>()
+            .map_or(crate::metrics::cost::DEFAULT_MODEL, Format::default_model);
+        ReasoningScope::of_model(self.model.as_deref().unwrap_or(default))
     }
 }
 

@@ -11,6 +11,7 @@ use cwl::{Block, Message, TokenCounter, ToolResult, ToolSpec};
 
 use crate::metrics::anchors::{AnchorId, AnchorTable, Scope};
 use crate::metrics::content::{self, LineKey, Seen};
+use crate::metrics::sent::reasoning_tokens;
 
 /// One message of a request, with what the lab needs to know about it,
 /// computed once: its token count, the anchors it holds, and the logged
@@ -23,6 +24,7 @@ pub struct Entry {
     id: u64,
     message: Message,
     tokens: usize,
+    reasoning: usize,
     anchors: Box<[AnchorId]>,
     content_anchors: Box<[AnchorId]>,
     lines: Box<[LineKey]>,
@@ -44,6 +46,13 @@ impl Entry {
     /// modeled entries (a compaction summary) the modeled size.
     pub fn tokens(&self) -> usize {
         self.tokens
+    }
+
+    /// Of [`Entry::tokens`], those of its reasoning blocks (text and
+    /// opaque part): what a provider that keeps only the current turn's
+    /// reasoning stops counting once a later user message follows.
+    pub fn reasoning_tokens(&self) -> usize {
+        self.reasoning
     }
 
     /// The anchors it holds, sorted.
@@ -275,10 +284,12 @@ impl Lab {
         content_anchors.dedup();
         let id = self.next_id;
         self.next_id += 1;
+        let reasoning = reasoning_tokens(self.counter.as_ref(), &message).min(tokens);
         Arc::new(Entry {
             id,
             message,
             tokens,
+            reasoning,
             anchors: anchors.into_boxed_slice(),
             content_anchors: content_anchors.into_boxed_slice(),
             lines: lines.into_boxed_slice(),

@@ -262,3 +262,133 @@ fn real_traces_replay_within_ten_percent_of_their_logged_prompts() {
         assert!(gap.abs() < 0.10, "{shown}: {f:?} {calibration:?}");
     }
 }
+
+const TURNS: usize = 3;
+const CALLS_PER_TURN: usize = 4;
+const REASONING: usize = 2_000;
+
+/// Writes a three-turn Codex rollout of `model` whose logged prompts are
+/// `SYSTEM +` the local count of the history before each call, counting
+/// only the current turn's reasoning, as OpenAI's models before GPT-5.6
+/// bill it; returns its path.
+fn write_codex_turns(dir: &std::path::Path, model: &str) -> std::path::PathBuf {
+    use cwl::Block;
+    let counter = Estimate;
+    let path = dir.join(format!("turns-{model}.jsonl"));
+    let mut out = std::fs::File::create(&path).unwrap();
+    let mut line = |kind: &str, payload: serde_json::Value| {
+        writeln!(
+            out,
+            "{}",
+            json!({"timestamp": "2025-11-01T10:00:00.000Z", "type": kind, "payload": payload})
+        )
+        .unwrap()
+    };
+    line(
+        "session_meta",
+        json!({"id": "t", "cwd": "/w", "cli_version": "0.66.0", "model_provider": "openai"}),
+    );
+    let mut local = 0usize;
+    let mut turn_reasoning = 0usize;
+    for turn in 0..TURNS {
+        let task = format!("task number {turn}: look at the files");
+        line(
+            "response_item",
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": task}]}),
+        );
+        line("turn_context", json!({"cwd": "/w", "model": model}));
+        local -= turn_reasoning;
+        turn_reasoning = 0;
+        local += message_tokens(&counter, &Message::user(task));
+        for call in 0..CALLS_PER_TURN {
+            let id = format!("call_{turn}_{call}");
+            let summary = format!("Looking at file {call} of turn {turn}");
+            let arguments = json!({"cmd": format!("cat f{call}.rs")}).to_string();
+            let logged = (SYSTEM + local as f64).round() as u64;
+            line(
+                "response_item",
+                json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": summary}],
+                    "encrypted_content": "gAAAA".repeat(400)}),
+            );
+            line(
+                "response_item",
+                json!({"type": "function_call", "name": "exec_command", "arguments": arguments, "call_id": id}),
+            );
+            let usage = json!({"input_tokens": logged, "cached_input_tokens": 0,
+                "output_tokens": REASONING + 20, "reasoning_output_tokens": REASONING,
+                "total_tokens": logged + REASONING as u64 + 20});
+            line(
+                "event_msg",
+                json!({"type": "token_count", "info": {"last_token_usage": usage, "total_token_usage": usage}}),
+            );
+            let output = format!("fn f{call}() {{ {turn} }}\n").repeat(60);
+            line(
+                "response_item",
+                json!({"type": "function_call_output", "call_id": id, "output": output}),
+            );
+            let assistant = Message::Assistant {
+                content: vec![
+                    Block::Reasoning {
+                        text: summary,
+                        signature: Some(" xxx".repeat(REASONING)),
+                    },
+                    Block::ToolCall(ToolCall::new(&id, "exec_command", &arguments)),
+                ],
+            };
+            let reasoning = cwl::tokens::block_tokens(&counter, &assistant_reasoning(&assistant));
+            turn_reasoning += reasoning;
+            local += message_tokens(&counter, &assistant)
+                + message_tokens(
+                    &counter,
+                    &Message::tool_result(&id, "exec_command", &output, false),
+                );
+        }
+    }
+    path
+}
+
+fn assistant_reasoning(message: &Message) -> cwl::Block {
+    match message {
+        Message::Assistant { content } => content[0].clone(),
+        _ => unreachable!(),
+    }
+}
+
+/// A Codex rollout of several user turns: its logged prompt falls at each
+/// new turn by the reasoning of the one before, which `gpt-5-codex` drops.
+/// The replay counts as that model did, so the whole log is compared and
+/// matches; the same log said to be of a model that keeps every turn's
+/// reasoning reads as a harness cutting its prompt.
+#[test]
+fn a_codex_rollout_counts_only_the_current_turns_reasoning() {
+    let dir = tempfile::tempdir().unwrap();
+    let replayed = |model: &str| {
+        let path = write_codex_turns(dir.path(), model);
+        let calibration = Calibration::measure(Session::open(&path).unwrap(), &Estimate);
+        replay_with(
+            Session::open(&path).unwrap(),
+            "turns.jsonl",
+            &config(1_000_000),
+            calibration,
+            &mut || {},
+        )
+    };
+    let current = replayed("gpt-5-codex");
+    assert_eq!(current.log_prompt_drops, 0, "{:?}", current.warnings);
+    let f = current.fidelity;
+    assert_eq!(f.compared_calls, (TURNS * CALLS_PER_TURN) as u64, "{f:?}");
+    let logged = f.logged_prompt_tokens_mean.unwrap();
+    let gap = (f.replayed_prompt_tokens_mean.unwrap() - logged) / logged;
+    assert!(gap.abs() < 0.02, "{f:?}");
+
+    let all = replayed("gpt-5.6");
+    assert_eq!(all.log_prompt_drops, (TURNS - 1) as u64);
+    assert_eq!(all.fidelity.compared_calls, CALLS_PER_TURN as u64);
+    let none = |file: &cwl_lab::replay::FileReport| file.policies[0].stats.summary().tokens_mean;
+    assert!(
+        none(&all) > none(&current) + REASONING as f64,
+        "every turn's reasoning counted: {} against {}",
+        none(&all),
+        none(&current)
+    );
+}

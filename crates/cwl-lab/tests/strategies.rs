@@ -274,6 +274,7 @@ fn drive(policy: &mut StrategyPolicy, messages: Vec<Message>, lab: &mut Lab) -> 
                 let call = CallInfo {
                     time: None,
                     history_tokens: history,
+                    history_changed_at: None,
                     output_tokens: 10,
                     at_risk: &[],
                     content: &need,

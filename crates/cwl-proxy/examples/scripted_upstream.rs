@@ -27,7 +27,13 @@
 //! per tool call (the engine's overheads). Every turn carries reasoning
 //! (Claude: a thinking block with a signature; Codex: a reasoning item with
 //! `encrypted_content`); that opaque part is not counted, as providers
-//! bill reasoning by its own tokens, not its ciphertext. Every request is written to `LOG/NNN-API.json` and
+//! bill reasoning by its own tokens, not its ciphertext. A Responses
+//! request counts only the reasoning items after its latest user message,
+//! as OpenAI's models before GPT-5.6 do: they drop earlier turns'
+//! reasoning. With `SCRIPTED_REASONING=N`, each reasoning item stands for
+//! N reasoning tokens: the reply's usage reports them (in
+//! `output_tokens_details.reasoning_tokens`, which Codex logs), and a
+//! request counts them for each reasoning item it counts. Every request is written to `LOG/NNN-API.json` and
 //! summarised in `LOG/requests.jsonl` (step, tokens, whether the latest
 //! assistant turn is the one this server sent, whether the tool result it
 //! answers reports an error or a non-zero exit code).
@@ -831,8 +837,9 @@ fn anthropic_tokens(body: &Value) -> usize {
     total
 }
 
-/// Input tokens of an OpenAI Responses request, as documented above.
-fn responses_tokens(body: &Value) -> usize {
+/// Input tokens of an OpenAI Responses request, as documented above; each
+/// reasoning item counted stands for `reasoning` tokens besides its summary.
+fn responses_tokens(body: &Value, reasoning: usize) -> usize {
     let count = |text: &str| cwl::O200k.count(text);
     let mut total = body
         .get("instructions")
@@ -844,15 +851,23 @@ fn responses_tokens(body: &Value) -> usize {
     if let Some(text) = input.as_str() {
         return total + 4 + count(text);
     }
-    for item in input.as_array().into_iter().flatten() {
+    let items = input.as_array().map_or(&[][..], Vec::as_slice);
+    let turn = items
+        .iter()
+        .rposition(|item| {
+            item["type"].as_str().unwrap_or("message") == "message" && item["role"] == "user"
+        })
+        .unwrap_or(0);
+    for (index, item) in items.iter().enumerate() {
         total += match item["type"].as_str().unwrap_or("message") {
+            "reasoning" if index < turn => 0,
             "message" => 4 + count(&text_of(&item["content"])),
             "function_call" => {
                 3 + count(item["name"].as_str().unwrap_or_default())
                     + count(item["arguments"].as_str().unwrap_or_default())
             }
             "function_call_output" => count(&text_of(&item["output"])),
-            "reasoning" => count(&text_of(&item["summary"])),
+            "reasoning" => reasoning + count(&text_of(&item["summary"])),
             _ => count(&item.to_string()),
         };
     }
@@ -929,6 +944,9 @@ struct Server {
     /// Every how many steps the step's call comes with a plan call, when
     /// the client offers a plan tool (`SCRIPTED_PLANS=N`; 0: never).
     plans: usize,
+    /// Reasoning tokens each Responses reasoning item stands for
+    /// (`SCRIPTED_REASONING=N`; 0 when unset).
+    reasoning: usize,
     /// The furthest step any request asked for: where a request that holds
     /// no result of this server's calls (after a client's compaction)
     /// resumes.
@@ -1088,11 +1106,23 @@ fn anthropic_reply(
 }
 
 /// An OpenAI Responses reply holding `output`, streamed when the request
-/// asks for it.
-fn responses_reply(body: &Value, id: String, output: Vec<Value>, tokens: usize) -> Reply {
+/// asks for it; a reasoning item in it stands for `reasoning` tokens.
+fn responses_reply(
+    body: &Value,
+    id: String,
+    output: Vec<Value>,
+    tokens: usize,
+    reasoning: usize,
+) -> Reply {
+    let reasoning = if output.iter().any(|item| item["type"] == "reasoning") {
+        reasoning
+    } else {
+        0
+    };
+    let generated = 20 * output.len() + reasoning;
     let usage = json!({"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": 20 * output.len(), "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": tokens + 20 * output.len()});
+        "output_tokens": generated, "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": tokens + generated});
     let response = json!({"id": id, "object": "response", "status": "completed",
         "model": body["model"], "output": output, "usage": usage});
     if body["stream"] != true {
@@ -1486,7 +1516,7 @@ impl Server {
                 body: json!({"error": {"type": "invalid_request_error", "message": "body is not JSON"}}).to_string(),
             };
         };
-        let tokens = responses_tokens(&body);
+        let tokens = responses_tokens(&body, self.reasoning);
         let input = body["input"].as_array().cloned().unwrap_or_default();
         let latest = latest_result(
             input
@@ -1538,7 +1568,13 @@ impl Server {
                 "role": "assistant", "status": "completed",
                 "content": [{"type": "output_text", "text": summary, "annotations": []}]}),
             ];
-            return responses_reply(&body, format!("resp_cwl_summary_{n:03}"), output, tokens);
+            return responses_reply(
+                &body,
+                format!("resp_cwl_summary_{n:03}"),
+                output,
+                tokens,
+                self.reasoning,
+            );
         }
         let mut tool_error = false;
         let mut recall = None;
@@ -1627,7 +1663,13 @@ impl Server {
                 "role": "assistant", "status": "completed",
                 "content": [{"type": "output_text", "text": round_done(round), "annotations": []}]}),
             ];
-            return responses_reply(&body, format!("resp_cwl_pause_{step:03}"), output, tokens);
+            return responses_reply(
+                &body,
+                format!("resp_cwl_pause_{step:03}"),
+                output,
+                tokens,
+                self.reasoning,
+            );
         }
         let suffix = match (step, &asks_recall) {
             (Some(s), Some(_)) => format!("recall_{s:03}"),
@@ -1674,7 +1716,13 @@ impl Server {
                 "arguments": arguments.to_string(), "status": "completed"}),
             );
         }
-        responses_reply(&body, format!("resp_cwl_{suffix}"), output, tokens)
+        responses_reply(
+            &body,
+            format!("resp_cwl_{suffix}"),
+            output,
+            tokens,
+            self.reasoning,
+        )
     }
 
     /// The items of a plan call due at `step` (`SCRIPTED_PLANS`), when the
@@ -2095,6 +2143,10 @@ async fn main() -> Result<(), String> {
                     .ok()
                     .and_then(|n| n.parse().ok())
                     .unwrap_or(0),
+                reasoning: std::env::var("SCRIPTED_REASONING")
+                    .ok()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0),
                 progress: AtomicUsize::new(0),
                 compactions: AtomicUsize::new(0),
                 touched: std::sync::Mutex::new(None),
@@ -2189,6 +2241,51 @@ mod tests {
     }
 
     #[test]
+    fn responses_count_only_the_current_turns_reasoning() {
+        let reasoning = |text: &str| {
+            json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": text}],
+                "encrypted_content": opaque(1, SIGNATURE_BYTES)})
+        };
+        let user = |text: &str| {
+            json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": text}]})
+        };
+        let summary = cwl::O200k.count("thinking it over");
+        let turn = |items: Vec<Value>| responses_tokens(&json!({"input": items}), 100);
+        let one = turn(vec![user("first"), reasoning("thinking it over")]);
+        let two = turn(vec![
+            user("first"),
+            reasoning("thinking it over"),
+            user("second"),
+        ]);
+        let three = turn(vec![
+            user("first"),
+            reasoning("thinking it over"),
+            user("second"),
+            reasoning("thinking it over"),
+        ]);
+        let message = |text: &str| 4 + cwl::O200k.count(text);
+        assert_eq!(one, message("first") + 100 + summary);
+        assert_eq!(two, message("first") + message("second"));
+        assert_eq!(
+            three,
+            two + 100 + summary,
+            "the earlier turn's item counts nothing"
+        );
+
+        let server = Server {
+            reasoning: 300,
+            ..server(1)
+        };
+        let tools = json!([{"type": "function", "name": "exec_command"}]);
+        let body = json!({"model": "gpt-5-codex", "tools": tools, "input": [user("go")]});
+        let reply = codex_reply(&server, &body);
+        let usage = &reply["usage"];
+        assert_eq!(usage["output_tokens_details"]["reasoning_tokens"], 300);
+        assert!(usage["output_tokens"].as_u64().unwrap() > 300);
+    }
+
+    #[test]
     fn resume_markers_give_the_furthest_step() {
         let text = format!("a {RESUME_MARKER}12.\nb {RESUME_MARKER}40.\n{RESUME_MARKER}x");
         assert_eq!(resume_marker(&text), Some(40));
@@ -2207,6 +2304,7 @@ mod tests {
             recall: false,
             prompted_rounds: Vec::new(),
             plans: 0,
+            reasoning: 0,
             progress: AtomicUsize::new(0),
             compactions: AtomicUsize::new(0),
             touched: std::sync::Mutex::new(None),

@@ -223,6 +223,9 @@ pub(crate) struct Parser {
     /// `turn_context`, an input message): a further call belongs to the
     /// same response, as Codex logs parallel calls each with its output.
     continues: bool,
+    /// The held call's own `token_count` came after its blocks: it is
+    /// complete, and no output makes a further call part of it.
+    counted: bool,
 }
 
 impl super::LineParser for Parser {
@@ -468,7 +471,7 @@ impl Parser {
                 };
                 if let Some(draft) = self.held.draft.as_mut() {
                     draft.open = false;
-                    self.continues = self.seen_usage;
+                    self.continues = self.seen_usage && !self.counted;
                 }
                 let (content, is_error) = output_text(item.output.as_ref());
                 let content = self.rendering.sent(&content).unwrap_or(content);
@@ -516,6 +519,7 @@ impl Parser {
         let open = self.held.draft.as_ref().is_some_and(|d| d.open);
         if !open {
             self.held.flush(sink);
+            self.counted = false;
             let (usage, reasoning_tokens) = self.pending_usage.take().unzip();
             self.held.draft = Some(Draft {
                 line,
@@ -576,6 +580,7 @@ impl Parser {
                 draft.usage = Some(usage);
                 draft.reasoning_tokens = reasoning;
                 draft.open = false;
+                self.counted = true;
             }
             _ => self.pending_usage = Some((usage, reasoning)),
         }

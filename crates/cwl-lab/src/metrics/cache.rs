@@ -1,12 +1,10 @@
 //! Prefix-cache behaviour: how much of each request repeats the previous
 //! request's prefix, and what the provider bills as cache reads and writes.
 
-use std::sync::Arc;
-
 use chrono::{DateTime, Utc};
 
 use super::cost::CacheRules;
-use crate::transcript::Entry;
+use super::sent::Sent;
 
 /// What one request did with the cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -103,16 +101,16 @@ impl CacheModel {
     pub fn pieces(
         &mut self,
         tools: usize,
-        pieces: &[Arc<Entry>],
+        pieces: &[Sent],
         time: Option<DateTime<Utc>>,
     ) -> CacheUse {
-        let total = tools + pieces.iter().map(|p| p.tokens()).sum::<usize>();
+        let total = tools + pieces.iter().map(|p| p.tokens).sum::<usize>();
         let (shared, reused) = match &self.previous {
             Previous::Pieces(previous) => {
                 let shared = previous
                     .iter()
                     .zip(pieces)
-                    .take_while(|((id, _), piece)| *id == piece.id())
+                    .take_while(|((id, tokens), piece)| *id == piece.id && *tokens == piece.tokens)
                     .count();
                 let tokens: usize = previous[..shared].iter().map(|(_, t)| *t).sum();
                 (shared, tools + tokens)
@@ -126,7 +124,7 @@ impl CacheModel {
             }
             _ => self.bill(total, reused, time),
         };
-        self.previous = Previous::Pieces(pieces.iter().map(|p| (p.id(), p.tokens())).collect());
+        self.previous = Previous::Pieces(pieces.iter().map(|p| (p.id, p.tokens)).collect());
         self.previous_time = time.or(self.previous_time);
         used
     }
@@ -141,7 +139,7 @@ impl CacheModel {
     fn read_breakpoints(
         &mut self,
         tools: usize,
-        pieces: &[Arc<Entry>],
+        pieces: &[Sent],
         shared: usize,
         total: usize,
         time: Option<DateTime<Utc>>,
@@ -161,11 +159,8 @@ impl CacheModel {
         if let Some(i) = hit {
             self.breakpoints[i].used = time.or(self.breakpoints[i].used);
         }
-        let system = pieces
-            .iter()
-            .take_while(|p| matches!(p.message(), cwl::Message::System { .. }))
-            .count();
-        let system_tokens = tools + pieces[..system].iter().map(|p| p.tokens()).sum::<usize>();
+        let system = pieces.iter().take_while(|p| p.system).count();
+        let system_tokens = tools + pieces[..system].iter().map(|p| p.tokens).sum::<usize>();
         self.cache_at(system, system_tokens, time);
         self.cache_at(pieces.len(), total, time);
         read
@@ -187,11 +182,17 @@ impl CacheModel {
         }
     }
 
-    /// An append-only request of `total` tokens whose previous request is
-    /// its prefix.
-    pub fn full(&mut self, total: usize, time: Option<DateTime<Utc>>) -> CacheUse {
+    /// A request of `total` tokens that holds the previous request whole
+    /// from its start, or up to `changed_at` tokens when the provider's
+    /// view of the history changed there.
+    pub fn full(
+        &mut self,
+        total: usize,
+        changed_at: Option<usize>,
+        time: Option<DateTime<Utc>>,
+    ) -> CacheUse {
         let reused = match self.previous {
-            Previous::Full(previous) => previous.min(total),
+            Previous::Full(previous) => previous.min(total).min(changed_at.unwrap_or(usize::MAX)),
             _ => 0,
         };
         let used = self.bill(total, reused, time);
@@ -213,9 +214,15 @@ impl CacheModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::Lab;
+    use crate::metrics::sent::{ReasoningScope, sent};
+    use crate::transcript::{Entry, Lab};
     use cwl::{Estimate, Message};
+    use std::sync::Arc;
     use std::sync::Arc as StdArc;
+
+    fn all(pieces: &[Arc<Entry>]) -> Vec<Sent> {
+        sent(pieces, ReasoningScope::AllTurns)
+    }
 
     fn entries(lab: &mut Lab, n: usize) -> Vec<Arc<Entry>> {
         (0..n)
@@ -233,7 +240,7 @@ mod tests {
         let e = entries(&mut lab, 4);
         let each = e[0].tokens();
         let mut cache = CacheModel::new(CacheRules::Anthropic);
-        let first = cache.pieces(0, &e[..2], at(0));
+        let first = cache.pieces(0, &all(&e[..2]), at(0));
         assert_eq!(
             first,
             CacheUse {
@@ -243,7 +250,7 @@ mod tests {
                 uncached: 0
             }
         );
-        let second = cache.pieces(0, &e[..3], at(60));
+        let second = cache.pieces(0, &all(&e[..3]), at(60));
         assert_eq!(
             second,
             CacheUse {
@@ -253,9 +260,17 @@ mod tests {
                 uncached: 0
             }
         );
-        let evicted = cache.pieces(0, &[e[0].clone(), e[2].clone(), e[3].clone()], at(120));
+        let evicted = cache.pieces(
+            0,
+            &all(&[e[0].clone(), e[2].clone(), e[3].clone()]),
+            at(120),
+        );
         assert_eq!(evicted.reused, each);
-        let cold = cache.pieces(0, &[e[0].clone(), e[2].clone(), e[3].clone()], at(1000));
+        let cold = cache.pieces(
+            0,
+            &all(&[e[0].clone(), e[2].clone(), e[3].clone()]),
+            at(1000),
+        );
         assert_eq!(
             (cold.reused, cold.read, cold.write),
             (3 * each, 0, 3 * each),
@@ -277,9 +292,9 @@ mod tests {
                 .collect()
         };
         let mut cache = CacheModel::new(CacheRules::Anthropic);
-        cache.pieces(0, &request(&[&e[0], &e[1]]), at(0));
-        cache.pieces(0, &request(&[&e[0], &e[1], &e[2]]), at(10));
-        let grown = cache.pieces(0, &request(&[&e[0], &e[1], &e[2], &e[3]]), at(20));
+        cache.pieces(0, &all(&request(&[&e[0], &e[1]])), at(0));
+        cache.pieces(0, &all(&request(&[&e[0], &e[1], &e[2]])), at(10));
+        let grown = cache.pieces(0, &all(&request(&[&e[0], &e[1], &e[2], &e[3]])), at(20));
         assert_eq!(
             grown.read,
             head + 3 * each,
@@ -288,10 +303,14 @@ mod tests {
 
         // An eviction inside it: the shared prefix runs to e[0], but no
         // breakpoint ended there, so only the system prompt is read.
-        let edited = cache.pieces(0, &request(&[&e[0], &e[2], &e[3], &e[4]]), at(30));
+        let edited = cache.pieces(0, &all(&request(&[&e[0], &e[2], &e[3], &e[4]])), at(30));
         assert_eq!(edited.reused, head + each);
         assert_eq!((edited.read, edited.write), (head, 4 * each));
-        let next = cache.pieces(0, &request(&[&e[0], &e[2], &e[3], &e[4], &e[5]]), at(40));
+        let next = cache.pieces(
+            0,
+            &all(&request(&[&e[0], &e[2], &e[3], &e[4], &e[5]])),
+            at(40),
+        );
         assert_eq!(
             next.read,
             head + 4 * each,
@@ -299,9 +318,9 @@ mod tests {
         );
 
         // Dropping the last message returns to an earlier request's end.
-        let back = cache.pieces(0, &request(&[&e[0], &e[2], &e[3], &e[4]]), at(50));
+        let back = cache.pieces(0, &all(&request(&[&e[0], &e[2], &e[3], &e[4]])), at(50));
         assert_eq!(back.read, head + 4 * each);
-        let cold = cache.pieces(0, &request(&[&e[0], &e[2], &e[3], &e[4]]), at(400));
+        let cold = cache.pieces(0, &all(&request(&[&e[0], &e[2], &e[3], &e[4]])), at(400));
         assert_eq!(cold.read, 0, "every cached prefix expired");
     }
 
@@ -335,16 +354,16 @@ mod tests {
     #[test]
     fn openai_reads_in_steps_and_never_writes() {
         let mut cache = CacheModel::new(CacheRules::OpenAi);
-        assert_eq!(cache.full(5000, None).read, 0);
-        let second = cache.full(6000, None);
+        assert_eq!(cache.full(5000, None, None).read, 0);
+        let second = cache.full(6000, None, None);
         assert_eq!(second.reused, 5000);
         assert_eq!(second.read, 1024 + (5000 - 1024) / 128 * 128);
         assert_eq!(second.write, 0);
         assert_eq!(second.uncached, 6000 - second.read);
         let mut small = CacheModel::new(CacheRules::OpenAi);
-        small.full(500, None);
+        small.full(500, None, None);
         assert_eq!(
-            small.full(900, None).read,
+            small.full(900, None, None).read,
             0,
             "prefix under 1024 is not cached"
         );
@@ -353,8 +372,8 @@ mod tests {
     #[test]
     fn openai_from_gpt_5_6_bills_what_it_caches() {
         let mut cache = CacheModel::new(CacheRules::OpenAiWrites);
-        assert_eq!(cache.full(5000, None).write, 5000);
-        let second = cache.full(6000, None);
+        assert_eq!(cache.full(5000, None, None).write, 5000);
+        let second = cache.full(6000, None, None);
         assert_eq!(second.read, 1024 + (5000 - 1024) / 128 * 128);
         assert_eq!((second.write, second.uncached), (6000 - second.read, 0));
     }
@@ -362,22 +381,22 @@ mod tests {
     #[test]
     fn google_reads_the_whole_prefix_from_2048_tokens() {
         let mut cache = CacheModel::new(CacheRules::Google);
-        cache.full(5000, None);
-        let second = cache.full(6000, None);
+        cache.full(5000, None, None);
+        let second = cache.full(6000, None, None);
         assert_eq!(
             (second.read, second.write, second.uncached),
             (5000, 0, 1000)
         );
         let mut small = CacheModel::new(CacheRules::Google);
-        small.full(2000, None);
-        assert_eq!(small.full(2100, None).read, 0, "prefix under 2048");
+        small.full(2000, None, None);
+        assert_eq!(small.full(2100, None, None).read, 0, "prefix under 2048");
     }
 
     #[test]
     fn no_rules_no_cache() {
         let mut cache = CacheModel::new(CacheRules::None);
-        cache.full(5000, None);
-        let used = cache.full(6000, None);
+        cache.full(5000, None, None);
+        let used = cache.full(6000, None, None);
         assert_eq!(
             (used.reused, used.read, used.write, used.uncached),
             (5000, 0, 0, 6000)

@@ -33,6 +33,7 @@ pub mod anchors;
 pub mod cache;
 pub mod content;
 pub mod cost;
+pub mod sent;
 pub mod tokens;
 
 use std::collections::HashSet;
@@ -48,15 +49,21 @@ use anchors::AnchorId;
 use cache::{CacheModel, CacheUse};
 use content::Need;
 use cost::Pricing;
+use sent::ReasoningScope;
 
 /// What the replay knows about one model call, the same for every policy.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
     /// When the request was sent, if the log says.
     pub time: Option<DateTime<Utc>>,
-    /// Tokens of the full history before the call, tool definitions
-    /// excluded: the `|C|` of the prune rate.
+    /// Tokens of the full history before the call as the provider counts
+    /// it ([`sent`]), tool definitions excluded: what `none` sends, and
+    /// the `|C|` of the prune rate.
     pub history_tokens: usize,
+    /// Where the provider's view of the full history changed since the
+    /// previous call other than by growing (tokens before the change, tool
+    /// definitions excluded): the end of what `none` can read from cache.
+    pub history_changed_at: Option<usize>,
     /// Tokens the model generated (the logged assistant message).
     pub output_tokens: usize,
     /// Anchors the model used that appeared earlier in the transcript.
@@ -360,6 +367,7 @@ pub struct Recorder {
     cache: CacheModel,
     calibration: Calibration,
     overhead: usize,
+    reasoning: ReasoningScope,
     previous: Vec<u64>,
     compared: bool,
     stats: Stats,
@@ -382,10 +390,18 @@ impl Recorder {
             pricing,
             overhead: calibration.overhead_local(),
             calibration,
+            reasoning: ReasoningScope::AllTurns,
             previous: Vec::new(),
             compared: false,
             stats: Stats::default(),
         }
+    }
+
+    /// The recorder for a provider that keeps the reasoning of `scope` in
+    /// the prompt it bills (all turns' unless set).
+    pub fn reasoning(mut self, scope: ReasoningScope) -> Self {
+        self.reasoning = scope;
+        self
     }
 
     /// The counts so far.
@@ -439,9 +455,10 @@ impl Recorder {
         let tools_tokens = tools_tokens + self.overhead;
         let rules = self.pricing.rules;
         for side in &request.side_calls {
+            let input = sent::sent(&side.input, self.reasoning);
             let used = self
                 .cache
-                .pieces(tools_tokens, &side.input, call.time)
+                .pieces(tools_tokens, &input, call.time)
                 .read_share(call.cache_share, rules);
             self.bill(used, side.output_tokens);
             self.stats.side_calls += 1;
@@ -449,21 +466,23 @@ impl Recorder {
         self.stats.side_requests_skipped += u64::from(request.side.skipped);
         self.stats.side_requests_failed += u64::from(request.side.failed);
         let (tokens, used, evictions, missed, changed) = match &request.view {
-            View::Full { tokens } => {
-                let total = tools_tokens + tokens;
+            View::Full => {
+                let total = tools_tokens + call.history_tokens;
                 let compared = self.compared;
                 self.compared = true;
+                let changed_at = call.history_changed_at.map(|at| tools_tokens + at);
                 let used = self
                     .cache
-                    .full(total, call.time)
+                    .full(total, changed_at, call.time)
                     .read_share(call.cache_share, rules);
                 (total, used, 0, Missed::default(), compared.then_some(false))
             }
             View::Pieces(pieces) => {
-                let total = tools_tokens + pieces.iter().map(|p| p.tokens()).sum::<usize>();
+                let sent = sent::sent(pieces, self.reasoning);
+                let total = tools_tokens + sent.iter().map(|p| p.tokens).sum::<usize>();
                 let used = self
                     .cache
-                    .pieces(tools_tokens, pieces, call.time)
+                    .pieces(tools_tokens, &sent, call.time)
                     .read_share(call.cache_share, rules);
                 let (evictions, changed) = self.compare(pieces);
                 (total, used, evictions, Missed::of(pieces, call), changed)
@@ -593,6 +612,7 @@ mod tests {
         let call = Call {
             time: None,
             history_tokens,
+            history_changed_at: None,
             output_tokens: 10,
             at_risk: &[alpha],
             content: &Need::default(),
@@ -602,6 +622,7 @@ mod tests {
         let call = Call {
             time: None,
             history_tokens,
+            history_changed_at: None,
             output_tokens: 10,
             at_risk: &[alpha, beta],
             content: &Need::default(),
@@ -681,6 +702,7 @@ mod tests {
         let call = Call {
             time: None,
             history_tokens: pieces.iter().map(|p| p.tokens()).sum(),
+            history_changed_at: None,
             output_tokens: 1,
             at_risk,
             content: need,

@@ -1,6 +1,6 @@
 //! `none`: the full history, what the log's own harness sent before any
-//! compaction. Kept as a running token sum: the request of a long session
-//! is never materialized.
+//! compaction. The request of a long session is never materialized: the
+//! replay measures it.
 
 use cwl::Annotation;
 
@@ -9,25 +9,20 @@ use crate::transcript::{Lab, Unit};
 
 /// The full-history policy.
 #[derive(Debug, Default)]
-pub struct Full {
-    tokens: usize,
-}
+pub struct Full;
 
 impl Policy for Full {
     fn name(&self) -> &'static str {
         "none"
     }
 
-    fn push(&mut self, unit: &Unit, _: &[Annotation], _: &mut Lab) -> Result<(), PolicyError> {
-        self.tokens += unit.tokens();
+    fn push(&mut self, _: &Unit, _: &[Annotation], _: &mut Lab) -> Result<(), PolicyError> {
         Ok(())
     }
 
     fn request(&mut self, _: &mut Lab) -> Result<Request, PolicyError> {
         Ok(Request {
-            view: View::Full {
-                tokens: self.tokens,
-            },
+            view: View::Full,
             side: super::SideTally::default(),
             side_calls: Vec::new(),
             budget_met: None,

@@ -87,12 +87,10 @@ pub struct SideTally {
 pub enum View {
     /// The messages, in order.
     Pieces(Vec<Arc<Entry>>),
-    /// The whole transcript so far, append-only, given by its size only so
-    /// the full history of a long session is never materialized per request.
-    Full {
-        /// Tokens of all messages so far (tool definitions excluded).
-        tokens: usize,
-    },
+    /// The whole transcript so far, append-only, never materialized per
+    /// request in a long session: its size is the call's
+    /// [`crate::metrics::Call::history_tokens`].
+    Full,
 }
 
 /// A model call a policy makes besides the agent's own.
@@ -287,7 +285,7 @@ impl PolicyKind {
     ) -> Box<dyn Policy> {
         match self {
             PolicyKind::Cwl => Box::new(cwl::policy(config, lab, side)),
-            PolicyKind::None => Box::new(full::Full::default()),
+            PolicyKind::None => Box::new(full::Full),
             PolicyKind::Truncate => Box::new(truncate::Truncate::new(config, lab)),
             PolicyKind::Mask => Box::new(mask::Mask::new(config)),
             PolicyKind::Compact => Box::new(compact::Compact::new(config, lab)),
