@@ -28,6 +28,46 @@ pub struct Entry {
     anchors: Box<[AnchorId]>,
     content_anchors: Box<[AnchorId]>,
     lines: Box<[LineKey]>,
+    /// The same facts without its reasoning blocks, when it has any.
+    bare: Option<Box<Bare>>,
+}
+
+/// An entry's anchors and logged content without its reasoning blocks.
+#[derive(Debug)]
+struct Bare {
+    anchors: Box<[AnchorId]>,
+    content_anchors: Box<[AnchorId]>,
+    lines: Box<[LineKey]>,
+}
+
+/// An entry as the model saw it in one request: whole, or without its
+/// reasoning where the provider dropped that ([`crate::metrics::sent`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Shown<'a> {
+    entry: &'a Entry,
+    bare: Option<&'a Bare>,
+}
+
+impl Shown<'_> {
+    /// Whether the model saw `anchor` in it.
+    pub fn has_anchor(&self, anchor: AnchorId) -> bool {
+        let anchors = self.bare.map_or(&self.entry.anchors, |b| &b.anchors);
+        anchors.binary_search(&anchor).is_ok()
+    }
+
+    /// Whether the model saw `anchor` in text the log wrote.
+    pub fn keeps_anchor(&self, anchor: AnchorId) -> bool {
+        let anchors = self
+            .bare
+            .map_or(&self.entry.content_anchors, |b| &b.content_anchors);
+        anchors.binary_search(&anchor).is_ok()
+    }
+
+    /// Whether the model saw the line `key` in text the log wrote.
+    pub fn keeps_line(&self, key: LineKey) -> bool {
+        let lines = self.bare.map_or(&self.entry.lines, |b| &b.lines);
+        lines.binary_search(&key).is_ok()
+    }
 }
 
 impl Entry {
@@ -74,6 +114,19 @@ impl Entry {
     /// Whether it carries the line `key` in text the log wrote.
     pub fn keeps_line(&self, key: LineKey) -> bool {
         self.lines.binary_search(&key).is_ok()
+    }
+
+    /// It as the model saw it: whole, or without its reasoning blocks when
+    /// `reasoning_dropped`.
+    pub fn shown(&self, reasoning_dropped: bool) -> Shown<'_> {
+        Shown {
+            entry: self,
+            bare: if reasoning_dropped {
+                self.bare.as_deref()
+            } else {
+                None
+            },
+        }
     }
 }
 
@@ -285,6 +338,7 @@ impl Lab {
         let id = self.next_id;
         self.next_id += 1;
         let reasoning = reasoning_tokens(self.counter.as_ref(), &message).min(tokens);
+        let bare = self.bare(&message, &content_anchors, &lines);
         Arc::new(Entry {
             id,
             message,
@@ -293,7 +347,49 @@ impl Lab {
             anchors: anchors.into_boxed_slice(),
             content_anchors: content_anchors.into_boxed_slice(),
             lines: lines.into_boxed_slice(),
+            bare,
         })
+    }
+
+    /// The facts of `message` without its reasoning blocks (`None` when it
+    /// has none): what it holds elsewhere, of its `content_anchors` and
+    /// `lines`.
+    fn bare(
+        &mut self,
+        message: &Message,
+        content_anchors: &[AnchorId],
+        lines: &[LineKey],
+    ) -> Option<Box<Bare>> {
+        let Message::Assistant { content } = message else {
+            return None;
+        };
+        if !content.iter().any(|b| matches!(b, Block::Reasoning { .. })) {
+            return None;
+        }
+        let rest = Message::Assistant {
+            content: content
+                .iter()
+                .filter(|b| !matches!(b, Block::Reasoning { .. }))
+                .cloned()
+                .collect(),
+        };
+        let mut anchors = self.anchors.extract(&rest, Scope::All);
+        anchors.sort_unstable();
+        anchors.dedup();
+        let rest_lines = content::message_lines(&rest);
+        Some(Box::new(Bare {
+            content_anchors: content_anchors
+                .iter()
+                .copied()
+                .filter(|a| anchors.binary_search(a).is_ok())
+                .collect(),
+            lines: lines
+                .iter()
+                .copied()
+                .filter(|k| rest_lines.binary_search(k).is_ok())
+                .collect(),
+            anchors: anchors.into_boxed_slice(),
+        }))
     }
 
     /// Records a logged entry as part of the transcript so far: its

@@ -1431,3 +1431,57 @@ fn codex_parallel_calls_are_one_response_and_outputs_are_what_the_model_got() {
         "two model calls, not three"
     );
 }
+
+/// A Codex rollout that logs each response's `token_count` after its items
+/// and before its outputs, with nothing else between responses: each
+/// response is a model call of its own.
+#[test]
+fn codex_calls_counted_before_their_outputs_stay_apart() {
+    let line = |kind: &str, payload: serde_json::Value| {
+        serde_json::json!({"timestamp": "2025-11-10T08:00:00.000Z", "type": kind, "payload": payload})
+            .to_string()
+    };
+    let usage = |input: u64| {
+        let usage = serde_json::json!({"input_tokens": input, "cached_input_tokens": 0,
+            "output_tokens": 10, "reasoning_output_tokens": 5, "total_tokens": input + 10});
+        line(
+            "event_msg",
+            serde_json::json!({"type": "token_count", "info": {"total_token_usage": usage, "last_token_usage": usage}}),
+        )
+    };
+    let mut lines = vec![
+        line(
+            "session_meta",
+            serde_json::json!({"id": "cx-66", "cwd": "/repo", "cli_version": "0.66.0"}),
+        ),
+        line(
+            "response_item",
+            serde_json::json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "read both"}]}),
+        ),
+    ];
+    for (n, input) in [(1, 1000), (2, 1200)] {
+        let id = format!("call_{n}");
+        lines.push(line(
+            "response_item",
+            serde_json::json!({"type": "function_call", "name": "exec_command",
+                "arguments": format!("{{\"cmd\":\"cat f{n}\"}}"), "call_id": id}),
+        ));
+        lines.push(usage(input));
+        lines.push(line(
+            "response_item",
+            serde_json::json!({"type": "function_call_output", "call_id": id, "output": "ok"}),
+        ));
+    }
+    let (_dir, path) = temp_file("rollout-066.jsonl", lines.join("\n").as_bytes());
+    let imported = run(import::open(&path).unwrap());
+    let calls: Vec<usize> = imported
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Assistant { content } => Some(content.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, [1, 1], "{:?}", imported.messages);
+}

@@ -33,13 +33,12 @@
 
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Arc;
 
 use cwl::{Block, Message};
 use serde_json::Value;
 
 use super::anchors::{AnchorId, Scope, message_texts};
-use crate::transcript::Entry;
+use crate::transcript::Shown;
 
 /// A normalized line, hashed.
 pub type LineKey = u64;
@@ -223,8 +222,9 @@ impl Need {
         self.len() == 0
     }
 
-    /// The lines and values no piece of the request carries in logged text.
-    pub fn missing(&self, pieces: &[Arc<Entry>]) -> Need {
+    /// The lines and values no piece of the request, as the model saw it,
+    /// carries in logged text.
+    pub fn missing(&self, pieces: &[Shown<'_>]) -> Need {
         let mut missing = self.clone();
         for piece in pieces.iter().rev() {
             if missing.is_empty() {

@@ -44,7 +44,7 @@ use serde::Serialize;
 
 use crate::calibrate::Calibration;
 use crate::policy::{Request, View};
-use crate::transcript::Entry;
+use crate::transcript::{Entry, Shown};
 use anchors::AnchorId;
 use cache::{CacheModel, CacheUse};
 use content::Need;
@@ -485,7 +485,13 @@ impl Recorder {
                     .pieces(tools_tokens, &sent, call.time)
                     .read_share(call.cache_share, rules);
                 let (evictions, changed) = self.compare(pieces);
-                (total, used, evictions, Missed::of(pieces, call), changed)
+                let turn = sent::turn_start(pieces, self.reasoning);
+                let shown: Vec<Shown<'_>> = pieces
+                    .iter()
+                    .enumerate()
+                    .map(|(index, piece)| piece.shown(index < turn))
+                    .collect();
+                (total, used, evictions, Missed::of(&shown, call), changed)
             }
         };
         let (lost, content_lost) = (missed.anchors.len(), missed.content.len());
@@ -567,8 +573,9 @@ pub struct Missed {
 }
 
 impl Missed {
-    /// What `pieces` lack of what `call`'s reply used.
-    pub fn of(pieces: &[Arc<Entry>], call: &Call<'_>) -> Missed {
+    /// What `pieces`, as the model saw them, lack of what `call`'s reply
+    /// used.
+    pub fn of(pieces: &[Shown<'_>], call: &Call<'_>) -> Missed {
         Missed {
             anchors: missing_anchors(pieces, call.at_risk),
             content: call.content.missing(pieces),
@@ -582,7 +589,7 @@ impl Missed {
 }
 
 /// The anchors of `at_risk` that no piece of the request holds.
-fn missing_anchors(pieces: &[Arc<Entry>], at_risk: &[AnchorId]) -> Vec<AnchorId> {
+fn missing_anchors(pieces: &[Shown<'_>], at_risk: &[AnchorId]) -> Vec<AnchorId> {
     let mut missing: Vec<AnchorId> = at_risk.to_vec();
     for piece in pieces.iter().rev() {
         if missing.is_empty() {
@@ -664,6 +671,52 @@ mod tests {
             "the first request kept all"
         );
         assert_eq!((s.side_requests_skipped, s.side_requests_failed), (0, 0));
+    }
+
+    /// An earlier turn's reasoning, which OpenAI's models before GPT-5.6
+    /// drop, neither counts in the request nor keeps what it names.
+    #[test]
+    fn reasoning_a_provider_dropped_keeps_nothing() {
+        let mut lab = Lab::new(Arc::new(Estimate), &[]);
+        let first = lab.entry(Message::user("first task"));
+        let thought = lab.entry(Message::Assistant {
+            content: vec![
+                cwl::Block::Reasoning {
+                    text: "the bug is in src/alpha.rs".into(),
+                    signature: Some("x".repeat(800)),
+                },
+                cwl::Block::Text {
+                    text: "fixed it".into(),
+                },
+            ],
+        });
+        let second = lab.entry(Message::user("second task"));
+        let alpha = lab.anchors_mut().intern("src/alpha.rs");
+        assert!(thought.shown(false).has_anchor(alpha));
+        assert!(!thought.shown(true).has_anchor(alpha));
+        let pieces = vec![first.clone(), thought.clone(), second.clone()];
+        let history_tokens = pieces.iter().map(|p| p.tokens()).sum();
+        let call = Call {
+            time: None,
+            history_tokens,
+            history_changed_at: None,
+            output_tokens: 10,
+            at_risk: &[alpha],
+            content: &Need::default(),
+            cache_share: 1.0,
+        };
+        let pricing = Arc::new(cost::lookup("gpt-5-codex").unwrap());
+        let measured = |scope: ReasoningScope| {
+            let mut recorder = Recorder::new(100_000, Arc::clone(&pricing)).reasoning(scope);
+            let missed = recorder.record(&Request::pieces(pieces.clone()), &call, 0);
+            (recorder.stats().tokens[0] as usize, missed.anchors)
+        };
+        assert_eq!(measured(ReasoningScope::AllTurns), (history_tokens, vec![]));
+        assert_eq!(
+            measured(ReasoningScope::CurrentTurn),
+            (history_tokens - thought.reasoning_tokens(), vec![alpha])
+        );
+        assert!(thought.reasoning_tokens() >= 200);
     }
 
     #[test]

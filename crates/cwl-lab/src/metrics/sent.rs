@@ -88,15 +88,21 @@ pub struct Sent {
     pub system: bool,
 }
 
-/// `pieces` as a provider of `scope` counts them.
-pub fn sent(pieces: &[Arc<Entry>], scope: ReasoningScope) -> Vec<Sent> {
-    let turn_start = match scope {
+/// How many of `pieces` come before the current turn's user message, where
+/// a provider of `scope` drops reasoning (0 when it keeps all of it).
+pub fn turn_start(pieces: &[Arc<Entry>], scope: ReasoningScope) -> usize {
+    match scope {
         ReasoningScope::AllTurns => 0,
         ReasoningScope::CurrentTurn => pieces
             .iter()
             .rposition(|p| matches!(p.message(), Message::User { .. }))
             .unwrap_or(0),
-    };
+    }
+}
+
+/// `pieces` as a provider of `scope` counts them.
+pub fn sent(pieces: &[Arc<Entry>], scope: ReasoningScope) -> Vec<Sent> {
+    let turn_start = turn_start(pieces, scope);
     pieces
         .iter()
         .enumerate()
