@@ -1344,23 +1344,44 @@ fn mini_swe_agent_actions_become_bash_calls() {
     assert_eq!(s.assistant_messages, 4);
 }
 
+/// A line of a Codex rollout.
+fn rollout_line(kind: &str, payload: serde_json::Value) -> String {
+    serde_json::json!({"timestamp": "2025-11-10T08:00:00.000Z", "type": kind, "payload": payload})
+        .to_string()
+}
+
+/// A rollout's first lines: the session of Codex CLI `version`, and the
+/// user's `prompt`.
+fn rollout_start(version: &str, prompt: &str) -> Vec<String> {
+    vec![
+        rollout_line(
+            "session_meta",
+            serde_json::json!({"id": "cx", "cwd": "/repo", "cli_version": version}),
+        ),
+        rollout_line(
+            "response_item",
+            serde_json::json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": prompt}]}),
+        ),
+    ]
+}
+
+/// A rollout's `token_count` for a call whose prompt was `input` tokens.
+fn token_count(input: u64) -> String {
+    let usage = serde_json::json!({"input_tokens": input, "cached_input_tokens": 0,
+        "output_tokens": 10, "total_tokens": input + 10});
+    rollout_line(
+        "event_msg",
+        serde_json::json!({"type": "token_count", "info": {"total_token_usage": usage, "last_token_usage": usage}}),
+    )
+}
+
 /// Codex CLI 0.57.0 logs the calls of one response each with its output
 /// (`C O C O`), and each shell output as JSON where the model got a text.
 #[test]
 fn codex_parallel_calls_are_one_response_and_outputs_are_what_the_model_got() {
-    let line = |kind: &str, payload: serde_json::Value| {
-        serde_json::json!({"timestamp": "2025-11-10T08:00:00.000Z", "type": kind, "payload": payload})
-            .to_string()
-    };
-    let usage = |input: u64| {
-        line(
-            "event_msg",
-            serde_json::json!({"type": "token_count", "info": {"total_token_usage": {"input_tokens": input,
-            "cached_input_tokens": 0, "output_tokens": 10, "total_tokens": input + 10},
-            "last_token_usage": {"input_tokens": input, "cached_input_tokens": 0, "output_tokens": 10,
-            "total_tokens": input + 10}}}),
-        )
-    };
+    let line = rollout_line;
+    let usage = token_count;
     let item = |payload: serde_json::Value| line("response_item", payload);
     let call_item = |name: &str, arguments: &str, id: &str| {
         item(
@@ -1375,16 +1396,8 @@ fn codex_parallel_calls_are_one_response_and_outputs_are_what_the_model_got() {
         serde_json::json!({"cwd": "/repo", "model": "gpt-5-codex"}),
     );
     let shell = r#"{"output":"src\n","metadata":{"exit_code":0,"duration_seconds":0.0}}"#;
-    let lines = [
-        line(
-            "session_meta",
-            serde_json::json!({"id": "cx-57", "cwd": "/repo", "cli_version": "0.57.0"}),
-        ),
-        line(
-            "response_item",
-            serde_json::json!({"type": "message", "role": "user",
-            "content": [{"type": "input_text", "text": "list the files"}]}),
-        ),
+    let mut lines = rollout_start("0.57.0", "list the files");
+    lines.extend([
         context.clone(),
         usage(1000),
         call_item("update_plan", "{\"plan\":[]}", "plan_1"),
@@ -1398,9 +1411,8 @@ fn codex_parallel_calls_are_one_response_and_outputs_are_what_the_model_got() {
             serde_json::json!({"type": "message", "role": "assistant",
             "content": [{"type": "output_text", "text": "src holds the code."}]}),
         ),
-    ]
-    .join("\n");
-    let (_dir, path) = temp_file("rollout-057.jsonl", lines.as_bytes());
+    ]);
+    let (_dir, path) = temp_file("rollout-057.jsonl", lines.join("\n").as_bytes());
     let imported = run(import::open(&path).unwrap());
     assert_eq!(
         imported.messages,
@@ -1437,29 +1449,8 @@ fn codex_parallel_calls_are_one_response_and_outputs_are_what_the_model_got() {
 /// response is a model call of its own.
 #[test]
 fn codex_calls_counted_before_their_outputs_stay_apart() {
-    let line = |kind: &str, payload: serde_json::Value| {
-        serde_json::json!({"timestamp": "2025-11-10T08:00:00.000Z", "type": kind, "payload": payload})
-            .to_string()
-    };
-    let usage = |input: u64| {
-        let usage = serde_json::json!({"input_tokens": input, "cached_input_tokens": 0,
-            "output_tokens": 10, "reasoning_output_tokens": 5, "total_tokens": input + 10});
-        line(
-            "event_msg",
-            serde_json::json!({"type": "token_count", "info": {"total_token_usage": usage, "last_token_usage": usage}}),
-        )
-    };
-    let mut lines = vec![
-        line(
-            "session_meta",
-            serde_json::json!({"id": "cx-66", "cwd": "/repo", "cli_version": "0.66.0"}),
-        ),
-        line(
-            "response_item",
-            serde_json::json!({"type": "message", "role": "user",
-            "content": [{"type": "input_text", "text": "read both"}]}),
-        ),
-    ];
+    let line = rollout_line;
+    let mut lines = rollout_start("0.66.0", "read both");
     for (n, input) in [(1, 1000), (2, 1200)] {
         let id = format!("call_{n}");
         lines.push(line(
@@ -1467,7 +1458,7 @@ fn codex_calls_counted_before_their_outputs_stay_apart() {
             serde_json::json!({"type": "function_call", "name": "exec_command",
                 "arguments": format!("{{\"cmd\":\"cat f{n}\"}}"), "call_id": id}),
         ));
-        lines.push(usage(input));
+        lines.push(token_count(input));
         lines.push(line(
             "response_item",
             serde_json::json!({"type": "function_call_output", "call_id": id, "output": "ok"}),

@@ -8,9 +8,10 @@
 //!   `token_count` event or at `compacted`; but a call that follows a tool
 //!   output with no `token_count`, `turn_context` or input message between
 //!   them belongs to the same response (Codex 0.47 to 0.62 log parallel
-//!   calls each followed by its output), in logs that record usage.
+//!   calls each followed by its output), in logs that record usage, unless
+//!   the call's own `token_count` already came after its blocks.
 //! - Shell outputs: what the rollout's `cli_version` sent the model
-//!   ([`super::codex_output`]: 0.47 to 0.62 logged JSON and sent a text).
+//!   ([`super::codex_output`]: 0.45 to 0.62 logged JSON and sent a text).
 //! - `reasoning` → Reasoning with the summary texts. `encrypted_content`
 //!   is ciphertext, never counted as text: the block counts as the
 //!   call's logged `reasoning_output_tokens` (a filler signature of that

@@ -1,20 +1,29 @@
-//! What Codex CLI 0.47 to 0.62 sent the model for a shell output it logged
+//! What Codex CLI 0.45 to 0.62 sent the model for a shell output it logged
 //! as JSON.
 //!
-//! Those versions log `{"output": …, "metadata": {"exit_code", …}}` whole
-//! but send the model a text of their own (observed against the requests
-//! a local server received, `scripts/real-clients/run.sh`): under 10 KiB,
-//! `Exit code: N\nWall time: S seconds\nOutput:\n` and the output; over
-//! it, 0.53 to 0.62 send `Total output lines: N\n\n`, the first 5 KiB of
-//! the logged JSON and a truncation line, and 0.47 to 0.52 the same header
-//! as a short one with the output's first and last lines within 10 KiB
-//! (the split between head and tail is approximated). Codex 0.63 and later
-//! log what they send; versions before 0.47 are not known to differ.
+//! Those versions log `{"output": …, "metadata": {"exit_code", …}}` but
+//! send the model a text of their own (observed against the requests a
+//! local server received, `scripts/real-clients/run.sh`, for 0.34, 0.40,
+//! 0.42, 0.44, 0.45, 0.47, 0.49, 0.50, 0.53, 0.57, 0.63 and 0.66):
+//! `Exit code: N\nWall time: S seconds\nOutput:\n` and the output. An
+//! output over 10 KiB or 256 lines is logged already cut, opening with
+//! `Total output lines: N\n\n`; 0.45 to 0.48 send that count in the
+//! header instead (`…seconds\nTotal output lines: N\nOutput:\n` and the
+//! rest), 0.49 to 0.52 only for an output cut for its lines, and 0.53 to
+//! 0.62 send `Total output lines: N\n\n`, the first 5 KiB of the logged
+//! JSON and a truncation line when that JSON is over 10 KiB. Codex 0.44 and
+//! earlier and 0.63 and later log what they send.
 
 use serde_json::Value;
 
 /// Bytes of output these versions send at most.
 const LIMIT: usize = 10 * 1024;
+
+/// Lines of output these versions send at most.
+const MAX_LINES: usize = 256;
+
+/// How the count of a cut output's lines opens it as logged.
+const COUNT: &str = "Total output lines: ";
 
 /// How a Codex CLI version renders a logged shell output for the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -22,9 +31,13 @@ pub(crate) enum Rendering {
     /// As logged.
     #[default]
     Logged,
-    /// 0.47 to 0.52: the header, the output's head and tail lines.
-    Lines,
-    /// 0.53 to 0.62: a long output is the logged JSON cut after 5 KiB.
+    /// 0.45 to 0.48: a header; a cut output's line count goes in it.
+    Header,
+    /// 0.49 to 0.52: a header; the line count goes in it when the output
+    /// was cut for its lines.
+    HeaderOverLines,
+    /// 0.53 to 0.62: a header; a long output is the logged JSON cut after
+    /// 5 KiB.
     Json,
 }
 
@@ -36,7 +49,8 @@ impl Rendering {
             return Rendering::Logged;
         };
         match minor {
-            47..=52 => Rendering::Lines,
+            45..=48 => Rendering::Header,
+            49..=52 => Rendering::HeaderOverLines,
             53..=62 => Rendering::Json,
             _ => Rendering::Logged,
         }
@@ -61,29 +75,28 @@ impl Rendering {
             "Exit code: {code}\nWall time: {} seconds\n",
             seconds_text(seconds)
         );
-        if logged.len() <= LIMIT {
-            return Some(format!("{header}Output:\n{output}"));
-        }
-        Some(match self {
-            Rendering::Json => format!(
-                "Total output lines: {}\n\n{}\n[... output truncated to fit {LIMIT} bytes ...]\n\n",
+        Some(match (self, cut(output)) {
+            (Rendering::Json, _) if logged.len() > LIMIT => format!(
+                "{COUNT}{}\n\n{}\n[... output truncated to fit {LIMIT} bytes ...]\n\n",
                 logged.lines().count(),
                 prefix(logged, LIMIT / 2)
             ),
-            _ => {
-                let lines: Vec<&str> = output.lines().collect();
-                let (head, tail) = head_and_tail(&lines, LIMIT / 2);
-                format!(
-                    "{header}Total output lines: {}\nOutput:\n{}\n[... omitted {} of {} lines ...]\n\n{}",
-                    lines.len(),
-                    lines[..head].join("\n"),
-                    lines.len() - head - tail,
-                    lines.len(),
-                    lines[lines.len() - tail..].join("\n"),
-                )
+            (Rendering::Header, Some((lines, rest))) => {
+                format!("{header}{COUNT}{lines}\nOutput:\n{rest}")
             }
+            (Rendering::HeaderOverLines, Some((lines, rest))) if lines > MAX_LINES => {
+                format!("{header}{COUNT}{lines}\nOutput:\n{rest}")
+            }
+            _ => format!("{header}Output:\n{output}"),
         })
     }
+}
+
+/// A cut output's line count and the rest of it, when `output` opens with
+/// that count.
+fn cut(output: &str) -> Option<(usize, &str)> {
+    let (count, rest) = output.strip_prefix(COUNT)?.split_once("\n\n")?;
+    Some((count.parse().ok()?, rest))
 }
 
 /// `0.57.0` → `(57, 0)`: Codex CLI's 0.x versions, the only ones here.
@@ -118,23 +131,6 @@ fn prefix(text: &str, bytes: usize) -> &str {
     &text[..end]
 }
 
-/// How many first and last lines fit in `bytes` bytes each.
-fn head_and_tail(lines: &[&str], bytes: usize) -> (usize, usize) {
-    let head = fitting(lines.iter(), bytes);
-    (head, fitting(lines[head..].iter().rev(), bytes))
-}
-
-/// How many of `lines`, in order, fit in `bytes` bytes with their newlines.
-fn fitting<'a>(lines: impl Iterator<Item = &'a &'a str>, bytes: usize) -> usize {
-    let mut used = 0;
-    lines
-        .take_while(|line| {
-            used += line.len() + 1;
-            used <= bytes
-        })
-        .count()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,7 +144,11 @@ mod tests {
     fn versions_choose_the_rendering() {
         assert_eq!(Rendering::of(Some("0.57.0")), Rendering::Json);
         assert_eq!(Rendering::of(Some("0.53.0")), Rendering::Json);
-        assert_eq!(Rendering::of(Some("0.47.0")), Rendering::Lines);
+        assert_eq!(Rendering::of(Some("0.47.0")), Rendering::Header);
+        assert_eq!(Rendering::of(Some("0.45.0")), Rendering::Header);
+        assert_eq!(Rendering::of(Some("0.49.0")), Rendering::HeaderOverLines);
+        assert_eq!(Rendering::of(Some("0.50.0")), Rendering::HeaderOverLines);
+        assert_eq!(Rendering::of(Some("0.44.0")), Rendering::Logged);
         assert_eq!(Rendering::of(Some("0.63.0")), Rendering::Logged);
         assert_eq!(Rendering::of(Some("0.29.0")), Rendering::Logged);
         assert_eq!(Rendering::of(Some("0.171.0")), Rendering::Logged);
@@ -165,7 +165,7 @@ mod tests {
             "Exit code: 0\nWall time: 0 seconds\nOutput:\na.py\nb.py\n"
         );
         assert_eq!(
-            Rendering::Lines.sent(&logged("x", 1.25)).unwrap(),
+            Rendering::Header.sent(&logged("x", 1.25)).unwrap(),
             "Exit code: 0\nWall time: 1.3 seconds\nOutput:\nx"
         );
         assert_eq!(Rendering::Logged.sent(&text), None);
@@ -178,6 +178,28 @@ mod tests {
 
     #[test]
     fn a_long_output_is_cut_to_what_the_version_sent() {
+        let body: String = (0..100)
+            .map(|i| format!("line {i} of the file, padded to be long enough\n"))
+            .collect();
+        let by_lines = logged(&format!("{COUNT}600\n\n{body}"), 0.0);
+        let by_bytes = logged(&format!("{COUNT}200\n\n{body}"), 0.0);
+        assert!(by_lines.len() < LIMIT);
+        let header = "Exit code: 0\nWall time: 0 seconds\n";
+        let lifted = |lines: usize| format!("{header}{COUNT}{lines}\nOutput:\n{body}");
+        let plain = |lines: usize| format!("{header}Output:\n{COUNT}{lines}\n\n{body}");
+        assert_eq!(Rendering::Header.sent(&by_lines).unwrap(), lifted(600));
+        assert_eq!(Rendering::Header.sent(&by_bytes).unwrap(), lifted(200));
+        assert_eq!(
+            Rendering::HeaderOverLines.sent(&by_lines).unwrap(),
+            lifted(600)
+        );
+        assert_eq!(
+            Rendering::HeaderOverLines.sent(&by_bytes).unwrap(),
+            plain(200),
+            "cut for its bytes, not its lines"
+        );
+        assert_eq!(Rendering::Json.sent(&by_bytes).unwrap(), plain(200));
+
         let output: String = (0..600)
             .map(|i| format!("line {i} of the file\n"))
             .collect();
@@ -190,12 +212,5 @@ mod tests {
         );
         assert!(json.ends_with("\n[... output truncated to fit 10240 bytes ...]\n\n"));
         assert!(json.len() < LIMIT / 2 + 100);
-        let lines = Rendering::Lines.sent(&text).unwrap();
-        assert!(lines.starts_with(
-            "Exit code: 0\nWall time: 0 seconds\nTotal output lines: 600\nOutput:\nline 0 "
-        ));
-        assert!(lines.contains("[... omitted "));
-        assert!(lines.ends_with("line 599 of the file"));
-        assert!(lines.len() <= LIMIT + 100, "{}", lines.len());
     }
 }

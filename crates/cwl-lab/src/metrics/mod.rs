@@ -606,6 +606,19 @@ mod tests {
     use crate::transcript::Lab;
     use cwl::{Estimate, Message};
 
+    /// A call of `history_tokens` whose reply used `at_risk` and `content`.
+    fn call<'a>(history_tokens: usize, at_risk: &'a [AnchorId], content: &'a Need) -> Call<'a> {
+        Call {
+            time: None,
+            history_tokens,
+            history_changed_at: None,
+            output_tokens: 10,
+            at_risk,
+            content,
+            cache_share: 1.0,
+        }
+    }
+
     #[test]
     fn records_tokens_evictions_losses_and_cost() {
         let mut lab = Lab::new(Arc::new(Estimate), &[]);
@@ -616,26 +629,12 @@ mod tests {
         let pricing = Arc::new(cost::lookup("claude-sonnet-4-5").unwrap());
         let mut recorder = Recorder::new(2000, Arc::clone(&pricing));
         let history_tokens = a.tokens() + b.tokens();
-        let call = Call {
-            time: None,
-            history_tokens,
-            history_changed_at: None,
-            output_tokens: 10,
-            at_risk: &[alpha],
-            content: &Need::default(),
-            cache_share: 1.0,
-        };
-        recorder.record(&Request::pieces(vec![a.clone(), b.clone()]), &call, 0);
-        let call = Call {
-            time: None,
-            history_tokens,
-            history_changed_at: None,
-            output_tokens: 10,
-            at_risk: &[alpha, beta],
-            content: &Need::default(),
-            cache_share: 1.0,
-        };
-        recorder.record(&Request::pieces(vec![b.clone()]), &call, 0);
+        let nothing = Need::default();
+        let (alone, both) = ([alpha], [alpha, beta]);
+        let first = call(history_tokens, &alone, &nothing);
+        recorder.record(&Request::pieces(vec![a.clone(), b.clone()]), &first, 0);
+        let second = call(history_tokens, &both, &nothing);
+        recorder.record(&Request::pieces(vec![b.clone()]), &second, 0);
         let lost_alpha = RequestLoss {
             anchors: true,
             content: false,
@@ -696,19 +695,13 @@ mod tests {
         assert!(!thought.shown(true).has_anchor(alpha));
         let pieces = vec![first.clone(), thought.clone(), second.clone()];
         let history_tokens = pieces.iter().map(|p| p.tokens()).sum();
-        let call = Call {
-            time: None,
-            history_tokens,
-            history_changed_at: None,
-            output_tokens: 10,
-            at_risk: &[alpha],
-            content: &Need::default(),
-            cache_share: 1.0,
-        };
+        let nothing = Need::default();
+        let alone = [alpha];
+        let used = call(history_tokens, &alone, &nothing);
         let pricing = Arc::new(cost::lookup("gpt-5-codex").unwrap());
         let measured = |scope: ReasoningScope| {
             let mut recorder = Recorder::new(100_000, Arc::clone(&pricing)).reasoning(scope);
-            let missed = recorder.record(&Request::pieces(pieces.clone()), &call, 0);
+            let missed = recorder.record(&Request::pieces(pieces.clone()), &used, 0);
             (recorder.stats().tokens[0] as usize, missed.anchors)
         };
         assert_eq!(measured(ReasoningScope::AllTurns), (history_tokens, vec![]));
@@ -753,13 +746,8 @@ mod tests {
 
     fn record(recorder: &mut Recorder, pieces: &[Arc<Entry>], at_risk: &[AnchorId], need: &Need) {
         let call = Call {
-            time: None,
-            history_tokens: pieces.iter().map(|p| p.tokens()).sum(),
-            history_changed_at: None,
             output_tokens: 1,
-            at_risk,
-            content: need,
-            cache_share: 1.0,
+            ..call(pieces.iter().map(|p| p.tokens()).sum(), at_risk, need)
         };
         recorder.record(&Request::pieces(pieces.to_vec()), &call, 0);
     }
