@@ -32,13 +32,15 @@
 //! ([`Calibration::local_tokens`]), so comparisons stay fair: a policy that
 //! keeps its local count within that budget sends at most τ provider tokens.
 
+use std::path::Path;
+
 use cwl::tokens::{message_tokens, tools_tokens};
 use cwl::{Message, TokenCounter};
 use serde::Serialize;
 
 use crate::import::Format;
-use crate::metrics::sent::{History, reasoning_tokens};
-use crate::session::{Session, SessionEvent};
+use crate::metrics::sent::{History, ReasoningScope, reasoning_tokens};
+use crate::session::{OpenError, Session, SessionEvent};
 
 /// Smallest step (local tokens added between two logged calls) whose ratio
 /// is used: smaller steps are dominated by per-message framing.
@@ -79,7 +81,37 @@ pub struct Calibration {
     /// Whether the figures come from logged prompt sizes (false: identity,
     /// or [`CODEX_PROMPT_TOKENS`] added).
     pub from_log: bool,
+    /// Which turns' reasoning the provider counted, when the logged prompt
+    /// sizes showed it against the rule for the log's model
+    /// ([`ReasoningScope::of_model`]); `None`: that rule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_scope: Option<ReasoningScope>,
 }
+
+/// A calibration fitted under one reasoning scope, and how well it
+/// explains the log's prompt sizes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fit {
+    /// The calibration.
+    pub calibration: Calibration,
+    /// Logged calls before the log's first compaction or prompt drop (as
+    /// that scope counts a drop).
+    pub calls: usize,
+    /// Mean |calibrated − logged| / logged over them; `None` without any.
+    pub error: Option<f64>,
+    /// Reasoning tokens in finished user turns: what the two scopes count
+    /// differently (0: nothing to choose between).
+    pub stale: usize,
+    /// Mean logged prompt over those calls; `None` without any.
+    pub logged_mean: Option<f64>,
+}
+
+/// Share of the mean logged prompt that finished turns' reasoning must
+/// reach before a closer fit alone may overrule the model's rule: below
+/// it, drift in the provider's counts explains as much (the pi log's
+/// 2.4k tokens of earlier thinking, 2% of its mean, fit 1.6 points better
+/// left out, yet its cache reads show Claude Opus 4.5 kept them).
+pub const STALE_SHARE: f64 = 0.05;
 
 impl Default for Calibration {
     fn default() -> Self {
@@ -95,6 +127,7 @@ impl Calibration {
             token_ratio: 1.0,
             ratio_samples: 0,
             from_log: false,
+            reasoning_scope: None,
         }
     }
 
@@ -138,17 +171,63 @@ impl Calibration {
             token_ratio: ratio,
             ratio_samples: if samples >= MIN_SAMPLES { samples } else { 0 },
             from_log: true,
+            reasoning_scope: None,
         }
     }
 
-    /// Reads `session` up to its first compaction (or until enough steps
-    /// were seen), counting with `counter` as the replay does, and fits.
+    /// Reads `session` up to its first compaction or prompt drop, counting
+    /// with `counter` as the replay does and reasoning as the log's model
+    /// counts it, and fits.
     pub fn measure(session: Session, counter: &dyn TokenCounter) -> Self {
+        let scope = session.info.reasoning_scope();
+        Self::fit_scope(session, counter, scope).calibration
+    }
+
+    /// [`Calibration::measure`] of the log at `path`, where the logged
+    /// prompt sizes also choose which turns' reasoning the provider
+    /// counted: when the log's finished turns hold reasoning, it is fitted
+    /// both ways, and the other way wins only when it explains clearly
+    /// more of the log: more calls before a drop, or, when that reasoning
+    /// is at least [`STALE_SHARE`] of the mean prompt, a mean error under
+    /// half the rule's and two points lower.
+    pub fn measure_path(path: &Path, counter: &dyn TokenCounter) -> Result<Self, OpenError> {
+        let session = Session::open(path)?;
+        let rule = session.info.reasoning_scope();
+        let fit = Self::fit_scope(session, counter, rule);
+        if fit.stale == 0 || !fit.calibration.from_log {
+            return Ok(fit.calibration);
+        }
+        let other = match rule {
+            ReasoningScope::AllTurns => ReasoningScope::CurrentTurn,
+            ReasoningScope::CurrentTurn => ReasoningScope::AllTurns,
+        };
+        let alternative = Self::fit_scope(Session::open(path)?, counter, other);
+        let material = fit.logged_mean.is_some_and(|mean| {
+            fit.calibration.provider_amount(fit.stale) as f64 >= STALE_SHARE * mean
+        });
+        Ok(match (fit.error, alternative.error) {
+            (Some(rule_error), Some(other_error))
+                if (alternative.calls > fit.calls && other_error <= rule_error + 0.01)
+                    || (material
+                        && alternative.calls == fit.calls
+                        && rule_error - other_error >= 0.02
+                        && other_error < 0.5 * rule_error) =>
+            {
+                Calibration {
+                    reasoning_scope: Some(other),
+                    ..alternative.calibration
+                }
+            }
+            _ => fit.calibration,
+        })
+    }
+
+    /// Fits `session` counting reasoning as a provider of `scope` does.
+    pub fn fit_scope(session: Session, counter: &dyn TokenCounter, scope: ReasoningScope) -> Fit {
         let tools = tools_tokens(counter, &session.info.tools) as u64;
-        let mut history = History::new(session.info.reasoning_scope());
+        let mut history = History::new(scope);
         let mut dropped_at_point = 0;
         let mut points: Vec<(u64, u64)> = Vec::new();
-        let mut steps = 0usize;
         for event in session.events {
             let (message, usage) = match event {
                 SessionEvent::Compaction => break,
@@ -164,15 +243,7 @@ impl Calibration {
                 }) {
                     break;
                 }
-                if let Some(&(previous, _)) = points.last()
-                    && local >= previous + MIN_STEP
-                {
-                    steps += 1;
-                }
                 points.push((local, logged));
-                if steps >= MAX_STEPS {
-                    break;
-                }
             }
             history.push(
                 message_tokens(counter, &message),
@@ -180,14 +251,42 @@ impl Calibration {
                 matches!(message, Message::User { .. }),
             );
         }
+        let stale = history.stale();
         let codex = session.info.format == Format::Codex.name();
         if points.is_empty() && codex && !session.info.client_prompt {
-            return Calibration {
+            let calibration = Calibration {
                 system_tokens_estimate: CODEX_PROMPT_TOKENS,
                 ..Self::identity()
             };
+            return Fit {
+                calibration,
+                calls: 0,
+                error: None,
+                stale,
+                logged_mean: None,
+            };
         }
-        Self::fit(&points)
+        let calibration = Self::fit(&points);
+        let error = (!points.is_empty()).then(|| {
+            points
+                .iter()
+                .map(|&(local, logged)| {
+                    let replayed = calibration.provider_tokens(local as usize) as f64;
+                    (replayed - logged as f64).abs() / logged as f64
+                })
+                .sum::<f64>()
+                / points.len() as f64
+        });
+        let logged_mean = (!points.is_empty()).then(|| {
+            points.iter().map(|&(_, logged)| logged as f64).sum::<f64>() / points.len() as f64
+        });
+        Fit {
+            calibration,
+            calls: points.len(),
+            error,
+            stale,
+            logged_mean,
+        }
     }
 
     /// Provider tokens of a request of `local` locally counted tokens.

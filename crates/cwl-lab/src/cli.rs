@@ -91,7 +91,8 @@ compaction or prompt drop (a logged prompt a tenth smaller than the one before: 
 Code 2.0 clears old tool results; counted and warned about); budgeted policies decide against the budget converted back. \
 --no-calibration keeps local counts. Encrypted reasoning counts as the log's reasoning tokens, never as its ciphertext; \
 for OpenAI's reasoning models before GPT-5.6 (gpt-5, gpt-5-codex, o3...: the log's model, whatever --model says) only \
-until the next user message, as those models drop earlier turns' reasoning from the prompt they bill.\n\n\
+until the next user message, as those models drop earlier turns' reasoning from the prompt they bill; where the log's \
+prompt sizes clearly show the other rule, they win.\n\n\
 With more than 10 files only the aggregate table is printed (--per-file prints every file's); warnings are ranked, what \
 changes the figures first, and counted by kind; a file that cannot be read or parsed is skipped with a warning and the \
 exit status is non-zero; a file with no model call is reported as such.\n\n\
@@ -537,14 +538,12 @@ pub fn replay_files_with(
     for path in &logs {
         let shown = path.display().to_string();
         bar.set_message(shown.clone());
-        let opened = Session::open(path).and_then(|session| {
-            let calibration = if args.no_calibration {
-                Calibration::identity()
-            } else {
-                Calibration::measure(session, counter.as_ref())
-            };
-            Ok((Session::open(path)?, calibration))
-        });
+        let opened = if args.no_calibration {
+            Ok(Calibration::identity())
+        } else {
+            Calibration::measure_path(path, counter.as_ref())
+        }
+        .and_then(|calibration| Ok((Session::open(path)?, calibration)));
         let (session, calibration) = match opened {
             Ok(opened) => opened,
             Err(error) => {

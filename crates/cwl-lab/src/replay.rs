@@ -201,7 +201,9 @@ pub fn replay_with(
 ) -> FileReport {
     let Session { info, events } = session;
     let annotated = info.annotated();
-    let scope = info.reasoning_scope();
+    let scope = calibration
+        .reasoning_scope
+        .unwrap_or_else(|| info.reasoning_scope());
     let mut lab = Lab::new(Arc::clone(&config.counter), &info.tools);
     let policy_config = PolicyConfig {
         budget: calibration.local_tokens(config.policy.budget),

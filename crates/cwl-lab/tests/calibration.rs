@@ -11,6 +11,7 @@ use std::sync::Arc;
 use cwl::tokens::message_tokens;
 use cwl::{Estimate, Message, ToolCall, ToolResult};
 use cwl_lab::calibrate::Calibration;
+use cwl_lab::metrics::sent::ReasoningScope;
 use cwl_lab::policy::PolicyKind;
 use cwl_lab::replay::{ReplayConfig, replay, replay_with};
 use cwl_lab::session::Session;
@@ -241,6 +242,12 @@ fn real_traces_replay_within_ten_percent_of_their_logged_prompts() {
     };
     for path in files {
         let calibration = Calibration::measure(Session::open(&path).unwrap(), counter.as_ref());
+        assert_eq!(
+            Calibration::measure_path(&path, counter.as_ref()).unwrap(),
+            calibration,
+            "{}: the models' rules stand (the pi log's cache reads show Claude Opus 4.5 kept earlier thinking)",
+            path.display()
+        );
         let shown = path.display().to_string();
         let file = replay_with(
             Session::open(&path).unwrap(),
@@ -269,12 +276,16 @@ const REASONING: usize = 2_000;
 
 /// Writes a three-turn Codex rollout of `model` whose logged prompts are
 /// `SYSTEM +` the local count of the history before each call, counting
-/// only the current turn's reasoning, as OpenAI's models before GPT-5.6
-/// bill it; returns its path.
-fn write_codex_turns(dir: &std::path::Path, model: &str) -> std::path::PathBuf {
+/// reasoning as a provider of `billed` does (OpenAI's models before
+/// GPT-5.6 count only the current turn's); returns its path.
+fn write_codex_turns(
+    dir: &std::path::Path,
+    model: &str,
+    billed: ReasoningScope,
+) -> std::path::PathBuf {
     use cwl::Block;
     let counter = Estimate;
-    let path = dir.join(format!("turns-{model}.jsonl"));
+    let path = dir.join(format!("turns-{model}-{billed:?}.jsonl"));
     let mut out = std::fs::File::create(&path).unwrap();
     let mut line = |kind: &str, payload: serde_json::Value| {
         writeln!(
@@ -297,7 +308,9 @@ fn write_codex_turns(dir: &std::path::Path, model: &str) -> std::path::PathBuf {
             json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": task}]}),
         );
         line("turn_context", json!({"cwd": "/w", "model": model}));
-        local -= turn_reasoning;
+        if billed == ReasoningScope::CurrentTurn {
+            local -= turn_reasoning;
+        }
         turn_reasoning = 0;
         local += message_tokens(&counter, &Message::user(task));
         for call in 0..CALLS_PER_TURN {
@@ -358,13 +371,18 @@ fn assistant_reasoning(message: &Message) -> cwl::Block {
 /// new turn by the reasoning of the one before, which `gpt-5-codex` drops.
 /// The replay counts as that model did, so the whole log is compared and
 /// matches; the same log said to be of a model that keeps every turn's
-/// reasoning reads as a harness cutting its prompt.
+/// reasoning reads, by that model's rule, as a harness cutting its prompt,
+/// and the log's own prompt sizes overrule it.
 #[test]
 fn a_codex_rollout_counts_only_the_current_turns_reasoning() {
     let dir = tempfile::tempdir().unwrap();
-    let replayed = |model: &str| {
-        let path = write_codex_turns(dir.path(), model);
-        let calibration = Calibration::measure(Session::open(&path).unwrap(), &Estimate);
+    let replayed = |model: &str, billed: ReasoningScope, by_rule: bool| {
+        let path = write_codex_turns(dir.path(), model, billed);
+        let calibration = if by_rule {
+            Calibration::measure(Session::open(&path).unwrap(), &Estimate)
+        } else {
+            Calibration::measure_path(&path, &Estimate).unwrap()
+        };
         replay_with(
             Session::open(&path).unwrap(),
             "turns.jsonl",
@@ -373,22 +391,44 @@ fn a_codex_rollout_counts_only_the_current_turns_reasoning() {
             &mut || {},
         )
     };
-    let current = replayed("gpt-5-codex");
-    assert_eq!(current.log_prompt_drops, 0, "{:?}", current.warnings);
-    let f = current.fidelity;
-    assert_eq!(f.compared_calls, (TURNS * CALLS_PER_TURN) as u64, "{f:?}");
-    let logged = f.logged_prompt_tokens_mean.unwrap();
-    let gap = (f.replayed_prompt_tokens_mean.unwrap() - logged) / logged;
-    assert!(gap.abs() < 0.02, "{f:?}");
-
-    let all = replayed("gpt-5.6");
-    assert_eq!(all.log_prompt_drops, (TURNS - 1) as u64);
-    assert_eq!(all.fidelity.compared_calls, CALLS_PER_TURN as u64);
+    let faithful = |file: &cwl_lab::replay::FileReport| {
+        let f = file.fidelity;
+        assert_eq!(file.log_prompt_drops, 0, "{:?}", file.warnings);
+        assert_eq!(f.compared_calls, (TURNS * CALLS_PER_TURN) as u64, "{f:?}");
+        let logged = f.logged_prompt_tokens_mean.unwrap();
+        let gap = (f.replayed_prompt_tokens_mean.unwrap() - logged) / logged;
+        assert!(gap.abs() < 0.02, "{f:?}");
+    };
     let none = |file: &cwl_lab::replay::FileReport| file.policies[0].stats.summary().tokens_mean;
+
+    let current = replayed("gpt-5-codex", ReasoningScope::CurrentTurn, false);
+    faithful(&current);
+    assert_eq!(
+        current.calibration.reasoning_scope, None,
+        "the model's rule"
+    );
+
+    let by_rule = replayed("gpt-5.6", ReasoningScope::CurrentTurn, true);
+    assert_eq!(by_rule.log_prompt_drops, (TURNS - 1) as u64);
+    assert_eq!(by_rule.fidelity.compared_calls, CALLS_PER_TURN as u64);
     assert!(
-        none(&all) > none(&current) + REASONING as f64,
+        none(&by_rule) > none(&current) + REASONING as f64,
         "every turn's reasoning counted: {} against {}",
-        none(&all),
+        none(&by_rule),
         none(&current)
     );
+    let by_log = replayed("gpt-5.6", ReasoningScope::CurrentTurn, false);
+    faithful(&by_log);
+    assert_eq!(
+        by_log.calibration.reasoning_scope,
+        Some(ReasoningScope::CurrentTurn)
+    );
+
+    let kept = replayed("gpt-5-codex", ReasoningScope::AllTurns, false);
+    faithful(&kept);
+    assert_eq!(
+        kept.calibration.reasoning_scope,
+        Some(ReasoningScope::AllTurns)
+    );
+    assert!(none(&kept) > none(&current) + REASONING as f64);
 }

@@ -125,6 +125,7 @@ pub struct History {
     scope: ReasoningScope,
     logged: usize,
     dropped: usize,
+    stale: usize,
     turn_reasoning: usize,
     turn_reasoning_at: Option<usize>,
     changed_at: Option<usize>,
@@ -137,6 +138,7 @@ impl History {
             scope,
             logged: 0,
             dropped: 0,
+            stale: 0,
             turn_reasoning: 0,
             turn_reasoning_at: None,
             changed_at: None,
@@ -148,6 +150,7 @@ impl History {
     /// turn before it.
     pub fn push(&mut self, tokens: usize, reasoning: usize, user: bool) {
         if user {
+            self.stale += self.turn_reasoning;
             if let (ReasoningScope::CurrentTurn, Some(at)) = (self.scope, self.turn_reasoning_at) {
                 self.dropped += self.turn_reasoning;
                 self.changed_at = Some(self.changed_at.map_or(at, |c| c.min(at)));
@@ -177,6 +180,12 @@ impl History {
     /// anything.
     pub fn dropped(&self) -> usize {
         self.dropped
+    }
+
+    /// Reasoning tokens in finished user turns, whichever the scope: what
+    /// a provider that keeps only the current turn's stops counting.
+    pub fn stale(&self) -> usize {
+        self.stale
     }
 
     /// Where the provider's view of the history last changed other than by
@@ -284,6 +293,6 @@ mod tests {
         for (tokens, reasoning, user) in [(10, 0, true), (50, 20, false), (8, 0, true)] {
             all.push(tokens, reasoning, user);
         }
-        assert_eq!((all.sent(), all.take_change()), (68, None));
+        assert_eq!((all.sent(), all.take_change(), all.stale()), (68, None, 20));
     }
 }

@@ -39,7 +39,9 @@
 //! cost of each (pi, mini-swe-agent), `logged_cost_usd` is what they cost
 //! and `replayed_cost_usd` what the replayed full history costs, else both
 //! are `null`. `calibration` is the [`Calibration`] applied to every policy
-//! of the file. `losses` (with `--losses`, when a request lost anything)
+//! of the file; its `reasoning_scope` (`all_turns` or `current_turn`) is
+//! there only when the logged prompt sizes overruled the rule for the
+//! log's model on which turns' reasoning the provider counted. `losses` (with `--losses`, when a request lost anything)
 //! lists per request and policy the anchors, quoted values and count of
 //! edit lines the request lacked ([`crate::replay::Loss`]).
 

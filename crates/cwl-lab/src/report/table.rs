@@ -10,6 +10,7 @@ use super::ReplayReport;
 use super::versus::Versus;
 use crate::metrics::Stats;
 use crate::metrics::cost::ModelSource;
+use crate::metrics::sent::ReasoningScope;
 use crate::policy::PolicyKind;
 use crate::replay::FileReport;
 
@@ -152,8 +153,17 @@ fn calibration_line(file: &FileReport) -> String {
     let c = &file.calibration;
     let f = &file.fidelity;
     let how = if c.from_log {
+        let reasoning = match c.reasoning_scope {
+            None => "",
+            Some(ReasoningScope::AllTurns) => {
+                ", earlier turns' reasoning counted (as the logged prompt sizes show, against the model's rule)"
+            }
+            Some(ReasoningScope::CurrentTurn) => {
+                ", earlier turns' reasoning not counted (as the logged prompt sizes show, against the model's rule)"
+            }
+        };
         format!(
-            "tokens calibrated to the log: +{} system/tool tokens, ×{:.3} per local token",
+            "tokens calibrated to the log: +{} system/tool tokens, ×{:.3} per local token{reasoning}",
             thousands(c.system_tokens_estimate),
             c.token_ratio
         )
