@@ -23,6 +23,10 @@
 //! policy built, averaged over requests. 0 for `none`; a policy that
 //! writes more than it removes would go negative.
 //!
+//! Every request is measured as the provider counts it ([`sent`]): for
+//! OpenAI's reasoning models before GPT-5.6, without the reasoning of
+//! earlier user turns, which they drop.
+//!
 //! `view_changes` is the share of requests, after a session's first, that
 //! altered what the previous request sent: the previous request's messages
 //! are not all at the head of this one, unchanged and in order (a prefix

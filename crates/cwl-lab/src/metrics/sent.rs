@@ -7,8 +7,11 @@
 //! exactly this reason (openai/codex#6161, #7113). A live probe found the
 //! same (UKGovernmentBEIS/inspect_ai#3809).
 //!
-//! Anthropic's usage is left as sent: its logs bill earlier turns'
-//! thinking, and the pi log's cache reads grow smoothly across user turns.
+//! Every other model's reasoning counts as sent: the pi log shows Claude
+//! Opus 4.5 keeping earlier turns' thinking (each call after a user turn
+//! reads the whole previous prompt from cache). Where a log's prompt sizes
+//! clearly show the other rule, calibration finds it
+//! ([`crate::calibrate::Calibration::measure_path`]).
 
 use std::sync::Arc;
 
