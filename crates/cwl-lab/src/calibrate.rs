@@ -226,7 +226,6 @@ impl Calibration {
     pub fn fit_scope(session: Session, counter: &dyn TokenCounter, scope: ReasoningScope) -> Fit {
         let tools = tools_tokens(counter, &session.info.tools) as u64;
         let mut history = History::new(scope);
-        let mut dropped_at_point = 0;
         let mut points: Vec<(u64, u64)> = Vec::new();
         for event in session.events {
             let (message, usage) = match event {
@@ -236,8 +235,7 @@ impl Calibration {
             };
             if let Some(logged) = usage.map(|u| u.input_tokens).filter(|t| *t > 0) {
                 let local = tools + history.sent() as u64;
-                let stripped = (history.dropped() - dropped_at_point) as u64;
-                dropped_at_point = history.dropped();
+                let stripped = history.take_dropped() as u64;
                 if points.last().is_some_and(|&(_, before)| {
                     prompt_dropped(before.saturating_sub(stripped), logged)
                 }) {

@@ -252,7 +252,6 @@ pub fn replay_with(
         fidelity: Fidelity::default(),
     };
     let mut history = History::new(scope);
-    let mut dropped_at_call = 0;
     let mut tally = FidelityTally::new(calibration);
     let mut costs = CostTally::new(
         Recorder::calibrated(
@@ -305,8 +304,7 @@ pub fn replay_with(
                     flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
                 history.push(tokens, reasoning, false);
                 let logged = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
-                let stripped = calibration.provider_amount(history.dropped() - dropped_at_call);
-                dropped_at_call = history.dropped();
+                let stripped = calibration.provider_amount(history.take_dropped());
                 let changed_at = history.take_change();
                 if let (Some(before), Some(now)) = (cache_reads.previous, logged)
                     && calibrate::prompt_dropped(before.saturating_sub(stripped), now)

@@ -482,14 +482,14 @@ impl Recorder {
                 (total, used, 0, Missed::default(), compared.then_some(false))
             }
             View::Pieces(pieces) => {
-                let sent = sent::sent(pieces, self.reasoning);
+                let turn = sent::turn_start(pieces, self.reasoning);
+                let sent = sent::sent_from(pieces, turn);
                 let total = tools_tokens + sent.iter().map(|p| p.tokens).sum::<usize>();
                 let used = self
                     .cache
                     .pieces(tools_tokens, &sent, call.time)
                     .read_share(call.cache_share, rules);
                 let (evictions, changed) = self.compare(pieces);
-                let turn = sent::turn_start(pieces, self.reasoning);
                 let shown: Vec<Shown<'_>> = pieces
                     .iter()
                     .enumerate()

@@ -105,7 +105,12 @@ pub fn turn_start(pieces: &[Arc<Entry>], scope: ReasoningScope) -> usize {
 
 /// `pieces` as a provider of `scope` counts them.
 pub fn sent(pieces: &[Arc<Entry>], scope: ReasoningScope) -> Vec<Sent> {
-    let turn_start = turn_start(pieces, scope);
+    sent_from(pieces, turn_start(pieces, scope))
+}
+
+/// `pieces` as counted by a provider that drops the reasoning of the
+/// first `turn_start` ([`turn_start`]).
+pub fn sent_from(pieces: &[Arc<Entry>], turn_start: usize) -> Vec<Sent> {
     pieces
         .iter()
         .enumerate()
@@ -128,6 +133,7 @@ pub struct History {
     scope: ReasoningScope,
     logged: usize,
     dropped: usize,
+    dropped_taken: usize,
     stale: usize,
     turn_reasoning: usize,
     turn_reasoning_at: Option<usize>,
@@ -141,6 +147,7 @@ impl History {
             scope,
             logged: 0,
             dropped: 0,
+            dropped_taken: 0,
             stale: 0,
             turn_reasoning: 0,
             turn_reasoning_at: None,
@@ -178,11 +185,17 @@ impl History {
         self.logged - self.dropped
     }
 
-    /// Tokens the provider has stopped counting so far: what a logged
-    /// prompt may shrink by between two calls without its harness cutting
-    /// anything.
+    /// Tokens the provider has stopped counting so far.
     pub fn dropped(&self) -> usize {
         self.dropped
+    }
+
+    /// Tokens the provider stopped counting since this was last asked:
+    /// what a logged prompt may shrink by between two calls.
+    pub fn take_dropped(&mut self) -> usize {
+        let since = self.dropped - self.dropped_taken;
+        self.dropped_taken = self.dropped;
+        since
     }
 
     /// Reasoning tokens in finished user turns, whichever the scope: what
