@@ -90,9 +90,11 @@ overhead (the client's system prompt and tool schemas the log lacks) on the firs
 compaction or prompt drop (a logged prompt a tenth smaller than the one before: the harness cut what it sent, as Claude \
 Code 2.0 clears old tool results; counted and warned about); budgeted policies decide against the budget converted back. \
 --no-calibration keeps local counts. Encrypted reasoning counts as the log's reasoning tokens, never as its ciphertext; \
-for OpenAI's reasoning models before GPT-5.6 (gpt-5, gpt-5-codex, o3...: the log's model, whatever --model says) only \
-until the next user message, as those models drop earlier turns' reasoning from the prompt they bill; where the log's \
-prompt sizes clearly show the other rule, they win.\n\n\
+for OpenAI's reasoning models before GPT-5.6 (gpt-5, gpt-5-codex, o3...) and Anthropic's before Claude Opus 4.5 and \
+Sonnet 4.6 (claude-sonnet-4-5, claude-opus-4-1...), the log's model whatever --model says, only until the next user \
+message, as those models drop earlier turns' reasoning from the prompt they bill (and the cwl engine takes it out of its \
+view then, as an agent that knows its provider does); where the log's prompt sizes clearly show the other rule, they \
+win.\n\n\
 With more than 10 files only the aggregate table is printed (--per-file prints every file's); warnings are ranked, what \
 changes the figures first, and counted by kind; a file that cannot be read or parsed is skipped with a warning and the \
 exit status is non-zero; a file with no model call is reported as such.\n\n\
@@ -354,6 +356,7 @@ impl ReplayArgs {
                 answer_share: self.answer_share.0,
                 stub_act_outputs: self.act_outputs.stubbed(),
                 superseded_plans: self.plans.dropped(),
+                reasoning: ::cwl::ReasoningScope::AllTurns,
             },
             pricing: Arc::new(pricing),
             counter,

@@ -23,7 +23,7 @@ use crate::judge::{self, Judge};
 use crate::metrics::anchors::{AnchorId, Scope};
 use crate::metrics::content::Need;
 use crate::metrics::cost::{CacheRules, ModelSource, Pricing};
-use crate::metrics::sent::History;
+use crate::metrics::sent::{History, ReasoningScope};
 use crate::metrics::{Call, Missed, Recorder, Stats};
 use crate::policy::clear::ClearParams;
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
@@ -212,6 +212,7 @@ pub fn replay_with(
             clear_at_least: calibration.local_amount(config.policy.clear.clear_at_least),
             ..config.policy.clear
         },
+        reasoning: scope,
         ..config.policy.clone()
     };
     let mut runs: Vec<Run> = config
@@ -266,7 +267,10 @@ pub fn replay_with(
     let mut pending: Option<Pending> = None;
     let mut last_time: Option<DateTime<Utc>> = None;
     let mut cache_reads = CacheReads::default();
-    let mut guard = Guard::default();
+    let mut guard = Guard {
+        reasoning: scope,
+        ..Guard::default()
+    };
     // Every logged entry in order, kept only for the judge (what a request
     // left out).
     let mut all: Option<Vec<Arc<Entry>>> = config.judge.as_ref().map(|_| Vec::new());
@@ -552,6 +556,8 @@ fn push(runs: &mut [Run], unit: &Unit, annotations: &[Annotation], lab: &mut Lab
 struct Guard {
     system: Option<u64>,
     latest_user: Option<u64>,
+    /// Which turns' reasoning the provider counts in a request's size.
+    reasoning: ReasoningScope,
 }
 
 impl Guard {
@@ -589,7 +595,11 @@ impl Guard {
                 fail(format!("{what} missing"));
             }
         }
-        let tokens = crate::policy::pieces_tokens(lab, pieces);
+        let tokens = lab.tools_tokens()
+            + crate::metrics::sent::sent(pieces, self.reasoning)
+                .iter()
+                .map(|p| p.tokens)
+                .sum::<usize>();
         if request.budget_met == Some(true) && tokens > budget {
             fail(format!(
                 "reported within budget but has {tokens} tokens > {budget}"

@@ -132,11 +132,30 @@ fn same_input_same_json_bytes() {
 #[test]
 fn none_is_the_full_history_and_budgeted_policies_fit() {
     let messages = two_tasks();
+    // The default model, Claude Sonnet 4.5, is not billed for earlier
+    // turns' thinking.
+    let turn = messages
+        .iter()
+        .rposition(|m| matches!(m, Message::User { .. }))
+        .unwrap();
+    let reasoning: usize = messages[..turn]
+        .iter()
+        .map(|m| match m {
+            Message::Assistant { content } => content
+                .iter()
+                .filter(|b| matches!(b, cwl::Block::Reasoning { .. }))
+                .map(|b| cwl::tokens::block_tokens(&Estimate, b))
+                .sum(),
+            _ => 0,
+        })
+        .sum();
+    assert!(reasoning > 0, "the first task reasons");
     let total: usize = messages
         .iter()
         .take(messages.len() - 1)
         .map(|m| cwl::tokens::message_tokens(&Estimate, m))
-        .sum();
+        .sum::<usize>()
+        - reasoning;
     let cfg = config(&PolicyKind::all(), 3000);
     let report = report_of(messages, &cfg);
     assert!(

@@ -27,10 +27,11 @@
 //! per tool call (the engine's overheads). Every turn carries reasoning
 //! (Claude: a thinking block with a signature; Codex: a reasoning item with
 //! `encrypted_content`); that opaque part is not counted, as providers
-//! bill reasoning by its own tokens, not its ciphertext. A Responses
-//! request counts only the reasoning items after its latest user message,
-//! as OpenAI's models before GPT-5.6 do: they drop earlier turns'
-//! reasoning. With `SCRIPTED_REASONING=N`, each reasoning item stands for
+//! bill reasoning by its own tokens, not its ciphertext. A request counts
+//! only the reasoning after its latest user message, as the models the
+//! clients ask for here do: OpenAI's before GPT-5.6 drop earlier turns'
+//! reasoning items, and Anthropic's before Opus 4.5 and Sonnet 4.6
+//! (`run.sh` asks for Claude Sonnet 4.5) strip earlier turns' thinking. With `SCRIPTED_REASONING=N`, each reasoning item stands for
 //! N reasoning tokens: the reply's usage reports them (in
 //! `output_tokens_details.reasoning_tokens`, which Codex logs), and a
 //! request counts them for each reasoning item it counts. Every request is written to `LOG/NNN-API.json` and
@@ -814,7 +815,12 @@ fn anthropic_tokens(body: &Value) -> usize {
     if let Some(tools) = body.get("tools") {
         total += count(&tools.to_string());
     }
-    for message in body["messages"].as_array().into_iter().flatten() {
+    let messages = body["messages"].as_array().map_or(&[][..], Vec::as_slice);
+    let turn = messages
+        .iter()
+        .rposition(|message| message["role"] == "user" && !only_tool_results(&message["content"]))
+        .unwrap_or(0);
+    for (index, message) in messages.iter().enumerate() {
         total += 4;
         let content = &message["content"];
         if let Some(text) = content.as_str() {
@@ -824,6 +830,7 @@ fn anthropic_tokens(body: &Value) -> usize {
         for block in content.as_array().into_iter().flatten() {
             total += match block["type"].as_str().unwrap_or_default() {
                 "text" => count(block["text"].as_str().unwrap_or_default()),
+                "thinking" if index < turn => 0,
                 "thinking" => count(block["thinking"].as_str().unwrap_or_default()),
                 "tool_use" => {
                     3 + count(block["name"].as_str().unwrap_or_default())
@@ -835,6 +842,14 @@ fn anthropic_tokens(body: &Value) -> usize {
         }
     }
     total
+}
+
+/// Whether a user message's content is tool results only (the model's
+/// turn goes on), not a new user turn.
+fn only_tool_results(content: &Value) -> bool {
+    content.as_array().is_some_and(|blocks| {
+        !blocks.is_empty() && blocks.iter().all(|block| block["type"] == "tool_result")
+    })
 }
 
 /// Input tokens of an OpenAI Responses request, as documented above; each
@@ -2238,6 +2253,49 @@ mod tests {
             let error = parse_rounds(Some(bad)).expect_err(bad);
             assert!(error.contains("SCRIPTED_ROUNDS"), "{error}");
         }
+    }
+
+    #[test]
+    fn messages_count_only_the_current_turns_thinking() {
+        let thinking = |id: &str| {
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "thinking it over", "signature": opaque(1, SIGNATURE_BYTES)},
+                {"type": "tool_use", "id": id, "name": "Read", "input": {"file_path": "a.py"}}]})
+        };
+        let result = |id: &str| json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "x = 1"}]});
+        let user =
+            |text: &str| json!({"role": "user", "content": [{"type": "text", "text": text}]});
+        let count = |messages: Vec<Value>| anthropic_tokens(&json!({"messages": messages}));
+        let thought = cwl::O200k.count("thinking it over");
+        let within = count(vec![user("first"), thinking("t1"), result("t1")]);
+        let without = count(vec![
+            user("first"),
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a.py"}}]}),
+            result("t1"),
+        ]);
+        assert_eq!(
+            within,
+            without + thought,
+            "a tool result does not end the turn"
+        );
+        let next = count(vec![
+            user("first"),
+            thinking("t1"),
+            result("t1"),
+            json!({"role": "user", "content": "second"}),
+        ]);
+        let next_without = count(vec![
+            user("first"),
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a.py"}}]}),
+            result("t1"),
+            json!({"role": "user", "content": "second"}),
+        ]);
+        assert_eq!(
+            next, next_without,
+            "the earlier turn's thinking counts nothing"
+        );
     }
 
     #[test]

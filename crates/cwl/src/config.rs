@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::classes::ToolClasses;
+use crate::reasoning::ReasoningScope;
 
 /// The default token budget τ.
 pub const DEFAULT_BUDGET: usize = 80_000;
@@ -313,6 +314,15 @@ pub struct Config {
     /// (the paper; and configs saved before it existed restore unchanged).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub superseded_plans: bool,
+    /// Which turns' reasoning the provider keeps in the prompt it bills.
+    /// Under [`ReasoningScope::CurrentTurn`] a user message takes the
+    /// reasoning of earlier turns out of the view: the provider would
+    /// neither show it to the model nor bill it, so the budget counts what
+    /// is billed and the room goes to content the model sees. The default
+    /// ([`ReasoningScope::AllTurns`]) keeps it (and configs saved before it
+    /// existed restore unchanged).
+    #[serde(default, skip_serializing_if = "ReasoningScope::is_all_turns")]
+    pub reasoning: ReasoningScope,
     /// Which tools' calls are bulk output and which intermediate, and
     /// which tools are plan tools.
     pub classes: ToolClasses,
@@ -330,6 +340,7 @@ impl Default for Config {
             answer_share: Some(Share(DEFAULT_ANSWER_SHARE)),
             stub_act_outputs: true,
             superseded_plans: true,
+            reasoning: ReasoningScope::AllTurns,
             classes: ToolClasses::default(),
         }
     }
@@ -357,6 +368,7 @@ impl Config {
             answer_share: None,
             stub_act_outputs: false,
             superseded_plans: false,
+            reasoning: ReasoningScope::AllTurns,
             classes: ToolClasses::default(),
         }
     }
@@ -408,6 +420,12 @@ impl Config {
     /// Sets whether superseded plan calls go first.
     pub fn superseded_plans(mut self, on: bool) -> Self {
         self.superseded_plans = on;
+        self
+    }
+
+    /// Sets which turns' reasoning the provider keeps.
+    pub fn reasoning(mut self, scope: ReasoningScope) -> Self {
+        self.reasoning = scope;
         self
     }
 

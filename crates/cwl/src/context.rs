@@ -18,6 +18,7 @@ use crate::graph::{
 use crate::message::{Block, Message, ToolSpec};
 use crate::plans::Plans;
 use crate::protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind};
+use crate::reasoning::ReasoningScope;
 use crate::recall::RECALL;
 use crate::repeats::Repeats;
 use crate::tokens::{self, MESSAGE_OVERHEAD, TokenCounter};
@@ -272,8 +273,13 @@ impl Context {
         match message {
             Message::System { .. } | Message::User { .. } => {
                 let base = tokens::message_tokens(self.counter.as_ref(), &message);
-                if matches!(message, Message::User { .. }) && self.graph.started() {
-                    self.residues.user_turn(seq, base);
+                if matches!(message, Message::User { .. }) {
+                    if self.config.reasoning == ReasoningScope::CurrentTurn {
+                        self.drop_earlier_reasoning();
+                    }
+                    if self.graph.started() {
+                        self.residues.user_turn(seq, base);
+                    }
                 }
                 self.insert_protected(seq, message, base);
                 self.next_seq += 2;
@@ -445,6 +451,47 @@ impl Context {
     /// engine counted as `local` tokens; the difference applies from now on.
     pub fn calibrate(&mut self, local: usize, reported: usize) {
         self.offset = reported as i64 - local as i64;
+    }
+
+    /// Takes the reasoning of the turn that a new user message ends out of
+    /// the view, as the provider does ([`Config::reasoning`]); earlier
+    /// turns' went at their own end.
+    fn drop_earlier_reasoning(&mut self) {
+        let mut emptied = false;
+        for entry in self.entries.iter_mut().rev() {
+            let Some(Message::Assistant { content }) = entry.message.as_deref_mut() else {
+                if matches!(entry.message.as_deref(), Some(Message::User { .. })) {
+                    break;
+                }
+                continue;
+            };
+            if !entry.meta.iter().any(|meta| meta.role == Role::Reasoning) {
+                continue;
+            }
+            let mut freed = 0;
+            let mut kept = entry.meta.iter().map(|meta| meta.role != Role::Reasoning);
+            content.retain(|_| kept.next().unwrap_or(true));
+            entry.meta.retain(|meta| {
+                if meta.role != Role::Reasoning {
+                    return true;
+                }
+                if let Some(owner) = meta.owner {
+                    self.graph.drop_reasoning(owner, meta.tokens as usize);
+                }
+                freed += meta.tokens as usize;
+                false
+            });
+            entry.altered = true;
+            if content.is_empty() {
+                entry.message = None;
+                freed += entry.base as usize;
+                emptied = true;
+            }
+            self.total -= freed;
+        }
+        if emptied {
+            self.entries.retain(|entry| entry.message.is_some());
+        }
     }
 
     fn insert_protected(&mut self, seq: u64, message: Message, base: usize) {

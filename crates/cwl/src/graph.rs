@@ -819,6 +819,17 @@ impl Graph {
             .find(|level| episode.level.is_none_or(|done| *level > done))
     }
 
+    /// Records that the reasoning `id` held, `freed` tokens, left the view
+    /// without a change of level (an earlier turn's, which the provider
+    /// drops): until it reasons again, it has none left to strip.
+    pub(crate) fn drop_reasoning(&mut self, id: EpisodeId, freed: usize) {
+        let episode = &mut self.episodes[id as usize];
+        episode.tokens = episode.tokens.saturating_sub(freed);
+        if let Some(contents) = episode.contents.as_mut() {
+            *contents &= !HOLDS_REASONING;
+        }
+    }
+
     /// Records that `freed` tokens of `id` left the view without a change
     /// of level (a restated output stubbed).
     pub(crate) fn shrink(&mut self, id: EpisodeId, freed: usize) {

@@ -50,6 +50,7 @@ pub mod oneshot;
 pub mod openai;
 mod plans;
 pub mod protocol;
+pub mod reasoning;
 pub mod recall;
 pub mod record;
 mod repeats;
@@ -73,6 +74,7 @@ pub use graph::{Candidates, Episode, EpisodeId, EpisodeState, Graph, Level, Orig
 pub use message::{Block, Message, ToolCall, ToolResult, ToolSpec};
 pub use oneshot::{EvictError, Evicted, evict};
 pub use protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind, delimiter_spec};
+pub use reasoning::ReasoningScope;
 pub use recall::{RECALL, RecallError, TranscriptStore, recall_spec};
 pub use record::{Record, Usage};
 pub use report::{EpisodeReport, LevelReport, Report};

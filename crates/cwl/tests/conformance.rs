@@ -889,3 +889,97 @@ fn an_act_in_flight_protects_only_its_own_dependencies() {
         .collect();
     assert_eq!(names, ["a", "e"]);
 }
+
+fn reasoning_blocks(context: &Context) -> usize {
+    context
+        .view()
+        .map(|message| match message {
+            Message::Assistant { content } => content
+                .iter()
+                .filter(|block| matches!(block, Block::Reasoning { .. }))
+                .count(),
+            _ => 0,
+        })
+        .sum()
+}
+
+#[test]
+fn a_user_turn_takes_earlier_reasoning_out_when_the_provider_drops_it() {
+    let mut script = Script::new();
+    script
+        .system("agent")
+        .user("task")
+        .tool_with_reasoning(&"why ".repeat(200), "read", "x = 1");
+    let mut messages = script.build();
+    messages.push(Message::Assistant {
+        content: vec![Block::Reasoning {
+            text: "only thinking".into(),
+            signature: Some("sig".into()),
+        }],
+    });
+    let run = |scope: cwl::ReasoningScope| {
+        let config = Config::with_budget(80_000).reasoning(scope);
+        let mut context = Context::new(config, counter(), vec![cwl::delimiter_spec()]);
+        for message in &messages {
+            context.push(message.clone()).expect("valid");
+        }
+        assert_eq!(reasoning_blocks(&context), 2, "the current turn's stays");
+        let before = (context.tokens(), context.view().count());
+        context.push(Message::user("next")).expect("user");
+        assert_eq!(context.tokens(), recount(&context));
+        (before, context)
+    };
+
+    let ((tokens, count), kept) = run(cwl::ReasoningScope::AllTurns);
+    assert_eq!(reasoning_blocks(&kept), 2);
+    assert_eq!(kept.view().count(), count + 1);
+    assert!(kept.tokens() > tokens);
+
+    let ((tokens, count), dropped) = run(cwl::ReasoningScope::CurrentTurn);
+    assert_eq!(reasoning_blocks(&dropped), 0);
+    assert_eq!(
+        dropped.view().count(),
+        count,
+        "the user turn came in, the message of only reasoning went"
+    );
+    assert!(
+        dropped.tokens() + 150 < tokens,
+        "{} of {tokens}",
+        dropped.tokens()
+    );
+    let view: Vec<Message> = dropped.view().cloned().collect();
+    validate(&view).expect("valid");
+    let sources: Vec<cwl::Source> = dropped.view_sources().map(|(source, _)| source).collect();
+    assert!(matches!(sources[2], cwl::Source::Altered(2)), "{sources:?}");
+
+    let mut dropped = dropped;
+    dropped
+        .push(Message::Assistant {
+            content: vec![
+                Block::Reasoning {
+                    text: "fresh".into(),
+                    signature: None,
+                },
+                Block::Text {
+                    text: "done".into(),
+                },
+            ],
+        })
+        .expect("reply");
+    assert_eq!(
+        reasoning_blocks(&dropped),
+        1,
+        "the new turn's reasoning counts"
+    );
+}
+
+#[test]
+fn the_reasoning_scope_is_saved_only_when_it_is_not_the_default() {
+    let saved = serde_json::to_value(Config::default()).expect("json");
+    assert!(saved.get("reasoning").is_none(), "{saved}");
+    let config = Config::default().reasoning(cwl::ReasoningScope::CurrentTurn);
+    let saved = serde_json::to_value(&config).expect("json");
+    assert_eq!(saved["reasoning"], "current_turn");
+    let restored: Config = serde_json::from_value(saved).expect("restores");
+    assert_eq!(restored, config);
+}

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Script, counter, recount, validate};
-use cwl::{Config, Context, EpisodeKind, EpisodeState, Evictor, Message, PaperOrder, evict};
+use cwl::{Block, Config, Context, EpisodeKind, EpisodeState, Evictor, Message, PaperOrder, evict};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -379,6 +379,56 @@ proptest! {
                 prop_assert_eq!(&view[..previous.len().min(view.len())], &previous[..previous.len().min(view.len())]);
             }
             previous = view;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// With a provider that drops earlier turns' reasoning, the view holds
+    /// no reasoning before its latest user message and all of it after,
+    /// and stays valid and counted, with every default on.
+    #[test]
+    fn earlier_turns_reasoning_leaves_the_view(
+        ops in prop::collection::vec(op(), 1..40),
+        budget in 50usize..3000,
+    ) {
+        let messages = session(&ops);
+        let config = Config::with_budget(budget).reasoning(cwl::ReasoningScope::CurrentTurn);
+        let mut context = Context::new(config, counter(), vec![cwl::delimiter_spec()]);
+        let reasoning = |message: &Message| match message {
+            Message::Assistant { content } => content.iter().filter(|b| matches!(b, Block::Reasoning { .. })).count(),
+            _ => 0,
+        };
+        for (index, message) in messages.iter().enumerate() {
+            context.push(message.clone()).expect("valid");
+            prop_assert_eq!(context.tokens(), recount(&context));
+            if matches!(messages.get(index + 1), Some(Message::ToolResult(_))) {
+                continue;
+            }
+            let report = context.enforce();
+            let view: Vec<Message> = context.view().cloned().collect();
+            validate(&view).map_err(TestCaseError::fail)?;
+            prop_assert_eq!(context.tokens(), recount(&context));
+            if report.budget_met {
+                prop_assert!(context.tokens() <= budget);
+            }
+            let turn = view.iter().rposition(|m| matches!(m, Message::User { .. })).unwrap_or(0);
+            prop_assert_eq!(view[..turn].iter().map(reasoning).sum::<usize>(), 0, "no earlier turn's reasoning");
+            for (source, message) in context.view_sources() {
+                match source {
+                    cwl::Source::Pushed(at) => prop_assert_eq!(&messages[at as usize], message),
+                    cwl::Source::Altered(at) => prop_assert!(&messages[at as usize] != message),
+                    _ => {}
+                }
+            }
+            let input = &messages[..=index];
+            let input_turn = input.iter().rposition(|m| matches!(m, Message::User { .. })).unwrap_or(0);
+            let last = |m: &[Message]| m.iter().rev().find(|m| matches!(m, Message::Assistant { .. })).cloned();
+            if input_turn < input.len() - 1 {
+                prop_assert_eq!(last(input), last(&view), "the current turn's latest response untouched");
+            }
         }
     }
 }

@@ -372,7 +372,9 @@ pub struct Recorder {
     calibration: Calibration,
     overhead: usize,
     reasoning: ReasoningScope,
-    previous: Vec<u64>,
+    /// The previous request's pieces: id, and whether it is reasoning
+    /// alone.
+    previous: Vec<(u64, bool)>,
     compared: bool,
     stats: Stats,
 }
@@ -546,24 +548,38 @@ impl Recorder {
     /// and whether this request altered the previous one (`None` for the
     /// first request).
     fn compare(&mut self, pieces: &[Arc<Entry>]) -> (usize, Option<bool>) {
-        let changed = self.compared.then(|| {
-            self.previous.len() > pieces.len()
-                || self
-                    .previous
-                    .iter()
-                    .zip(pieces)
-                    .any(|(id, p)| *id != p.id())
-        });
-        self.compared = true;
         let current: HashSet<u64> = pieces.iter().map(|p| p.id()).collect();
-        let evicted = self
+        // A message of only reasoning that a new turn took out is the
+        // provider's drop, not the policy's change.
+        let dropped = |&(id, only_reasoning): &(u64, bool)| {
+            only_reasoning
+                && self.reasoning == ReasoningScope::CurrentTurn
+                && !current.contains(&id)
+        };
+        let previous: Vec<u64> = self
             .previous
             .iter()
-            .filter(|id| !current.contains(id))
-            .count();
-        self.previous = pieces.iter().map(|p| p.id()).collect();
+            .filter(|piece| !dropped(piece))
+            .map(|&(id, _)| id)
+            .collect();
+        let changed = self.compared.then(|| {
+            previous.len() > pieces.len()
+                || previous.iter().zip(pieces).any(|(id, p)| *id != p.id())
+        });
+        self.compared = true;
+        let evicted = previous.iter().filter(|id| !current.contains(id)).count();
+        self.previous = pieces
+            .iter()
+            .map(|p| (p.id(), only_reasoning(p.message())))
+            .collect();
         (evicted, changed)
     }
+}
+
+/// Whether `message` is an assistant message of reasoning alone.
+fn only_reasoning(message: &cwl::Message) -> bool {
+    matches!(message, cwl::Message::Assistant { content }
+        if !content.is_empty() && content.iter().all(|b| matches!(b, cwl::Block::Reasoning { .. })))
 }
 
 /// What a request lacked that the reply of its call used: the evidence

@@ -1,70 +1,18 @@
 //! What the provider reads of a request, which is not always what the
-//! client sent: OpenAI's reasoning models before GPT-5.6 drop the
-//! reasoning items of earlier user turns from the prompt. The client sends
-//! them back (Codex CLI, encrypted), but they are neither seen nor counted
-//! in `input_tokens`. Reasoning from the current turn is counted. Codex CLI
-//! adds its own estimate of that earlier reasoning to the API's figure for
-//! exactly this reason (openai/codex#6161, #7113). A live probe found the
-//! same (UKGovernmentBEIS/inspect_ai#3809).
-//!
-//! Every other model's reasoning counts as sent: the pi log shows Claude
-//! Opus 4.5 keeping earlier turns' thinking (each call after a user turn
-//! reads the whole previous prompt from cache). Where a log's prompt sizes
-//! clearly show the other rule, calibration finds it
+//! client sent: some providers drop the reasoning of earlier user turns
+//! from the prompt they bill ([`ReasoningScope`], whose documentation
+//! gives the rule and its evidence). Where a log's prompt sizes clearly
+//! show the other rule, calibration finds it
 //! ([`crate::calibrate::Calibration::measure_path`]).
 
 use std::sync::Arc;
 
 use cwl::tokens::block_tokens;
 use cwl::{Block, Message, TokenCounter};
-use serde::Serialize;
 
 use crate::transcript::Entry;
 
-/// Which turns' reasoning a provider keeps in the prompt it bills.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReasoningScope {
-    /// Every turn's, as sent.
-    #[default]
-    AllTurns,
-    /// Only that of the current user turn: reasoning in an assistant
-    /// message before the latest user message is dropped.
-    CurrentTurn,
-}
-
-impl ReasoningScope {
-    /// The scope of the provider serving `model`: [`CurrentTurn`] for
-    /// OpenAI's reasoning models before GPT-5.6 (`o1`, `o3`, `o4-mini`,
-    /// `codex-mini`, `gpt-5`, `gpt-5-codex`, `gpt-5.1` to `gpt-5.5`, with
-    /// or without an `openai/` prefix), [`AllTurns`] for every other.
-    ///
-    /// [`CurrentTurn`]: ReasoningScope::CurrentTurn
-    /// [`AllTurns`]: ReasoningScope::AllTurns
-    pub fn of_model(model: &str) -> Self {
-        let model = model.trim().to_ascii_lowercase();
-        let model = model.strip_prefix("openai/").unwrap_or(&model);
-        let o_series = ["o1", "o3", "o4", "codex-mini"]
-            .iter()
-            .any(|family| model.starts_with(family));
-        let before_5_6 =
-            model
-                .strip_prefix("gpt-5")
-                .is_some_and(|rest| match rest.strip_prefix('.') {
-                    Some(minor) => {
-                        let digits: String =
-                            minor.chars().take_while(char::is_ascii_digit).collect();
-                        digits.parse::<u32>().is_ok_and(|minor| minor < 6)
-                    }
-                    None => rest.is_empty() || rest.starts_with('-'),
-                });
-        if o_series || before_5_6 {
-            ReasoningScope::CurrentTurn
-        } else {
-            ReasoningScope::AllTurns
-        }
-    }
-}
+pub use cwl::ReasoningScope;
 
 /// Tokens of the reasoning blocks of `message` (their text and opaque
 /// part), as [`cwl::tokens::message_tokens`] counts them.
@@ -217,45 +165,6 @@ mod tests {
     use super::*;
     use crate::transcript::Lab;
     use cwl::{Block, Estimate};
-
-    #[test]
-    fn openai_reasoning_models_before_5_6_keep_the_current_turn_only() {
-        for model in [
-            "gpt-5",
-            "gpt-5-codex",
-            "gpt-5-mini",
-            "GPT-5.1-codex-max",
-            "gpt-5.2",
-            "gpt-5.5",
-            "openai/gpt-5.4-mini",
-            "o3",
-            "o4-mini",
-            "codex-mini-latest",
-        ] {
-            assert_eq!(
-                ReasoningScope::of_model(model),
-                ReasoningScope::CurrentTurn,
-                "{model}"
-            );
-        }
-        for model in [
-            "gpt-5.6",
-            "gpt-5.6-sol",
-            "gpt-5.10",
-            "gpt-6",
-            "gpt-4.1",
-            "gpt-50",
-            "claude-sonnet-4-5",
-            "gemini-2.5-pro",
-            "",
-        ] {
-            assert_eq!(
-                ReasoningScope::of_model(model),
-                ReasoningScope::AllTurns,
-                "{model}"
-            );
-        }
-    }
 
     fn thought(lab: &mut Lab, text: &str) -> Arc<Entry> {
         lab.entry(Message::Assistant {

@@ -383,6 +383,11 @@ pub struct PolicyConfig {
     pub stub_act_outputs: bool,
     /// `cwl`: whether superseded plan calls go first.
     pub superseded_plans: bool,
+    /// `cwl`: which turns' reasoning the log's provider bills; the engine
+    /// takes earlier turns' out of the view when the provider drops them
+    /// ([`::cwl::Config::reasoning`]), as an agent that knows its provider
+    /// does. Set from the log, not from the command line.
+    pub reasoning: ::cwl::ReasoningScope,
 }
 
 impl PolicyConfig {
@@ -400,6 +405,7 @@ impl PolicyConfig {
             .answer_share(self.answer_share)
             .stub_act_outputs(self.stub_act_outputs)
             .superseded_plans(self.superseded_plans)
+            .reasoning(self.reasoning)
     }
 
     /// The engine configuration a baseline strategy (`cwm`, `self-gc`) runs
@@ -427,6 +433,7 @@ impl Default for PolicyConfig {
             answer_share: ::cwl::Config::default().answer_share,
             stub_act_outputs: ::cwl::Config::default().stub_act_outputs,
             superseded_plans: ::cwl::Config::default().superseded_plans,
+            reasoning: ::cwl::ReasoningScope::AllTurns,
         }
     }
 }

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use cwl::tokens::{MESSAGE_OVERHEAD, message_tokens};
-use cwl::{Annotation, Message, Source, Strategy};
+use cwl::{Annotation, Block, Message, ReasoningScope, Source, Strategy};
 
 use super::{Policy, PolicyError, Request, SideCall, SideTally, View};
 use crate::side::{MAX_SIDE_REQUESTS, SideError, SideModel};
@@ -201,11 +201,31 @@ impl Policy for StrategyPolicy {
         let mut pieces = Vec::new();
         let mut pushed = HashMap::with_capacity(self.pushed.len());
         let mut written = HashMap::with_capacity(self.written.len());
-        for (source, message) in self.strategy.view_sources() {
+        let turn_start = match self.strategy.config().reasoning {
+            ReasoningScope::AllTurns => 0,
+            ReasoningScope::CurrentTurn => self
+                .strategy
+                .view_sources()
+                .enumerate()
+                .filter(|(_, (_, message))| matches!(message, Message::User { .. }))
+                .last()
+                .map_or(0, |(at, _)| at),
+        };
+        for (at, (source, message)) in self.strategy.view_sources().enumerate() {
             let entry = match source {
                 Source::Pushed(index) => self.pushed.get(&index).cloned().inspect(|entry| {
                     pushed.insert(index, Arc::clone(entry));
                 }),
+                // The provider drops an earlier turn's reasoning from every
+                // policy's request; the message it leaves is the one logged.
+                Source::Altered(index) if at < turn_start => self
+                    .pushed
+                    .get(&index)
+                    .filter(|original| without_reasoning(original.message()) == *message)
+                    .cloned()
+                    .inspect(|entry| {
+                        pushed.insert(index, Arc::clone(entry));
+                    }),
                 _ => None,
             };
             let entry = match entry {
@@ -257,6 +277,20 @@ impl Policy for StrategyPolicy {
 
     fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
+    }
+}
+
+/// `message` without its reasoning blocks.
+fn without_reasoning(message: &Message) -> Message {
+    match message {
+        Message::Assistant { content } => Message::Assistant {
+            content: content
+                .iter()
+                .filter(|block| !matches!(block, Block::Reasoning { .. }))
+                .cloned()
+                .collect(),
+        },
+        other => other.clone(),
     }
 }
 
