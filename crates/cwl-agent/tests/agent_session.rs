@@ -484,3 +484,79 @@ async fn an_anthropic_session_sends_valid_messages_requests() {
             .is_none_or(|t| !t.starts_with("<status>"))
     );
 }
+
+/// Two tasks on Anthropic's `model`, the first thinking before its call:
+/// the thinking signatures each request sends back, and the agent.
+async fn thinking_session(model: &str) -> (Vec<Vec<String>>, Agent, tempfile::TempDir) {
+    let replies: Vec<Reply> = [
+        assistant(vec![
+            Block::Reasoning {
+                text: "think".into(),
+                signature: Some("sig-1".into()),
+            },
+            call("toolu_01", "ls", json!({})),
+        ]),
+        assistant(vec![text("Listed.")]),
+        assistant(vec![text("Again.")]),
+    ]
+    .iter()
+    .map(|m| Reply::anthropic(m, Usage::default()))
+    .collect();
+    let server = ScriptedServer::start(replies).await.unwrap();
+    let dir = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let (_shared, observer) = collector();
+    let toolbox = Toolbox::new(dir.path(), ToolConfig::default()).unwrap();
+    let mut options = options(50_000);
+    options.model.name = model.into();
+    let mut agent = Agent::create(
+        anthropic(&server),
+        toolbox,
+        options,
+        sessions.path(),
+        observer,
+    )
+    .unwrap();
+    agent.run_task("List the files.").await.unwrap();
+    agent.run_task("List them again.").await.unwrap();
+    let signatures = server
+        .requests()
+        .iter()
+        .map(|request| {
+            request.json()["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+                .filter(|b| b["type"] == "thinking")
+                .map(|b| b["signature"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect();
+    (signatures, agent, sessions)
+}
+
+#[tokio::test]
+async fn earlier_tasks_thinking_goes_where_the_model_drops_it() {
+    // Claude Sonnet 4.5 keeps only the current turn's thinking: the next
+    // task's request goes without the first's, as the API would read it.
+    let (sonnet, agent, _sessions) = thinking_session("claude-sonnet-4-5").await;
+    assert_eq!(sonnet, [vec![], vec!["sig-1".to_string()], vec![]]);
+    let view: Vec<Message> = agent.context().view().cloned().collect();
+    let path = agent.session_path();
+    drop(agent);
+    // The session replays to the same view.
+    let loaded = session::read(&path).unwrap();
+    let config = session::Settings::default()
+        .session_config(options(50_000).engine_budget(), &loaded.info.model);
+    let replayed =
+        session::replay_all(&loaded, &path, std::sync::Arc::new(cwl::O200k), config).unwrap();
+    assert_eq!(replayed.context.view().cloned().collect::<Vec<_>>(), view);
+
+    // Claude Opus 4.5 keeps every turn's.
+    let (opus, _, _) = thinking_session("claude-opus-4-5").await;
+    assert_eq!(
+        opus,
+        [vec![], vec!["sig-1".to_string()], vec!["sig-1".to_string()]]
+    );
+}

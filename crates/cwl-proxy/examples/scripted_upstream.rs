@@ -1992,9 +1992,9 @@ fn raw_history(text: &str) -> Option<Vec<&serde_json::value::RawValue>> {
 }
 
 /// Index where the latest assistant turn of a client's request starts:
-/// the last assistant
-/// message (Anthropic), or the first of the output items (assistant
-/// messages, calls, reasoning) before the trailing call outputs (Responses).
+/// the last assistant message, or the user turn after it (Anthropic), or
+/// the first of the output items (assistant messages, calls, reasoning)
+/// before the trailing call outputs (Responses).
 fn latest_turn(items: &[&serde_json::value::RawValue]) -> usize {
     let parsed: Vec<Value> = items
         .iter()
@@ -2002,10 +2002,17 @@ fn latest_turn(items: &[&serde_json::value::RawValue]) -> usize {
         .collect();
     let anthropic = parsed.iter().all(|v| v.get("type").is_none());
     if anthropic {
-        return parsed
+        // A new user turn after it ends the assistant's turn: the provider
+        // drops that turn's thinking, and so may the proxy.
+        let assistant = parsed
             .iter()
             .rposition(|v| v["role"] == "assistant")
             .unwrap_or(0);
+        let user = parsed
+            .iter()
+            .rposition(|v| v["role"] == "user" && !only_tool_results(&v["content"]))
+            .unwrap_or(0);
+        return assistant.max(user);
     }
     let output = |v: &Value| match v["type"].as_str() {
         Some("message") => v["role"] == "assistant",
@@ -2253,6 +2260,27 @@ mod tests {
             let error = parse_rounds(Some(bad)).expect_err(bad);
             assert!(error.contains("SCRIPTED_ROUNDS"), "{error}");
         }
+    }
+
+    #[test]
+    fn a_new_user_turn_starts_the_latest_turn() {
+        let raw = |items: &[Value]| -> Vec<Box<serde_json::value::RawValue>> {
+            items
+                .iter()
+                .map(|item| serde_json::value::to_raw_value(item).unwrap())
+                .collect()
+        };
+        let user = json!({"role": "user", "content": "go"});
+        let call = json!({"role": "assistant", "content": [{"type": "thinking", "thinking": "t"},
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]});
+        let result = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]});
+        let answer = json!({"role": "assistant", "content": [{"type": "text", "text": "done"}]});
+        let within = raw(&[user.clone(), call.clone(), result.clone()]);
+        let within: Vec<&serde_json::value::RawValue> = within.iter().map(|r| &**r).collect();
+        assert_eq!(latest_turn(&within), 1, "tool results continue the turn");
+        let next = raw(&[user.clone(), call, result, answer, user]);
+        let next: Vec<&serde_json::value::RawValue> = next.iter().map(|r| &**r).collect();
+        assert_eq!(latest_turn(&next), 4, "a prompt starts a new one");
     }
 
     #[test]

@@ -525,7 +525,7 @@ impl Proxy {
         let (mut log, loaded) = Log::reopen(path).map_err(|e| e.to_string())?;
         let records: Vec<cwl::Record> = loaded.records.into_iter().map(|(_, r)| r).collect();
         let context = self
-            .strategy(loaded.info.tools)
+            .strategy(loaded.info.tools, &loaded.info.model)
             .map_err(|error| error.to_string())?;
         let engine = Engine::rebuild(context, wire, items, &records, recall)?;
         log.note("resumed after leaving memory idle");
@@ -563,32 +563,45 @@ impl Proxy {
         if let Some(system) = &system {
             log.messages(&[cwl::Message::system(system.clone())]);
         }
-        let context = self.strategy(tools.clone()).unwrap_or_else(|error| {
-            warn(&format!(
-                "{error}; the conversation runs the strategy's defaults"
-            ));
-            self.options.strategy.create(
-                self.options.config.clone(),
-                Arc::clone(&self.counter),
-                tools,
-            )
-        });
+        let context = self
+            .strategy(tools.clone(), &model)
+            .unwrap_or_else(|error| {
+                warn(&format!(
+                    "{error}; the conversation runs the strategy's defaults"
+                ));
+                self.options
+                    .strategy
+                    .create(self.config(&model), Arc::clone(&self.counter), tools)
+            });
         let engine = Engine::new(context, system);
         Conversation { engine, log, label }
     }
 
     /// A fresh strategy of the proxy's kind with its options, offering
-    /// `tools`.
+    /// `tools`, for a conversation with `model`.
     fn strategy(
         &self,
         tools: Vec<cwl::ToolSpec>,
+        model: &str,
     ) -> Result<Box<dyn cwl::Strategy>, cwl_agent::strategy::OptionError> {
         self.options.strategy.create_with(
-            self.options.config.clone(),
+            self.config(model),
             Arc::clone(&self.counter),
             tools,
             &self.options.strategy_options,
         )
+    }
+
+    /// The engine configuration for a conversation with `model`: the
+    /// proxy's, with the reasoning its provider keeps
+    /// ([`cwl::ReasoningScope::of_model`]), so earlier turns' reasoning
+    /// that the provider drops leaves the view and the budget counts what
+    /// is billed.
+    fn config(&self, model: &str) -> cwl::Config {
+        self.options
+            .config
+            .clone()
+            .reasoning(cwl::ReasoningScope::of_model(model))
     }
 }
 

@@ -702,3 +702,65 @@ async fn a_retried_request_goes_out_the_same() {
     let seen = upstream.seen();
     assert_eq!(seen[0].text(), seen[1].text());
 }
+
+/// A conversation of two user turns, each with a thinking call, as a
+/// client asking for `model` sends it: what the upstream receives.
+async fn two_turns_with_thinking(model: &str) -> Vec<Value> {
+    let upstream = Scripted::start().await;
+    let openai = Scripted::start().await;
+    let proxy = support::proxy(80_000, &upstream, &openai, None, None).await;
+    let client = reqwest::Client::new();
+    let history = [
+        Msg::User("first".into()),
+        Msg::Call {
+            step: 1,
+            name: "Read",
+            input: r#"{"file_path": "a.rs"}"#.into(),
+        },
+        Msg::Result {
+            step: 1,
+            text: "fn main() {}".into(),
+        },
+        Msg::Done("read it".into()),
+        Msg::User("second".into()),
+        Msg::Call {
+            step: 2,
+            name: "Read",
+            input: r#"{"file_path": "b.rs"}"#.into(),
+        },
+        Msg::Result {
+            step: 2,
+            text: "fn b() {}".into(),
+        },
+    ];
+    let url = proxy.url("/v1/messages");
+    for end in [3, 5, 7] {
+        let sent = body(&history[..end], false).replace("claude-test", model);
+        send(&client, &url, sent).await;
+    }
+    let seen = upstream.seen();
+    let last: Value = seen.last().unwrap().json();
+    serde_json::from_value(last["messages"].clone()).unwrap()
+}
+
+fn thinking_steps(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .flat_map(blocks)
+        .filter(|b| b["type"] == "thinking")
+        .map(|b| b["signature"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn earlier_turns_thinking_goes_where_the_model_drops_it() {
+    // Claude Sonnet 4.5 keeps only the current turn's thinking: the proxy
+    // takes the first turn's out, as the API would.
+    let sonnet = two_turns_with_thinking("claude-sonnet-4-5-20250929").await;
+    assert_eq!(thinking_steps(&sonnet), vec!["sig-2"]);
+    assert_eq!(sonnet.len(), 7, "every message stays: {sonnet:?}");
+    assert_paired(&sonnet);
+    // Claude Opus 4.5 keeps every turn's: nothing changes.
+    let opus = two_turns_with_thinking("claude-opus-4-5").await;
+    assert_eq!(thinking_steps(&opus), vec!["sig-1", "sig-2"]);
+}

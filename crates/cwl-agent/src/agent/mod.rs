@@ -384,7 +384,7 @@ impl Agent {
             .strategy
             .create_with(
                 settings
-                    .config(options.engine_budget())
+                    .session_config(options.engine_budget(), &info.model)
                     .classes(toolbox.classes()),
                 Arc::clone(&counter),
                 tools,
@@ -447,7 +447,7 @@ impl Agent {
             path,
             Arc::clone(&counter),
             settings
-                .config(options.engine_budget())
+                .session_config(options.engine_budget(), &loaded.info.model)
                 .classes(toolbox.classes()),
             settings.strategy,
             &settings.strategy_options,

@@ -63,6 +63,15 @@ impl Settings {
             .stub_act_outputs(self.stub_act_outputs)
     }
 
+    /// The engine configuration with these settings and `budget` for a
+    /// session with `model`: the reasoning its provider keeps
+    /// ([`cwl::ReasoningScope::of_model`]) follows the model the session
+    /// records, so a resume replays the history as it ran.
+    pub fn session_config(&self, budget: usize, model: &str) -> Config {
+        self.config(budget)
+            .reasoning(cwl::ReasoningScope::of_model(model))
+    }
+
     /// The settings of a CWL engine's `config`.
     pub fn of(config: &Config) -> Settings {
         Settings {

@@ -58,7 +58,8 @@ pub fn report(path: &Path) -> Result<SessionReport, SessionError> {
     let budget = usize::try_from(loaded.info.budget)
         .unwrap_or(usize::MAX)
         .saturating_sub(STATUS_RESERVE);
-    let replayed = replay(&loaded, path, Arc::new(O200k), settings.config(budget))?;
+    let config = settings.session_config(budget, &loaded.info.model);
+    let replayed = replay(&loaded, path, Arc::new(O200k), config)?;
     let context = replayed.context;
     let (mut side_calls, mut side_failures) = (0, 0);
     for (_, record) in &loaded.records {
