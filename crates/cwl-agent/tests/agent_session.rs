@@ -5,7 +5,7 @@
 mod support;
 
 use cwl::{Block, Message, Record, Usage};
-use cwl_agent::agent::{Agent, Event};
+use cwl_agent::agent::{Agent, AgentOptions, Event};
 use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::provider::{OpenAiConfig, OpenAiProvider, Request};
 use cwl_agent::session;
@@ -432,18 +432,7 @@ async fn an_anthropic_session_sends_valid_messages_requests() {
     })
     .collect();
     let server = ScriptedServer::start(replies).await.unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
-    let (_shared, observer) = collector();
-    let toolbox = Toolbox::new(dir.path(), ToolConfig::default()).unwrap();
-    let mut agent = Agent::create(
-        anthropic(&server),
-        toolbox,
-        options(50_000),
-        sessions.path(),
-        observer,
-    )
-    .unwrap();
+    let (mut agent, _dirs) = anthropic_agent(&server, options(50_000));
     agent.run_task("Find save and echo.").await.unwrap();
     agent.run_task("List the files.").await.unwrap();
     let requests = server.requests();
@@ -487,7 +476,7 @@ async fn an_anthropic_session_sends_valid_messages_requests() {
 
 /// Two tasks on Anthropic's `model`, the first thinking before its call:
 /// the thinking signatures each request sends back, and the agent.
-async fn thinking_session(model: &str) -> (Vec<Vec<String>>, Agent, tempfile::TempDir) {
+async fn thinking_session(model: &str) -> (Vec<Vec<String>>, Agent, [tempfile::TempDir; 2]) {
     let replies: Vec<Reply> = [
         assistant(vec![
             Block::Reasoning {
@@ -503,20 +492,9 @@ async fn thinking_session(model: &str) -> (Vec<Vec<String>>, Agent, tempfile::Te
     .map(|m| Reply::anthropic(m, Usage::default()))
     .collect();
     let server = ScriptedServer::start(replies).await.unwrap();
-    let dir = workspace();
-    let sessions = tempfile::tempdir().unwrap();
-    let (_shared, observer) = collector();
-    let toolbox = Toolbox::new(dir.path(), ToolConfig::default()).unwrap();
     let mut options = options(50_000);
     options.model.name = model.into();
-    let mut agent = Agent::create(
-        anthropic(&server),
-        toolbox,
-        options,
-        sessions.path(),
-        observer,
-    )
-    .unwrap();
+    let (mut agent, dirs) = anthropic_agent(&server, options);
     agent.run_task("List the files.").await.unwrap();
     agent.run_task("List them again.").await.unwrap();
     let signatures = server
@@ -533,14 +511,14 @@ async fn thinking_session(model: &str) -> (Vec<Vec<String>>, Agent, tempfile::Te
                 .collect()
         })
         .collect();
-    (signatures, agent, sessions)
+    (signatures, agent, dirs)
 }
 
 #[tokio::test]
 async fn earlier_tasks_thinking_goes_where_the_model_drops_it() {
     // Claude Sonnet 4.5 keeps only the current turn's thinking: the next
     // task's request goes without the first's, as the API would read it.
-    let (sonnet, agent, _sessions) = thinking_session("claude-sonnet-4-5").await;
+    let (sonnet, agent, _dirs) = thinking_session("claude-sonnet-4-5").await;
     assert_eq!(sonnet, [vec![], vec!["sig-1".to_string()], vec![]]);
     let view: Vec<Message> = agent.context().view().cloned().collect();
     let path = agent.session_path();
@@ -559,4 +537,25 @@ async fn earlier_tasks_thinking_goes_where_the_model_drops_it() {
         opus,
         [vec![], vec!["sig-1".to_string()], vec!["sig-1".to_string()]]
     );
+}
+
+/// An agent on the server's Anthropic API in a fresh workspace, with the
+/// workspace and session directories it needs kept alive.
+fn anthropic_agent(
+    server: &ScriptedServer,
+    options: AgentOptions,
+) -> (Agent, [tempfile::TempDir; 2]) {
+    let dir = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let (_shared, observer) = collector();
+    let toolbox = Toolbox::new(dir.path(), ToolConfig::default()).unwrap();
+    let agent = Agent::create(
+        anthropic(server),
+        toolbox,
+        options,
+        sessions.path(),
+        observer,
+    )
+    .unwrap();
+    (agent, [dir, sessions])
 }

@@ -85,6 +85,21 @@ fn body_with(history: &[Msg], stream: bool, caching: bool) -> String {
     )
 }
 
+/// A `Read` of `path` at `step` and its result `text`.
+fn read(step: usize, path: &str, text: &str) -> [Msg; 2] {
+    [
+        Msg::Call {
+            step,
+            name: "Read",
+            input: format!(r#"{{"file_path": {}}}"#, quoted(path)),
+        },
+        Msg::Result {
+            step,
+            text: text.into(),
+        },
+    ]
+}
+
 fn output(step: usize) -> String {
     lines(step, 40)
 }
@@ -342,18 +357,8 @@ async fn a_short_conversation_goes_through_byte_for_byte() {
     let openai = Scripted::start().await;
     let proxy = support::proxy(80_000, &upstream, &openai, None, None).await;
     let client = reqwest::Client::new();
-    let history = vec![
-        Msg::User("hello".into()),
-        Msg::Call {
-            step: 1,
-            name: "Read",
-            input: r#"{"file_path": "a.rs"}"#.into(),
-        },
-        Msg::Result {
-            step: 1,
-            text: "fn main() {}".into(),
-        },
-    ];
+    let [call, result] = read(1, "a.rs", "fn main() {}");
+    let history = vec![Msg::User("hello".into()), call, result];
     let sent = body(&history, true);
     send(&client, &proxy.url("/v1/messages"), sent.clone()).await;
     let seen = upstream.seen();
@@ -710,28 +715,16 @@ async fn two_turns_with_thinking(model: &str) -> Vec<Value> {
     let openai = Scripted::start().await;
     let proxy = support::proxy(80_000, &upstream, &openai, None, None).await;
     let client = reqwest::Client::new();
+    let [first_call, first_result] = read(1, "a.rs", "fn main() {}");
+    let [second_call, second_result] = read(2, "b.rs", "fn b() {}");
     let history = [
         Msg::User("first".into()),
-        Msg::Call {
-            step: 1,
-            name: "Read",
-            input: r#"{"file_path": "a.rs"}"#.into(),
-        },
-        Msg::Result {
-            step: 1,
-            text: "fn main() {}".into(),
-        },
+        first_call,
+        first_result,
         Msg::Done("read it".into()),
         Msg::User("second".into()),
-        Msg::Call {
-            step: 2,
-            name: "Read",
-            input: r#"{"file_path": "b.rs"}"#.into(),
-        },
-        Msg::Result {
-            step: 2,
-            text: "fn b() {}".into(),
-        },
+        second_call,
+        second_result,
     ];
     let url = proxy.url("/v1/messages");
     for end in [3, 5, 7] {

@@ -9,6 +9,7 @@ use cwl::{
     Message, ToolCall, TranscriptError, evict,
 };
 use serde_json::json;
+use std::sync::Arc;
 
 fn delimiter_outcome(
     context: &mut Context,
@@ -982,4 +983,26 @@ fn the_reasoning_scope_is_saved_only_when_it_is_not_the_default() {
     assert_eq!(saved["reasoning"], "current_turn");
     let restored: Config = serde_json::from_value(saved).expect("restores");
     assert_eq!(restored, config);
+}
+
+#[test]
+fn a_restored_engine_goes_on_dropping_earlier_turns_reasoning() {
+    let config = Config::with_budget(80_000).reasoning(cwl::ReasoningScope::CurrentTurn);
+    let mut context = Context::new(config, counter(), vec![cwl::delimiter_spec()]);
+    let mut script = Script::new();
+    script
+        .system("agent")
+        .user("task")
+        .tool_with_reasoning("why", "read", "x = 1");
+    for message in script.build() {
+        context.push(message).expect("valid");
+    }
+    let saved = serde_json::to_string(&context.checkpoint()).expect("json");
+    let checkpoint: cwl::Checkpoint = serde_json::from_str(&saved).expect("restores");
+    let mut restored =
+        Context::restore(checkpoint, counter(), Arc::new(cwl::PaperOrder)).expect("same version");
+    assert_eq!(reasoning_blocks(&restored), 1);
+    restored.push(Message::user("next")).expect("user");
+    assert_eq!(reasoning_blocks(&restored), 0);
+    assert_eq!(restored.tokens(), recount(&restored));
 }
