@@ -234,6 +234,10 @@ pub struct ReplayArgs {
     pub plans: cwl::PlanCalls,
 }
 
+/// The model `cwl gen` names by default: priced like claude-sonnet-4-5, and
+/// like every current model it keeps each turn's thinking.
+pub const GEN_MODEL: &str = "claude-sonnet-4-6";
+
 /// `cwl gen`: write a synthetic annotated session for scale tests.
 #[derive(Debug, Clone, Args)]
 #[command(
@@ -260,8 +264,11 @@ pub struct GenArgs {
     /// PRNG seed: the same seed writes the same bytes.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: u64,
-    /// Model name for the session header.
-    #[arg(long, value_name = "MODEL", default_value = DEFAULT_MODEL)]
+    /// Model name for the session header. The default, a current model
+    /// that keeps every turn's thinking in the prompt it bills, makes the
+    /// generated reasoning count as sent (an older one, such as
+    /// claude-sonnet-4-5, bills only the current turn's).
+    #[arg(long, value_name = "MODEL", default_value = GEN_MODEL)]
     pub model: String,
     /// Output file (default: stdout).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
