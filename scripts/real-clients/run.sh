@@ -35,10 +35,10 @@
 # `TodoWrite` up to Claude Code 2.0, `update_plan` up to Codex CLI about
 # 0.60; SCRIPTED_PLANS of the scripted upstream), REASONING (N: each of
 # the upstream's Responses reasoning items stands for N reasoning tokens,
-# reported in its usage and counted in later requests of the same user
-# turn, as OpenAI's models before GPT-5.6 count them; SCRIPTED_REASONING
-# of the scripted upstream; Claude's thinking counts only within its own
-# user turn too, as Claude Sonnet 4.5 bills it). Claude Code 2.1.197 does not compact a 12-round
+# reported in its usage, and each Claude thinking block is about N tokens
+# of text; both count only in later requests of the same user turn, as
+# OpenAI's models before GPT-5.6 and Claude Sonnet 4.5 bill them;
+# SCRIPTED_REASONING of the scripted upstream). Claude Code 2.1.197 does not compact a 12-round
 # session by itself (its window for claude-sonnet-4-5 is over 490k tokens);
 # its own CLAUDE_CODE_AUTO_COMPACT_WINDOW (e.g. 160000) passes through and
 # makes it.

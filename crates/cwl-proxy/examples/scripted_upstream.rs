@@ -31,10 +31,13 @@
 //! only the reasoning after its latest user message, as the models the
 //! clients ask for here do: OpenAI's before GPT-5.6 drop earlier turns'
 //! reasoning items, and Anthropic's before Opus 4.5 and Sonnet 4.6
-//! (`run.sh` asks for Claude Sonnet 4.5) strip earlier turns' thinking. With `SCRIPTED_REASONING=N`, each reasoning item stands for
-//! N reasoning tokens: the reply's usage reports them (in
+//! (`run.sh` asks for Claude Sonnet 4.5) strip earlier turns' thinking. With
+//! `SCRIPTED_REASONING=N`, each Claude thinking block is about N tokens of
+//! text, and each Responses reasoning item stands for N reasoning tokens:
+//! the reply's usage reports them (in
 //! `output_tokens_details.reasoning_tokens`, which Codex logs), and a
-//! request counts them for each reasoning item it counts. Every request is written to `LOG/NNN-API.json` and
+//! request counts them for each reasoning item it counts. Every request is
+//! written to `LOG/NNN-API.json` and
 //! summarised in `LOG/requests.jsonl` (step, tokens, whether the latest
 //! assistant turn is the one this server sent, whether the tool result it
 //! answers reports an error or a non-zero exit code).
@@ -663,6 +666,20 @@ fn thought(step: &Step, index: usize) -> String {
             narration(step, index).to_lowercase()
         ),
     }
+}
+
+/// A Claude thinking block's text: the step's thought, then, with
+/// `SCRIPTED_REASONING=N`, deliberation up to about N tokens (Claude's
+/// thinking is text the client logs, so it is as long as it counts).
+fn thinking(step: &Step, index: usize, tokens: usize) -> String {
+    const DELIBERATION: &str = " Before acting I check which files this step touches, what the earlier steps changed there, and whether the command can fail.";
+    let mut text = thought(step, index);
+    let each = cwl::O200k.count(DELIBERATION).max(1);
+    let have = cwl::O200k.count(&text);
+    for _ in 0..tokens.saturating_sub(have).div_ceil(each) {
+        text.push_str(DELIBERATION);
+    }
+    text
 }
 
 /// `len` base64 characters, the same for the same `seed`: stands in for a
@@ -1484,7 +1501,7 @@ impl Server {
             Some(step) => {
                 let current = &self.script[step];
                 content.push(
-                    json!({"type": "thinking", "thinking": thought(current, step),
+                    json!({"type": "thinking", "thinking": thinking(current, step, self.reasoning),
                     "signature": opaque(step, SIGNATURE_BYTES)}),
                 );
                 content.push(json!({"type": "text", "text": narration(current, step)}));
@@ -2260,6 +2277,14 @@ mod tests {
             let error = parse_rounds(Some(bad)).expect_err(bad);
             assert!(error.contains("SCRIPTED_ROUNDS"), "{error}");
         }
+    }
+
+    #[test]
+    fn claude_thinking_is_as_long_as_asked() {
+        let step = &script(1)[3];
+        assert_eq!(thinking(step, 3, 0), thought(step, 3));
+        let long = cwl::O200k.count(&thinking(step, 3, 400));
+        assert!((400..440).contains(&long), "{long}");
     }
 
     #[test]
