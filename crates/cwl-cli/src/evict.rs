@@ -69,6 +69,13 @@ pub struct EvictArgs {
     /// The model's context window in tokens, for a percentage budget.
     #[arg(long, value_name = "TOKENS", value_parser = parse_window)]
     window: Option<usize>,
+    /// The model the transcript is for [default: the input's `model`].
+    /// For one whose provider drops earlier turns' reasoning (gpt-5,
+    /// o3, claude-sonnet-4-5...), each user message takes the earlier
+    /// turns' reasoning out, as the provider would; any other model, or
+    /// none, keeps every turn's.
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
     /// Override a tool's class: NAME=bulk (stripped with search output) or
     /// NAME=intermediate (stripped with reads and commands). Repeatable.
     #[arg(long = "class", value_name = "NAME=CLASS", value_parser = parse_class)]
@@ -162,6 +169,13 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
         .superseded_plans(args.plans.dropped());
     for (name, class) in &args.classes {
         config.classes.set(name, *class);
+    }
+    let model = args
+        .model
+        .as_deref()
+        .or_else(|| body.get("model").and_then(Value::as_str));
+    if let Some(model) = model {
+        config = config.reasoning(cwl::ReasoningScope::of_model(model));
     }
     let evicted = cwl::evict(request.messages, request.tools, config, counter)
         .map_err(|error| UsageError(format!("{name}: {error}")))?;

@@ -417,3 +417,30 @@ fn superseded_plans_go_first_unless_kept() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("expected `drop` or `keep`"));
 }
+
+#[test]
+fn a_model_that_drops_earlier_reasoning_gets_it_taken_out() {
+    let reasoning = |view: &Value| {
+        view["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m.get("reasoning_content").is_some())
+            .count()
+    };
+    let input = transcript();
+    assert_eq!(reasoning(&run_ok(&["evict"], &input)), 1, "no model: kept");
+    assert_eq!(reasoning(&run_ok(&["evict", "--model", "o3"], &input)), 0);
+    let mut named = transcript();
+    named["model"] = json!("gpt-5-codex");
+    assert_eq!(
+        reasoning(&run_ok(&["evict"], &named)),
+        0,
+        "the input's model"
+    );
+    assert_eq!(
+        reasoning(&run_ok(&["evict", "--model", "claude-opus-4-5"], &named)),
+        1,
+        "--model overrides it"
+    );
+}
