@@ -366,13 +366,7 @@ impl Lab {
         if !content.iter().any(|b| matches!(b, Block::Reasoning { .. })) {
             return None;
         }
-        let rest = Message::Assistant {
-            content: content
-                .iter()
-                .filter(|b| !matches!(b, Block::Reasoning { .. }))
-                .cloned()
-                .collect(),
-        };
+        let rest = message.without_reasoning();
         let mut anchors = self.anchors.extract(&rest, Scope::All);
         anchors.sort_unstable();
         anchors.dedup();

@@ -833,10 +833,7 @@ fn anthropic_tokens(body: &Value) -> usize {
         total += count(&tools.to_string());
     }
     let messages = body["messages"].as_array().map_or(&[][..], Vec::as_slice);
-    let turn = messages
-        .iter()
-        .rposition(|message| message["role"] == "user" && !only_tool_results(&message["content"]))
-        .unwrap_or(0);
+    let turn = user_turn(messages).unwrap_or(0);
     for (index, message) in messages.iter().enumerate() {
         total += 4;
         let content = &message["content"];
@@ -859,6 +856,14 @@ fn anthropic_tokens(body: &Value) -> usize {
         }
     }
     total
+}
+
+/// Where the latest user turn of Anthropic `messages` starts: its last
+/// user message that is not tool results only.
+fn user_turn(messages: &[Value]) -> Option<usize> {
+    messages
+        .iter()
+        .rposition(|message| message["role"] == "user" && !only_tool_results(&message["content"]))
 }
 
 /// Whether a user message's content is tool results only (the model's
@@ -2025,11 +2030,7 @@ fn latest_turn(items: &[&serde_json::value::RawValue]) -> usize {
             .iter()
             .rposition(|v| v["role"] == "assistant")
             .unwrap_or(0);
-        let user = parsed
-            .iter()
-            .rposition(|v| v["role"] == "user" && !only_tool_results(&v["content"]))
-            .unwrap_or(0);
-        return assistant.max(user);
+        return assistant.max(user_turn(&parsed).unwrap_or(0));
     }
     let output = |v: &Value| match v["type"].as_str() {
         Some("message") => v["role"] == "assistant",

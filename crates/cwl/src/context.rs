@@ -144,12 +144,10 @@ impl Entry {
     /// Drops an assistant message left with nothing but reasoning (no
     /// valid request holds one); returns the tokens freed.
     pub(crate) fn drop_if_only_reasoning(&mut self) -> usize {
-        let Some(Message::Assistant { content }) = self.message.as_deref() else {
-            return 0;
-        };
-        if !content
-            .iter()
-            .all(|block| matches!(block, Block::Reasoning { .. }))
+        if !self
+            .message
+            .as_deref()
+            .is_some_and(Message::is_reasoning_only)
         {
             return 0;
         }

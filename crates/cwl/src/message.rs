@@ -125,6 +125,29 @@ impl Message {
         }
     }
 
+    /// The message without its reasoning blocks: what a provider that
+    /// drops an earlier turn's reasoning shows of it
+    /// ([`crate::ReasoningScope`]).
+    pub fn without_reasoning(&self) -> Message {
+        match self {
+            Message::Assistant { content } => Message::Assistant {
+                content: content
+                    .iter()
+                    .filter(|block| !matches!(block, Block::Reasoning { .. }))
+                    .cloned()
+                    .collect(),
+            },
+            other => other.clone(),
+        }
+    }
+
+    /// Whether it is an assistant message with nothing but reasoning, or
+    /// nothing at all (no valid request holds one).
+    pub fn is_reasoning_only(&self) -> bool {
+        matches!(self, Message::Assistant { content }
+            if content.iter().all(|block| matches!(block, Block::Reasoning { .. })))
+    }
+
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
         Message::System {

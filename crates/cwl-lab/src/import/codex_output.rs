@@ -81,10 +81,9 @@ impl Rendering {
                 logged.lines().count(),
                 prefix(logged, LIMIT / 2)
             ),
-            (Rendering::Header, Some((lines, rest))) => {
-                format!("{header}{COUNT}{lines}\nOutput:\n{rest}")
-            }
-            (Rendering::HeaderOverLines, Some((lines, rest))) if lines > MAX_LINES => {
+            (Rendering::Header | Rendering::HeaderOverLines, Some((lines, rest)))
+                if self == Rendering::Header || lines > MAX_LINES =>
+            {
                 format!("{header}{COUNT}{lines}\nOutput:\n{rest}")
             }
             _ => format!("{header}Output:\n{output}"),

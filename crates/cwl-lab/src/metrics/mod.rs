@@ -23,9 +23,10 @@
 //! policy built, averaged over requests. 0 for `none`; a policy that
 //! writes more than it removes would go negative.
 //!
-//! Every request is measured as the provider counts it ([`sent`]): for
-//! OpenAI's reasoning models before GPT-5.6, without the reasoning of
-//! earlier user turns, which they drop.
+//! Every request is measured as the provider counts it ([`sent`]): for a
+//! model that drops the reasoning of earlier user turns (OpenAI's
+//! reasoning models before GPT-5.6, Anthropic's before Claude Opus 4.5 and
+//! Sonnet 4.6; [`ReasoningScope`]), without it.
 //!
 //! `view_changes` is the share of requests, after a session's first, that
 //! altered what the previous request sent: the previous request's messages
@@ -570,16 +571,10 @@ impl Recorder {
         let evicted = previous.iter().filter(|id| !current.contains(id)).count();
         self.previous = pieces
             .iter()
-            .map(|p| (p.id(), only_reasoning(p.message())))
+            .map(|p| (p.id(), p.message().is_reasoning_only()))
             .collect();
         (evicted, changed)
     }
-}
-
-/// Whether `message` is an assistant message of reasoning alone.
-fn only_reasoning(message: &cwl::Message) -> bool {
-    matches!(message, cwl::Message::Assistant { content }
-        if !content.is_empty() && content.iter().all(|b| matches!(b, cwl::Block::Reasoning { .. })))
 }
 
 /// What a request lacked that the reply of its call used: the evidence

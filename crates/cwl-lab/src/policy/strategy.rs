@@ -27,7 +27,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use cwl::tokens::{MESSAGE_OVERHEAD, message_tokens};
-use cwl::{Annotation, Block, Message, ReasoningScope, Source, Strategy};
+use cwl::{Annotation, Message, ReasoningScope, Source, Strategy};
 
 use super::{Policy, PolicyError, Request, SideCall, SideTally, View};
 use crate::side::{MAX_SIDE_REQUESTS, SideError, SideModel};
@@ -221,7 +221,7 @@ impl Policy for StrategyPolicy {
                 Source::Altered(index) if at < turn_start => self
                     .pushed
                     .get(&index)
-                    .filter(|original| without_reasoning(original.message()) == *message)
+                    .filter(|original| original.message().without_reasoning() == *message)
                     .cloned()
                     .inspect(|entry| {
                         pushed.insert(index, Arc::clone(entry));
@@ -277,20 +277,6 @@ impl Policy for StrategyPolicy {
 
     fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
-    }
-}
-
-/// `message` without its reasoning blocks.
-fn without_reasoning(message: &Message) -> Message {
-    match message {
-        Message::Assistant { content } => Message::Assistant {
-            content: content
-                .iter()
-                .filter(|block| !matches!(block, Block::Reasoning { .. }))
-                .cloned()
-                .collect(),
-        },
-        other => other.clone(),
     }
 }
 
