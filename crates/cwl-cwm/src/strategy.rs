@@ -11,6 +11,11 @@
 //! `delimiter` protocol still answers (the model may mark episodes; a
 //! shadow CWL context of the messages' skeletons keeps the episode graph),
 //! but episodes do not steer eviction.
+//!
+//! Under [`ReasoningScope::CurrentTurn`] (`Config::reasoning`) a user
+//! message takes the reasoning of earlier turns out of the view, as the
+//! engine's context does: the provider would neither show nor bill it, so
+//! the totals, the zones and eviction count the prompt as billed.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -19,8 +24,8 @@ use cwl::strategy::{Health, Saved, SideRequest, Strategy};
 use cwl::tokens::{block_tokens, message_tokens};
 use cwl::{
     Accepted, Annotation, Block, Checkpoint, Config, Context, DELIMITER, DelimiterError,
-    DelimiterOutcome, Graph, Message, PaperOrder, Report, Source, TokenCounter, ToolCall, ToolSpec,
-    TranscriptError, TranscriptStore,
+    DelimiterOutcome, Graph, Message, PaperOrder, ReasoningScope, Report, Source, TokenCounter,
+    ToolCall, ToolSpec, TranscriptError, TranscriptStore,
 };
 use serde::{Deserialize, Serialize};
 
@@ -471,6 +476,38 @@ impl Cwm {
         first.map(|first| first - gone.iter().filter(|&&g| g < first).count())
     }
 
+    /// Takes the reasoning of every assistant message before the user
+    /// message being pushed out of the view, as a provider that keeps only
+    /// the current turn's does ([`ReasoningScope::CurrentTurn`]); a message
+    /// left with nothing goes. Each entry is recounted, so the total stays
+    /// the sum of the view's messages and later passes free only what is
+    /// still there.
+    fn drop_earlier_reasoning(&mut self) {
+        let mut gone: HashSet<usize> = HashSet::new();
+        for index in 0..self.entries.len() {
+            let Message::Assistant { content } = &mut self.entries[index].message else {
+                continue;
+            };
+            if !content.iter().any(|b| matches!(b, Block::Reasoning { .. })) {
+                continue;
+            }
+            content.retain(|b| !matches!(b, Block::Reasoning { .. }));
+            let empty = content.is_empty();
+            if empty {
+                gone.insert(index);
+            }
+            self.recount(index, empty);
+        }
+        if !gone.is_empty() {
+            let mut index = 0;
+            self.entries.retain(|_| {
+                let keep = !gone.contains(&index);
+                index += 1;
+                keep
+            });
+        }
+    }
+
     /// Recounts an altered entry (`gone`: it leaves the view).
     fn recount(&mut self, index: usize, gone: bool) {
         let entry = &mut self.entries[index];
@@ -546,6 +583,9 @@ impl Strategy for Cwm {
             }
             Message::ToolResult(result) if self.dropped.remove(&result.call_id) => {
                 return Ok(outcomes);
+            }
+            Message::User { .. } if self.config.reasoning == ReasoningScope::CurrentTurn => {
+                self.drop_earlier_reasoning();
             }
             Message::System { content } => {
                 if let Some(window) = crate::checkpoint::bootstrapped_window(content) {
@@ -1613,11 +1653,21 @@ mod tests {
 
     /// Twelve random sessions; gives the answers taken, by purpose.
     fn random_sessions(model: Model) -> BTreeMap<String, u64> {
+        random_sessions_under(model, ReasoningScope::AllTurns)
+    }
+
+    /// The same under a reasoning scope.
+    fn random_sessions_under(model: Model, scope: ReasoningScope) -> BTreeMap<String, u64> {
         let mut accepted: BTreeMap<String, u64> = BTreeMap::new();
         for seed in 1..=12u64 {
             let budget = 1_500 + 500 * (seed as usize % 7);
             let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let mut strategy = cwm(budget).with_compression(CompressionOptions {
+            let mut strategy = Cwm::new(
+                Config::with_budget(budget).reasoning(scope),
+                Arc::new(Estimate),
+                vec![delimiter_spec()],
+            )
+            .with_compression(CompressionOptions {
                 judge: model == Model::Mixed,
                 ..CompressionOptions::default()
             });
@@ -1662,6 +1712,14 @@ mod tests {
                     "seed {seed} step {step}: the count follows the view"
                 );
                 check_view(&view, before);
+                if scope == ReasoningScope::CurrentTurn {
+                    assert!(
+                        view[..view.len() - latest_turn(&view)]
+                            .iter()
+                            .all(|m| !has_reasoning(m)),
+                        "seed {seed} step {step}: no earlier turn's reasoning"
+                    );
+                }
                 if let Some(other) = restored.as_mut() {
                     assert_eq!(side_calls(other, model), asked, "seed {seed} step {step}");
                     other.enforce();
@@ -1695,7 +1753,12 @@ mod tests {
                         stats.accepted > 0 && stats.rejected > 0 && stats.failed > 0,
                         "seed {seed}: {stats:?}"
                     );
-                    assert!(strategy.jobs.judged > 0, "seed {seed}: the judge was asked");
+                    // Under CurrentTurn the requests fall otherwise on the
+                    // mixed answers: a seed may take only notes (not judged).
+                    assert!(
+                        strategy.jobs.judged > 0 || !scope.is_all_turns(),
+                        "seed {seed}: the judge was asked"
+                    );
                 }
             }
             if model != Model::Gist {
@@ -1706,5 +1769,210 @@ mod tests {
             }
         }
         accepted
+    }
+
+    #[test]
+    fn random_current_turn_sessions_keep_every_guarantee_and_restore_anywhere() {
+        for model in [Model::Off, Model::Silent, Model::Gist, Model::Mixed] {
+            let accepted = random_sessions_under(model, ReasoningScope::CurrentTurn);
+            if model == Model::Gist {
+                let purposes: Vec<&str> = accepted.keys().map(String::as_str).collect();
+                assert_eq!(
+                    purposes,
+                    ["compaction", "notes", "progressive", "summary"],
+                    "every kind of summary was taken somewhere: {accepted:?}"
+                );
+            }
+        }
+    }
+
+    /// The strategy under `budget` whose provider keeps only the current
+    /// turn's reasoning.
+    fn current_turn(budget: usize) -> Cwm {
+        Cwm::new(
+            Config::with_budget(budget).reasoning(ReasoningScope::CurrentTurn),
+            Arc::new(Estimate),
+            vec![delimiter_spec()],
+        )
+    }
+
+    fn has_reasoning(message: &Message) -> bool {
+        matches!(message, Message::Assistant { content }
+            if content.iter().any(|b| matches!(b, Block::Reasoning { .. })))
+    }
+
+    /// How many messages the latest user turn holds, its user message
+    /// included (all of them when there is none).
+    fn latest_turn(messages: &[Message]) -> usize {
+        messages.len()
+            - messages
+                .iter()
+                .rposition(|m| matches!(m, Message::User { .. }))
+                .unwrap_or(0)
+    }
+
+    /// The prompt as a provider keeping only the current turn's reasoning
+    /// bills it: `pushed` with the reasoning of every assistant message
+    /// before the latest user message taken out (a message left with
+    /// nothing gone).
+    fn billed(pushed: &[Message]) -> Vec<Message> {
+        let earlier = pushed.len() - latest_turn(pushed);
+        pushed
+            .iter()
+            .enumerate()
+            .map(|(at, m)| {
+                if at < earlier {
+                    m.without_reasoning()
+                } else {
+                    m.clone()
+                }
+            })
+            .filter(|m| !matches!(m, Message::Assistant { content } if content.is_empty()))
+            .collect()
+    }
+
+    /// `turns` user turns, each answered by a response with large
+    /// reasoning and a read, its result, and a closing response with large
+    /// reasoning and text; the first turn ends with a response of
+    /// reasoning alone. Gives every message pushed.
+    fn thinking_turns(strategies: &mut [&mut dyn Strategy], turns: usize) -> Vec<Message> {
+        let thinking = |i: usize| Block::Reasoning {
+            text: format!("weighing option {i} against the others ").repeat(40),
+            signature: Some(format!("sig{i}")),
+        };
+        let mut pushed = vec![Message::system("You are a coding agent.")];
+        for t in 0..turns {
+            pushed.push(Message::user(format!("task {t}: fix the parser")));
+            pushed.push(Message::Assistant {
+                content: vec![
+                    thinking(2 * t),
+                    Block::Text {
+                        text: format!("reading parser{t}.rs"),
+                    },
+                    Block::ToolCall(ToolCall::new(
+                        format!("c{t}"),
+                        "read",
+                        format!("{{\"path\":\"parser{t}.rs\"}}"),
+                    )),
+                ],
+            });
+            pushed.push(Message::tool_result(
+                format!("c{t}"),
+                "read",
+                format!("fn parser_{t}() {{ parser handling code }}\n").repeat(5),
+                false,
+            ));
+            pushed.push(Message::Assistant {
+                content: vec![
+                    thinking(2 * t + 1),
+                    Block::Text {
+                        text: format!("task {t} is done"),
+                    },
+                ],
+            });
+            if t == 0 {
+                pushed.push(Message::Assistant {
+                    content: vec![thinking(99)],
+                });
+            }
+        }
+        for strategy in strategies.iter_mut() {
+            for message in &pushed {
+                strategy.push(message.clone()).unwrap();
+            }
+        }
+        pushed
+    }
+
+    #[test]
+    fn under_current_turn_the_count_is_the_billed_prompt_and_spares_eviction() {
+        let mut all = cwm(1_000_000);
+        let mut current = current_turn(1_000_000);
+        let pushed = thinking_turns(&mut [&mut all, &mut current], 4);
+        let tools = cwm(1).tokens();
+        let count = |messages: &[Message]| {
+            tools
+                + messages
+                    .iter()
+                    .map(|m| message_tokens(&Estimate, m))
+                    .sum::<usize>()
+        };
+        let billed_view = billed(&pushed);
+        let (full, billed) = (count(&pushed), count(&billed_view));
+        assert!(
+            2 * billed < full,
+            "reasoning is most of it: {billed} of {full}"
+        );
+        assert_eq!(all.tokens(), full);
+        assert_eq!(current.tokens(), billed, "the count is the billed prompt");
+        assert_eq!(current.counted_tokens(), billed);
+        assert!(
+            current.view().cloned().eq(billed_view.iter().cloned()),
+            "earlier turns' reasoning (and the response of reasoning alone) left the view; the current turn's stayed"
+        );
+        assert_eq!(
+            current.budget_report().total_used,
+            billed,
+            "the component budgets count it alike"
+        );
+
+        // Over the budget in full, within the orange line as billed.
+        let budget = billed * 4 / 3 + 10;
+        assert!(full > budget && billed <= budget * 3 / 4);
+        all.set_budget(budget);
+        current.set_budget(budget);
+        let report = current.enforce();
+        assert!(!report.evicted(), "{report:?}");
+        assert!(report.budget_met);
+        assert_eq!(
+            (report.tokens_before, report.tokens_after),
+            (billed, billed)
+        );
+        assert!(current.view().cloned().eq(billed_view.iter().cloned()));
+        assert!(current.utilisation() <= 0.75);
+        assert_ne!(current.metrics().zone, "red");
+        let report = all.enforce();
+        assert!(report.evicted(), "counted in full it is over: {report:?}");
+        assert!(report.tokens_before == full && report.tokens_after <= budget * 3 / 4);
+    }
+
+    #[test]
+    fn current_turn_reasoning_leaves_once_and_the_state_restores() {
+        let mut strategy = current_turn(1_000_000);
+        let mut pushed = thinking_turns(&mut [&mut strategy], 3);
+        let saved = strategy.save().unwrap();
+        let mut restored = Cwm::restore(&saved.state, Arc::new(Estimate)).unwrap();
+        assert_eq!(restored.config().reasoning, ReasoningScope::CurrentTurn);
+        assert!(restored.view().eq(strategy.view()));
+        assert_eq!(restored.tokens(), strategy.tokens());
+        // A new turn takes the restored current turn's reasoning out too.
+        let next = Message::user("task 3: the logger");
+        pushed.push(next.clone());
+        for copy in [&mut strategy, &mut restored] {
+            copy.push(next.clone()).unwrap();
+            step(copy, 3, "logger");
+        }
+        pushed.extend(strategy.view().skip(billed(&pushed).len()).cloned());
+        let view: Vec<Message> = strategy.view().cloned().collect();
+        assert_eq!(view, billed(&pushed));
+        assert!(restored.view().eq(strategy.view()));
+        // Eviction then frees what is left, counted once.
+        let before = strategy.tokens();
+        strategy.set_budget(before);
+        let report = strategy.enforce();
+        assert!(report.evicted());
+        let view: Vec<Message> = strategy.view().cloned().collect();
+        assert_eq!(
+            strategy.total,
+            strategy.shadow.tools_tokens()
+                + view
+                    .iter()
+                    .map(|m| message_tokens(&Estimate, m))
+                    .sum::<usize>(),
+            "the count follows the view"
+        );
+        assert_eq!(report.tokens_after, strategy.tokens());
+        assert!(report.tokens_after <= before * 3 / 4);
+        check_view(&view, 4);
     }
 }

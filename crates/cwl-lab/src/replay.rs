@@ -204,7 +204,7 @@ pub fn replay_with(
     let scope = calibration
         .reasoning_scope
         .unwrap_or_else(|| info.reasoning_scope());
-    let mut lab = Lab::new(Arc::clone(&config.counter), &info.tools);
+    let mut lab = Lab::new(Arc::clone(&config.counter), &info.tools).with_reasoning(scope);
     let policy_config = PolicyConfig {
         budget: calibration.local_tokens(config.policy.budget),
         window: calibration.local_tokens(config.policy.window),

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use cwl::tokens::{message_tokens, tools_tokens};
-use cwl::{Block, Message, TokenCounter, ToolResult, ToolSpec};
+use cwl::{Block, Message, ReasoningScope, TokenCounter, ToolResult, ToolSpec};
 
 use crate::metrics::anchors::{AnchorId, AnchorTable, Scope};
 use crate::metrics::content::{self, LineKey, Seen};
@@ -25,6 +25,8 @@ pub struct Entry {
     message: Message,
     tokens: usize,
     reasoning: usize,
+    /// The logged user turn it belongs to ([`Lab::billed`]).
+    turn: u32,
     anchors: Box<[AnchorId]>,
     content_anchors: Box<[AnchorId]>,
     lines: Box<[LineKey]>,
@@ -149,6 +151,11 @@ impl Step {
     pub fn tokens(&self) -> usize {
         self.assistant.tokens() + self.results.iter().map(|r| r.tokens()).sum::<usize>()
     }
+
+    /// Of [`Step::tokens`], those the provider bills now ([`Lab::billed`]).
+    pub fn billed(&self, lab: &Lab) -> usize {
+        lab.billed(&self.assistant) + self.results.iter().map(|r| r.tokens()).sum::<usize>()
+    }
 }
 
 /// What the transcript grows by: a system or user message, or a step.
@@ -178,6 +185,14 @@ impl Unit {
         }
     }
 
+    /// Of [`Unit::tokens`], those the provider bills now ([`Lab::billed`]).
+    pub fn billed(&self, lab: &Lab) -> usize {
+        match self {
+            Unit::Message(entry) => lab.billed(entry),
+            Unit::Step(step) => step.billed(lab),
+        }
+    }
+
     /// Whether it is a user message.
     pub fn is_user(&self) -> bool {
         matches!(self, Unit::Message(e) if matches!(e.message(), Message::User { .. }))
@@ -190,11 +205,15 @@ impl Unit {
 }
 
 /// Per-replay services shared by the driver and the policies: the token
-/// counter, the anchor table and entry ids.
+/// counter, the anchor table, entry ids, and which entries' reasoning the
+/// provider no longer bills.
 pub struct Lab {
     counter: Arc<dyn TokenCounter>,
     anchors: AnchorTable,
     next_id: u64,
+    reasoning: ReasoningScope,
+    /// Logged user messages so far.
+    turn: u32,
     tools: Vec<ToolSpec>,
     tools_tokens: usize,
     seen: Seen,
@@ -219,11 +238,45 @@ impl Lab {
             counter,
             anchors: AnchorTable::new(),
             next_id: 1,
+            reasoning: ReasoningScope::AllTurns,
+            turn: 0,
             tools: tools.to_vec(),
             tools_tokens,
             seen: Seen::default(),
             calls: 0,
         }
+    }
+
+    /// The same, for a log whose provider keeps `scope` of the reasoning
+    /// ([`Lab::billed`]).
+    pub fn with_reasoning(mut self, scope: ReasoningScope) -> Self {
+        self.reasoning = scope;
+        self
+    }
+
+    /// Which turns' reasoning the log's provider bills.
+    pub fn reasoning(&self) -> ReasoningScope {
+        self.reasoning
+    }
+
+    /// Tokens of `entry` that a request sent now is billed for: all of
+    /// them, but its reasoning's once a later user message has been logged
+    /// and the provider keeps only the current turn's. Every policy keeps
+    /// the latest user message, so this holds in each of their requests;
+    /// budgeted baselines count with it, as a harness that reads the
+    /// provider's reported usage does.
+    pub fn billed(&self, entry: &Entry) -> usize {
+        if self.reasoning == ReasoningScope::CurrentTurn && entry.turn < self.turn {
+            entry.tokens - entry.reasoning
+        } else {
+            entry.tokens
+        }
+    }
+
+    /// Whether the provider no longer bills `entry`'s reasoning
+    /// ([`Lab::billed`]).
+    pub fn reasoning_dropped(&self, entry: &Entry) -> bool {
+        self.reasoning == ReasoningScope::CurrentTurn && entry.turn < self.turn
     }
 
     /// Records that a model call was made: what appears from now on
@@ -267,10 +320,13 @@ impl Lab {
     /// A new entry for `message` from the log: counted and scanned now,
     /// with a fresh id; all of its text is logged content.
     pub fn entry(&mut self, message: Message) -> Arc<Entry> {
+        if matches!(message, Message::User { .. }) {
+            self.turn += 1;
+        }
         let tokens = message_tokens(self.counter.as_ref(), &message);
         let anchors = self.anchors.extract(&message, Scope::All);
         let lines = content::message_lines(&message);
-        self.build(message, tokens, anchors.clone(), anchors, lines)
+        self.build(message, tokens, self.turn, anchors.clone(), anchors, lines)
     }
 
     /// A new entry for text a policy wrote (a residue, placeholder or
@@ -279,7 +335,7 @@ impl Lab {
     pub fn written(&mut self, message: Message) -> Arc<Entry> {
         let tokens = message_tokens(self.counter.as_ref(), &message);
         let anchors = self.anchors.extract(&message, Scope::All);
-        self.build(message, tokens, anchors, Vec::new(), Vec::new())
+        self.build(message, tokens, self.turn, anchors, Vec::new(), Vec::new())
     }
 
     /// A new entry for a policy's rewrite of `original` (blocks dropped):
@@ -308,7 +364,14 @@ impl Lab {
             ),
             None => (Vec::new(), Vec::new()),
         };
-        self.build(message, tokens, anchors, content_anchors, lines)
+        self.build(
+            message,
+            tokens,
+            original.turn,
+            anchors,
+            content_anchors,
+            lines,
+        )
     }
 
     /// A new entry whose size and anchors are given rather than measured
@@ -320,13 +383,14 @@ impl Lab {
         tokens: usize,
         anchors: Vec<AnchorId>,
     ) -> Arc<Entry> {
-        self.build(message, tokens, anchors, Vec::new(), Vec::new())
+        self.build(message, tokens, self.turn, anchors, Vec::new(), Vec::new())
     }
 
     fn build(
         &mut self,
         message: Message,
         tokens: usize,
+        turn: u32,
         mut anchors: Vec<AnchorId>,
         mut content_anchors: Vec<AnchorId>,
         lines: Vec<LineKey>,
@@ -344,6 +408,7 @@ impl Lab {
             message,
             tokens,
             reasoning,
+            turn,
             anchors: anchors.into_boxed_slice(),
             content_anchors: content_anchors.into_boxed_slice(),
             lines: lines.into_boxed_slice(),

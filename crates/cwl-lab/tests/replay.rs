@@ -567,3 +567,88 @@ fn real_pi_trace_replays_cleanly() {
     assert!(cwl.over_budget_share < 0.01, "{}", cwl.over_budget_share);
     assert_eq!(cwl.budget_unmet, Some(over));
 }
+
+/// Three user turns whose steps think at length: under a provider that
+/// bills only the current turn's reasoning, the full history as billed
+/// fits a budget that the history as sent does not.
+fn thinking_turns() -> Vec<Message> {
+    let mut items = Vec::new();
+    for task in 0..3u8 {
+        items.push(Item::User(task));
+        for n in 0..4u8 {
+            items.push(Item::Step {
+                reasoning: 150,
+                text: false,
+                calls: vec![Call::Read(n + 10 * task, 8)],
+            });
+        }
+        items.push(Item::Step {
+            reasoning: 0,
+            text: true,
+            calls: vec![],
+        });
+    }
+    common::messages(&items)
+}
+
+fn replay_as(model: &str, kinds: &[PolicyKind], budget: usize) -> ReplayReport {
+    let cfg = config(kinds, budget);
+    let mut session = Session::from_messages("test", common::tools(), thinking_turns());
+    session.info.model = Some(model.to_string());
+    let file = replay(session, "t.jsonl", &cfg, &mut || {});
+    assert!(file.violations.is_empty(), "{:?}", file.violations);
+    ReplayReport {
+        budget,
+        budget_typed: budget.to_string(),
+        model: Some(model.to_string()),
+        policies: kinds.to_vec(),
+        files: vec![file],
+        skipped: Vec::new(),
+    }
+}
+
+#[test]
+fn budgeted_baselines_count_reasoning_as_the_provider_bills_it() {
+    // gpt-5-codex bills only the current turn's reasoning; gpt-4.1 has
+    // none to drop, so every block counts as sent.
+    let billed = replay_as("gpt-5-codex", &[PolicyKind::None], 1_000_000);
+    let sent = replay_as("gpt-4.1", &[PolicyKind::None], 1_000_000);
+    let billed_max = summary(&billed, PolicyKind::None).tokens_max as usize;
+    let sent_max = summary(&sent, PolicyKind::None).tokens_max as usize;
+    let budget = billed_max + 20;
+    assert!(
+        sent_max > budget + 500,
+        "the stale reasoning must matter: {sent_max} sent vs {billed_max} billed"
+    );
+    let kinds = [
+        PolicyKind::Truncate,
+        PolicyKind::ClearToolUses,
+        PolicyKind::OldestTurn,
+        PolicyKind::ToolPrune,
+        PolicyKind::ToolMaskPrune,
+        PolicyKind::Hybrid,
+        PolicyKind::Fifo,
+        PolicyKind::Lru,
+        PolicyKind::Priority,
+        PolicyKind::Type,
+        PolicyKind::Weighted,
+        "self-gc".parse().unwrap(),
+    ];
+    let current = replay_as("gpt-5-codex", &kinds, budget);
+    let all = replay_as("gpt-4.1", &kinds, budget);
+    for kind in kinds {
+        let (c, a) = (summary(&current, kind), summary(&all, kind));
+        assert_eq!(
+            c.evictions_total,
+            0,
+            "{}: the billed history fits, nothing to evict",
+            kind.name()
+        );
+        assert_eq!(c.over_budget_share, 0.0, "{}", kind.name());
+        assert!(
+            a.evictions_total > 0,
+            "{}: reasoning counted as sent must force evictions",
+            kind.name()
+        );
+    }
+}

@@ -54,6 +54,7 @@
 //! ```
 
 pub mod annotate;
+mod billed;
 pub mod commit;
 pub mod contract;
 pub mod fold;

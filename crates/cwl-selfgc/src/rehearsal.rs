@@ -20,9 +20,10 @@
 use std::collections::{BTreeMap, HashSet};
 
 use cwl::tokens::message_tokens;
-use cwl::{Block, Message, TokenCounter};
+use cwl::{Block, Message, ReasoningScope, TokenCounter};
 use thiserror::Error;
 
+use crate::billed::billed_tokens;
 use crate::objects::{ObjectId, ObjectKind, ObjectTable};
 use crate::plan::{Action, Plan, Target};
 
@@ -91,9 +92,9 @@ pub struct Rehearsed {
     pub dropped: Vec<Dropped>,
     /// The projected view.
     pub projection: Projection,
-    /// Tokens of the view before.
+    /// Tokens of the view before (as billed, for [`Rehearsal::run_billed`]).
     pub tokens_before: usize,
-    /// Tokens of the projected view.
+    /// Tokens of the projected view (likewise).
     pub tokens_after: usize,
 }
 
@@ -146,8 +147,21 @@ pub struct Rehearsal<'a> {
 
 impl Rehearsal<'_> {
     /// Rehearses `plan`: the accepted, normalised targets and the
-    /// projected view, or why the plan was rejected.
+    /// projected view, or why the plan was rejected. Every message of the
+    /// views counts in full ([`ReasoningScope::AllTurns`]).
     pub fn run(&self, plan: &Plan) -> Result<Rehearsed, Rejected> {
+        self.run_billed(plan, ReasoningScope::AllTurns)
+    }
+
+    /// [`Rehearsal::run`], with the views' tokens (and so the pruning
+    /// rate) counted as a provider of `reasoning` bills them: under
+    /// [`ReasoningScope::CurrentTurn`] the reasoning of assistant messages
+    /// before the latest user message counts for nothing.
+    pub fn run_billed(
+        &self,
+        plan: &Plan,
+        reasoning: ReasoningScope,
+    ) -> Result<Rehearsed, Rejected> {
         let (accepted, dropped) = self.normalise(plan);
         if accepted.is_empty() {
             return Err(Rejected::Empty { dropped });
@@ -158,12 +172,7 @@ impl Rehearsal<'_> {
         projection
             .sidecars
             .retain(|sidecar| accepted.iter().any(|target| target.id == sidecar.id));
-        let count = |messages: &[Message]| {
-            messages
-                .iter()
-                .map(|m| message_tokens(self.counter, m))
-                .sum::<usize>()
-        };
+        let count = |messages: &[Message]| billed_tokens(self.counter, messages, reasoning);
         let tokens_before = count(&current.messages);
         let tokens_after = count(&projection.messages);
         let rate = prune(tokens_before, tokens_after);

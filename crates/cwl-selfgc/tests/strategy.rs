@@ -6,7 +6,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use cwl::strategy::{SidecarStore, Strategy};
-use cwl::{Block, Config, Estimate, Message, ToolCall, TranscriptStore, delimiter_spec};
+use cwl::tokens::message_tokens;
+use cwl::{
+    Block, Config, Estimate, Message, ReasoningScope, ToolCall, TranscriptStore, delimiter_spec,
+};
 use cwl_selfgc::strategy::BACKSTOP_REASON;
 use cwl_selfgc::{Action, SelfGc, SelfGcOptions};
 
@@ -636,4 +639,280 @@ fn an_answered_round_is_not_asked_again_until_the_prompt_grows() {
         }
     }
     assert!(asked, "the grown prompt is planned again");
+}
+
+/// A large reasoning block (600 tokens by [`Estimate`]).
+fn thinking(turn: usize) -> Block {
+    Block::Reasoning {
+        text: format!("{:<2400}", format!("thinking about task {turn}")),
+        signature: None,
+    }
+}
+
+/// The view's size as a provider of `scope` bills it: under
+/// `CurrentTurn` assistant messages before the latest user message count
+/// without their reasoning.
+fn billed(view: &[Message], scope: ReasoningScope) -> usize {
+    let turn = match scope {
+        ReasoningScope::AllTurns => 0,
+        ReasoningScope::CurrentTurn => view
+            .iter()
+            .rposition(|m| matches!(m, Message::User { .. }))
+            .unwrap_or(0),
+    };
+    view.iter()
+        .enumerate()
+        .map(|(at, m)| {
+            if at < turn {
+                message_tokens(&Estimate, &m.without_reasoning())
+            } else {
+                message_tokens(&Estimate, m)
+            }
+        })
+        .sum()
+}
+
+/// `turns` user turns, each a read (its response reasoning at length)
+/// and a closing answer (reasoning too), enforcing the budget before
+/// each model call; `check` runs after every push. The reports of the
+/// passes.
+fn reasoning_session(gc: &mut SelfGc, turns: usize, check: &dyn Fn(&SelfGc)) -> Vec<cwl::Report> {
+    let mut reports = Vec::new();
+    let push = |gc: &mut SelfGc, message: Message| {
+        gc.push(message).unwrap();
+        check(gc);
+    };
+    push(gc, Message::system("You are a coding agent."));
+    for turn in 0..turns {
+        push(gc, Message::user(format!("task {turn}: read file {turn}")));
+        reports.push(gc.enforce());
+        push(
+            gc,
+            Message::Assistant {
+                content: vec![
+                    thinking(turn),
+                    Block::Text {
+                        text: format!("reading file {turn}"),
+                    },
+                    Block::ToolCall(ToolCall::new(
+                        format!("c{turn}"),
+                        "read",
+                        format!("{{\"path\":\"src/f{turn}.rs\"}}"),
+                    )),
+                ],
+            },
+        );
+        push(
+            gc,
+            Message::tool_result(
+                format!("c{turn}"),
+                "read",
+                format!("fn file_{turn}() {{}}\n").repeat(10),
+                false,
+            ),
+        );
+        reports.push(gc.enforce());
+        push(
+            gc,
+            Message::Assistant {
+                content: vec![
+                    thinking(turn),
+                    Block::Text {
+                        text: format!("task {turn} done"),
+                    },
+                ],
+            },
+        );
+    }
+    reports
+}
+
+fn reasoning_strategy(budget: usize, scope: ReasoningScope) -> SelfGc {
+    SelfGc::new(
+        Config::with_budget(budget).reasoning(scope),
+        Arc::new(Estimate),
+        Vec::new(),
+    )
+}
+
+#[test]
+fn under_current_turn_reasoning_of_earlier_turns_is_not_counted() {
+    let scope = ReasoningScope::CurrentTurn;
+    let mut gc = reasoning_strategy(1_000_000, scope);
+    let check = |gc: &SelfGc| {
+        let view: Vec<Message> = gc.view().cloned().collect();
+        assert_eq!(
+            gc.tokens(),
+            billed(&view, scope),
+            "tokens() is the billed size"
+        );
+        assert_eq!(gc.counted_tokens(), gc.tokens());
+    };
+    reasoning_session(&mut gc, 5, &check);
+    gc.push(Message::user("task 5: sum up")).unwrap();
+    check(&gc);
+    let view: Vec<Message> = gc.view().cloned().collect();
+    let full: usize = view.iter().map(|m| message_tokens(&Estimate, m)).sum();
+    assert!(
+        gc.tokens() + 10 * 600 <= full,
+        "ten earlier reasoning blocks are not counted: {} of {full}",
+        gc.tokens()
+    );
+    // Only the counting changes: the view still sends every reasoning block.
+    let reasoning = view
+        .iter()
+        .flat_map(|m| match m {
+            Message::Assistant { content } => content.as_slice(),
+            _ => &[],
+        })
+        .filter(|b| matches!(b, Block::Reasoning { .. }))
+        .count();
+    assert_eq!(reasoning, 10);
+    assert!(gc.committed().is_empty());
+    // Health: nothing was pruned, so the transcript is counted as the view.
+    let metrics = gc.metrics_now();
+    assert_eq!(metrics.tokens, gc.tokens());
+    assert_eq!(metrics.prune.view_tokens, gc.tokens());
+    assert_eq!(metrics.prune.transcript_tokens, gc.tokens());
+    assert_eq!(metrics.prune.cumulative, 0.0);
+    // A restored session (its view rebuilt) counts alike.
+    let saved = gc.save().unwrap();
+    let restored = SelfGc::restore(&saved.state, Arc::new(Estimate)).unwrap();
+    assert_eq!(restored.tokens(), gc.tokens());
+    check(&restored);
+    // Under AllTurns the same session counts everything.
+    let mut all = reasoning_strategy(1_000_000, ReasoningScope::AllTurns);
+    reasoning_session(&mut all, 5, &|_| {});
+    all.push(Message::user("task 5: sum up")).unwrap();
+    assert_eq!(all.tokens(), full);
+}
+
+#[test]
+fn the_backstop_prunes_only_when_the_billed_size_is_over_the_budget() {
+    // The largest billed prompt of the session at a model call.
+    let mut probe = reasoning_strategy(1_000_000, ReasoningScope::CurrentTurn);
+    let reports = reasoning_session(&mut probe, 6, &|_| {});
+    let peak = reports.iter().map(|r| r.tokens_before).max().unwrap();
+    let mut probe_all = reasoning_strategy(1_000_000, ReasoningScope::AllTurns);
+    let reports_all = reasoning_session(&mut probe_all, 6, &|_| {});
+    let peak_all = reports_all.iter().map(|r| r.tokens_before).max().unwrap();
+    assert!(
+        peak_all > peak + 5_000,
+        "the full size is far over the billed one: {peak_all} vs {peak}"
+    );
+
+    // With τ at the billed peak, CurrentTurn never prunes ...
+    let mut current = reasoning_strategy(peak, ReasoningScope::CurrentTurn);
+    let reports = reasoning_session(&mut current, 6, &|_| {});
+    assert!(
+        reports
+            .iter()
+            .all(|r| r.budget_met && r.warnings.is_empty())
+    );
+    assert_eq!(current.stats().backstops, 0);
+    assert!(current.committed().is_empty());
+    assert!(
+        current.view().eq(probe.view()),
+        "the view is the whole session"
+    );
+
+    // ... while AllTurns, counting the stale reasoning, must.
+    let mut all = reasoning_strategy(peak, ReasoningScope::AllTurns);
+    reasoning_session(&mut all, 6, &|_| {});
+    assert!(all.stats().backstops > 0);
+    assert!(!all.committed().is_empty());
+    assert!(
+        all.committed()
+            .iter()
+            .all(|t| t.action == Action::Prune && t.reason == BACKSTOP_REASON)
+    );
+}
+
+#[test]
+fn the_backstop_estimates_an_old_turn_as_billed() {
+    // Turns of one answer each, reasoning at length: pruning an old turn
+    // frees only its answer's text, the reasoning not being billed.
+    let budget = 1_000;
+    let floor = (budget as f64 * Config::with_budget(budget).low_water.get()) as usize;
+    let mut gc = reasoning_strategy(budget, ReasoningScope::CurrentTurn);
+    gc.push(Message::system("You are a coding agent.")).unwrap();
+    let answer = |turn: usize| Message::Assistant {
+        content: vec![
+            thinking(turn),
+            Block::Text {
+                text: format!("{:<400}", format!("answer {turn}")),
+            },
+        ],
+    };
+    for turn in 0..8 {
+        gc.push(Message::user(format!("question {turn}"))).unwrap();
+        gc.push(answer(turn)).unwrap();
+    }
+    let before = gc.tokens();
+    assert!(before > budget, "{before}");
+    let report = gc.enforce();
+    assert!(report.budget_met, "{report:?}");
+    assert_eq!(gc.stats().backstops, 1, "one pass reaches the floor");
+    let pruned = gc.committed().len();
+    let freed = message_tokens(&Estimate, &answer(0).without_reasoning());
+    assert_eq!(
+        before - gc.tokens(),
+        pruned * freed,
+        "each prune freed its answer's text"
+    );
+    assert!(gc.tokens() <= floor, "down to the low-water mark");
+    assert!(
+        gc.tokens() + freed > floor,
+        "no more than needed: {} with {pruned} turns pruned",
+        gc.tokens()
+    );
+}
+
+#[test]
+fn a_commit_counts_the_view_as_billed() {
+    let options = SelfGcOptions {
+        trigger: 0.0,
+        ..SelfGcOptions::default()
+    };
+    let mut gc = SelfGc::with_options(
+        Config::with_budget(100_000).reasoning(ReasoningScope::CurrentTurn),
+        Arc::new(Estimate),
+        Vec::new(),
+        options,
+    );
+    gc.push(Message::system("You are a coding agent.")).unwrap();
+    gc.push(Message::user("task 0: read the parser")).unwrap();
+    step(&mut gc, 0);
+    gc.push(Message::Assistant {
+        content: vec![
+            thinking(0),
+            Block::Text {
+                text: "read it".to_string(),
+            },
+        ],
+    })
+    .unwrap();
+    gc.push(Message::user("task 1: now the lexer")).unwrap();
+    let request = gc.side_request().expect("a round");
+    gc.side_result(
+        request.id,
+        Ok("<gc_plan>\n<prune kind=\"function\" reason=\"obsolete_trace\">read:1</prune>\n</gc_plan>".to_string()),
+    );
+    assert!(gc.has_pending_plan(), "{:?}", gc.take_notes());
+    let view: Vec<Message> = gc.view().cloned().collect();
+    let before = gc.tokens();
+    assert!(
+        before
+            < view
+                .iter()
+                .map(|m| message_tokens(&Estimate, m))
+                .sum::<usize>()
+    );
+    gc.enforce();
+    let commit = gc
+        .stats()
+        .last_commit
+        .expect("committed at the task boundary");
+    assert_eq!(commit.before as usize, before, "|C| as billed");
+    assert_eq!(commit.after as usize, gc.tokens(), "|C'| as billed");
 }

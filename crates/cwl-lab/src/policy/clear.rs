@@ -96,7 +96,8 @@ pub struct ClearToolUses {
     params: ClearParams,
     budget: usize,
     slots: Vec<Slot>,
-    /// Tokens of the history as sent now (tool definitions excluded).
+    /// Tokens of the history as sent now and billed (tool definitions
+    /// excluded).
     tokens: usize,
     uses: Vec<ToolUse>,
     /// `freed[i]`: tokens clearing the first `i` tool uses frees.
@@ -165,7 +166,7 @@ impl ClearToolUses {
                 })
                 .collect();
             let edited = lab.derived(Message::Assistant { content }, &logged);
-            self.tokens = self.tokens + edited.tokens() - slot.entries[0].tokens();
+            self.tokens = self.tokens + lab.billed(&edited) - lab.billed(&slot.entries[0]);
             slot.entries[0] = edited;
         }
     }
@@ -177,7 +178,17 @@ impl Policy for ClearToolUses {
     }
 
     fn push(&mut self, unit: &Unit, _: &[Annotation], lab: &mut Lab) -> Result<(), PolicyError> {
-        self.tokens += unit.tokens();
+        if unit.is_user() {
+            // Earlier turns' reasoning may no longer be billed: the trigger
+            // reads the size the provider reports.
+            self.tokens = self
+                .slots
+                .iter()
+                .flat_map(|s| s.entries.iter())
+                .map(|e| lab.billed(e))
+                .sum();
+        }
+        self.tokens += unit.billed(lab);
         let slot = self.slots.len();
         if let Unit::Step(step) = unit {
             let blocks: &[Block] = match step.assistant.message() {

@@ -100,10 +100,10 @@ impl Compact {
         let mut tail_tokens = 0;
         let mut tail_start = self.units.len();
         while tail_start > 0
-            && tail_tokens + self.units[tail_start - 1].tokens() <= self.params.keep_recent
+            && tail_tokens + self.units[tail_start - 1].billed(lab) <= self.params.keep_recent
         {
             tail_start -= 1;
-            tail_tokens += self.units[tail_start].tokens();
+            tail_tokens += self.units[tail_start].billed(lab);
         }
         if tail_start == 0 {
             return None;
@@ -130,7 +130,7 @@ impl Compact {
                 continue;
             }
             for entry in unit.entries() {
-                summarized += entry.tokens();
+                summarized += lab.billed(entry);
                 anchors.extend_from_slice(entry.anchors());
             }
         }
@@ -156,7 +156,7 @@ impl Compact {
         if let Some(unit) = kept_user {
             self.units.push_front(unit);
         }
-        self.tokens = self.units.iter().map(Unit::tokens).sum();
+        self.tokens = self.units.iter().map(|u| u.billed(lab)).sum();
         Some(SideCall {
             input,
             output_tokens: size,
@@ -184,7 +184,7 @@ impl Policy for Compact {
         "compact"
     }
 
-    fn push(&mut self, unit: &Unit, _: &[Annotation], _: &mut Lab) -> Result<(), PolicyError> {
+    fn push(&mut self, unit: &Unit, _: &[Annotation], lab: &mut Lab) -> Result<(), PolicyError> {
         if unit.is_system()
             && self.units.is_empty()
             && self.summary.is_none()
@@ -193,7 +193,11 @@ impl Policy for Compact {
             self.head.push(Arc::clone(entry));
             return Ok(());
         }
-        self.tokens += unit.tokens();
+        if unit.is_user() {
+            // Earlier turns' reasoning may no longer be billed.
+            self.tokens = self.units.iter().map(|u| u.billed(lab)).sum();
+        }
+        self.tokens += unit.billed(lab);
         self.units.push_back(unit.clone());
         Ok(())
     }

@@ -413,7 +413,7 @@ impl PolicyConfig {
     /// the engine under test only; a baseline that moved with them would
     /// be a different baseline at every setting.
     pub fn baseline_engine(&self) -> ::cwl::Config {
-        ::cwl::Config::with_budget(self.budget)
+        ::cwl::Config::with_budget(self.budget).reasoning(self.reasoning)
     }
 }
 
@@ -438,9 +438,10 @@ impl Default for PolicyConfig {
     }
 }
 
-/// Tokens of a request made of `pieces` (tool definitions included).
+/// Tokens of a request made of `pieces` (tool definitions included), as
+/// the provider bills them now ([`Lab::billed`]).
 pub fn pieces_tokens(lab: &Lab, pieces: &[Arc<Entry>]) -> usize {
-    lab.tools_tokens() + pieces.iter().map(|p| p.tokens()).sum::<usize>()
+    lab.tools_tokens() + pieces.iter().map(|p| lab.billed(p)).sum::<usize>()
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ impl Scored {
     }
 
     fn total(&self, lab: &Lab) -> usize {
-        lab.tools_tokens() + self.slots.iter().map(|s| s.unit.tokens()).sum::<usize>()
+        lab.tools_tokens() + self.slots.iter().map(|s| s.unit.tokens(lab)).sum::<usize>()
     }
 
     fn evict(&mut self, lab: &Lab) {
@@ -130,12 +130,16 @@ impl Scored {
                         index,
                         0,
                         Target::User,
-                        entry.tokens(),
+                        lab.billed(entry),
                     ));
                 }
                 WorkUnit::Step(step) => {
-                    let thinking =
-                        step.block_tokens_where(|b| matches!(b, Block::Reasoning { .. }), lab);
+                    // Reasoning the provider no longer bills frees nothing.
+                    let thinking = if lab.reasoning_dropped(&step.original) {
+                        0
+                    } else {
+                        step.block_tokens_where(|b| matches!(b, Block::Reasoning { .. }), lab)
+                    };
                     if thinking > 0 {
                         let block = info(ContentType::Thinking, slot_refs);
                         blocks.push((

@@ -71,7 +71,7 @@ impl SelfGc {
     }
 
     fn total(&self, lab: &Lab) -> usize {
-        lab.tools_tokens() + self.slots.iter().map(|s| s.unit.tokens()).sum::<usize>()
+        lab.tools_tokens() + self.slots.iter().map(|s| s.unit.tokens(lab)).sum::<usize>()
     }
 
     /// Which slots are never touched: system, latest user turn, last step.
@@ -197,7 +197,7 @@ impl SelfGc {
                 }
                 for index in group {
                     let slot = &mut self.slots[index];
-                    let tokens = slot.unit.tokens();
+                    let tokens = slot.unit.tokens(lab);
                     let messages = match &slot.unit {
                         WorkUnit::Step(step) => 1 + step.results.len(),
                         _ => 1,

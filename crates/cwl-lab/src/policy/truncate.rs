@@ -44,7 +44,7 @@ impl Policy for Truncate {
         "truncate"
     }
 
-    fn push(&mut self, unit: &Unit, _: &[Annotation], _: &mut Lab) -> Result<(), PolicyError> {
+    fn push(&mut self, unit: &Unit, _: &[Annotation], lab: &mut Lab) -> Result<(), PolicyError> {
         let pinned = match unit {
             Unit::Message(entry)
                 if unit.is_system() && self.window.is_empty() && !self.first_user_seen =>
@@ -64,8 +64,10 @@ impl Policy for Truncate {
         }
         if unit.is_user() {
             self.latest_user = None;
+            // Earlier turns' reasoning may no longer be billed.
+            self.window_tokens = self.window.iter().map(|u| u.billed(lab)).sum();
         }
-        self.window_tokens += unit.tokens();
+        self.window_tokens += unit.billed(lab);
         self.window.push_back(unit.clone());
         Ok(())
     }
@@ -77,7 +79,7 @@ impl Policy for Truncate {
             let Some(unit) = self.window.pop_front() else {
                 break;
             };
-            self.window_tokens -= unit.tokens();
+            self.window_tokens -= unit.billed(lab);
             if unit.is_user()
                 && !self.window.iter().any(Unit::is_user)
                 && let Unit::Message(entry) = unit

@@ -100,9 +100,10 @@ impl WorkStep {
         !self.kept.iter().any(|k| *k)
     }
 
-    /// Tokens the step costs now.
-    pub fn tokens(&self) -> usize {
-        self.assistant_tokens()
+    /// Tokens the step costs now, as the provider bills them
+    /// ([`Lab::billed`]).
+    pub fn tokens(&self, lab: &Lab) -> usize {
+        self.assistant_tokens(lab)
             + self
                 .results
                 .iter()
@@ -110,41 +111,45 @@ impl WorkStep {
                 .sum::<usize>()
     }
 
-    fn assistant_tokens(&self) -> usize {
+    fn assistant_tokens(&self, lab: &Lab) -> usize {
         if self.is_empty() {
             return 0;
         }
         match (&self.block_tokens, self.dirty) {
             (Some(tokens), true) => {
+                let dropped = lab.reasoning_dropped(&self.original);
                 MESSAGE_OVERHEAD
                     + tokens
                         .iter()
                         .zip(&self.kept)
-                        .filter(|(_, k)| **k)
-                        .map(|(t, _)| *t)
+                        .zip(self.blocks())
+                        .filter(|((_, k), b)| {
+                            **k && !(dropped && matches!(b, Block::Reasoning { .. }))
+                        })
+                        .map(|((t, _), _)| *t)
                         .sum::<usize>()
             }
-            _ => self.current.tokens(),
+            _ => lab.billed(&self.current),
         }
     }
 
     /// Removes the `index`-th remaining result with its call; returns the
     /// tokens freed.
     pub fn remove_result(&mut self, index: usize, lab: &Lab) -> usize {
-        let before = self.tokens();
+        let before = self.tokens(lab);
         self.ensure_block_tokens(lab);
         let slot = self.results.remove(index);
         if let Some(k) = self.kept.get_mut(slot.call_block) {
             *k = false;
         }
         self.dirty = true;
-        before - self.tokens()
+        before - self.tokens(lab)
     }
 
     /// Removes the blocks (not tool calls) that `which` selects; returns the
     /// tokens freed. A step whose calls are all gone goes whole.
     pub fn remove_blocks(&mut self, which: impl Fn(&Block) -> bool, lab: &Lab) -> usize {
-        let before = self.tokens();
+        let before = self.tokens(lab);
         self.ensure_block_tokens(lab);
         let hits: Vec<usize> = self
             .blocks()
@@ -160,7 +165,7 @@ impl WorkStep {
             self.kept[i] = false;
         }
         self.dirty = true;
-        before - self.tokens()
+        before.saturating_sub(self.tokens(lab))
     }
 
     /// Tokens of the kept blocks that `which` selects (tool calls excluded).
@@ -236,11 +241,11 @@ impl WorkUnit {
         }
     }
 
-    /// Tokens it costs now.
-    pub fn tokens(&self) -> usize {
+    /// Tokens it costs now, as the provider bills them ([`Lab::billed`]).
+    pub fn tokens(&self, lab: &Lab) -> usize {
         match self {
-            WorkUnit::Message(e) | WorkUnit::Folded(e) => e.tokens(),
-            WorkUnit::Step(step) => step.tokens(),
+            WorkUnit::Message(e) | WorkUnit::Folded(e) => lab.billed(e),
+            WorkUnit::Step(step) => step.tokens(lab),
         }
     }
 
@@ -320,12 +325,12 @@ mod tests {
         let mut lab = Lab::new(Arc::new(Estimate), &[]);
         let step = step(&mut lab);
         let mut work = WorkStep::new(&step);
-        assert_eq!(work.tokens(), step.tokens());
+        assert_eq!(work.tokens(&lab), step.tokens());
         let freed = work.remove_result(1, &lab);
         assert!(freed > 0);
         let freed_reasoning = work.remove_blocks(|b| matches!(b, Block::Reasoning { .. }), &lab);
         assert!(freed_reasoning > 0);
-        let expected = work.tokens();
+        let expected = work.tokens(&lab);
         let mut out = Vec::new();
         work.materialize(&mut lab, &mut out);
         assert_eq!(
@@ -349,7 +354,7 @@ mod tests {
         work.remove_result(0, &lab);
         work.remove_blocks(|_| true, &lab);
         assert!(work.is_empty());
-        assert_eq!(work.tokens(), 0);
+        assert_eq!(work.tokens(&lab), 0);
         let mut out = Vec::new();
         work.materialize(&mut lab, &mut out);
         assert!(out.is_empty());

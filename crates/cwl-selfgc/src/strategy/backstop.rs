@@ -7,6 +7,7 @@ use cwl::Block;
 use cwl::strategy::Strategy;
 use cwl::tokens::{block_tokens, message_tokens};
 
+use crate::billed::{message_billed, turn_start};
 use crate::objects::{ObjectId, ObjectKind};
 use crate::plan::{Action, Target};
 
@@ -38,6 +39,8 @@ impl SelfGc {
         let acted: HashSet<&ObjectId> = self.committed.iter().map(|t| &t.id).collect();
         let mut prunes: Vec<Target> = Vec::new();
         let counter = self.counter.as_ref();
+        // Reasoning before the latest user message is not billed.
+        let turn_start = turn_start(&self.transcript, self.config.reasoning);
         // First what no plan rule protects, then, as a last resort for the
         // budget, protected work and what plans folded or masked.
         let tiers = [
@@ -88,10 +91,8 @@ impl SelfGc {
                             .map_or(0, |c| block_tokens(counter, &Block::ToolCall(c.clone())));
                         call + message_tokens(counter, &self.transcript[object.messages.start])
                     }
-                    ObjectId::User(_) => self.transcript
-                        [object.messages.start + 1..object.messages.end]
-                        .iter()
-                        .map(|m| message_tokens(counter, m))
+                    ObjectId::User(_) => (object.messages.start + 1..object.messages.end)
+                        .map(|at| message_billed(counter, &self.transcript[at], at < turn_start))
                         .sum(),
                 };
                 if saved == 0 {

@@ -13,6 +13,7 @@ use cwl::tokens::message_tokens;
 use serde::Serialize;
 
 use super::{BACKSTOP_REASON, SelfGc};
+use crate::billed::billed_tokens;
 use crate::plan::Action;
 
 /// Planner failures in a row from which an alert is raised.
@@ -59,9 +60,11 @@ pub struct PruneRates {
     /// Of the whole session: the view over the full transcript, all that
     /// plans and the backstop took out.
     pub cumulative: f64,
-    /// Tokens of the full transcript, |C|.
+    /// Tokens of the full transcript, |C|, as billed (under
+    /// [`cwl::ReasoningScope::CurrentTurn`], without the reasoning before
+    /// the latest user message).
     pub transcript_tokens: usize,
-    /// Tokens of the view, |C′| (messages only, as the transcript).
+    /// Tokens of the view, |C′| (messages only, billed as the transcript).
     pub view_tokens: usize,
 }
 
@@ -254,11 +257,7 @@ impl SelfGc {
     pub fn metrics_now(&self) -> SelfGcMetrics {
         let stats = &self.stats;
         let counter = self.counter.as_ref();
-        let transcript_tokens: usize = self
-            .transcript
-            .iter()
-            .map(|m| message_tokens(counter, m))
-            .sum();
+        let transcript_tokens = billed_tokens(counter, &self.transcript, self.config.reasoning);
         let ratio = |after: f64, before: f64| {
             if before > 0.0 {
                 1.0 - after / before

@@ -26,6 +26,12 @@
 //! episode) and folded or masked results go the same way. The planner is
 //! a refinement, never what the budget depends on.
 //!
+//! Sizes compared with the budget (the view's tokens, the backstop's
+//! estimates, the pruning rates of plans and commits) count tokens as the
+//! provider bills them: under [`cwl::ReasoningScope::CurrentTurn`] the
+//! reasoning of assistant messages before the latest user message counts
+//! for nothing, though the view still sends it.
+//!
 //! The state (transcript, committed actions, pending plan, counters) saves
 //! to JSON; every state change happens in a call the harness records
 //! (a push, a side result, a pass that changed the view), so a resumed
@@ -41,7 +47,8 @@ use cwl::strategy::{Health, NoSidecars, Saved, SideRequest, SidecarFile, Sidecar
 use cwl::tokens::message_tokens;
 use cwl::{
     Accepted, Annotation, Checkpoint, Config, Context, DelimiterError, DelimiterOutcome, Graph,
-    Message, PaperOrder, Report, Source, TokenCounter, ToolSpec, TranscriptError, TranscriptStore,
+    Message, PaperOrder, ReasoningScope, Report, Source, TokenCounter, ToolSpec, TranscriptError,
+    TranscriptStore,
 };
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +63,7 @@ pub use health::{
 };
 
 use crate::annotate::annotate_ids;
+use crate::billed::{billed_tokens, message_billed, turn_start};
 use crate::commit::DEFAULT_COMMIT_PRUNE;
 use crate::contract::PLANNER_CONTRACT;
 use crate::fold::FoldRecord;
@@ -214,6 +222,7 @@ pub struct SelfGc {
     folds: BTreeMap<ObjectId, FoldRecord>,
     view: Vec<Message>,
     origins: Vec<(usize, bool)>,
+    /// Tokens of the view's messages as billed (`crate::billed`).
     view_tokens: usize,
     offset: i64,
     calibrated: bool,
@@ -405,11 +414,11 @@ impl SelfGc {
             self.counter.as_ref(),
             &self.committed,
         );
-        self.view_tokens = projection
-            .messages
-            .iter()
-            .map(|m| message_tokens(self.counter.as_ref(), m))
-            .sum();
+        self.view_tokens = billed_tokens(
+            self.counter.as_ref(),
+            &projection.messages,
+            self.config.reasoning,
+        );
         self.view = projection.messages;
         self.origins = projection.origins;
     }
@@ -433,10 +442,19 @@ impl Strategy for SelfGc {
         let outcomes = self.shadow.push(message.skeleton())?;
         let at = self.transcript.len();
         self.table.push(&message);
-        self.view_tokens += message_tokens(self.counter.as_ref(), &message);
+        let user = matches!(message, Message::User { .. });
+        let tokens = message_tokens(self.counter.as_ref(), &message);
         self.view.push(message.clone());
         self.origins.push((at, false));
         self.transcript.push(message);
+        if user && self.config.reasoning == ReasoningScope::CurrentTurn {
+            // A new turn: the reasoning before it is no longer billed.
+            self.view_tokens =
+                billed_tokens(self.counter.as_ref(), &self.view, self.config.reasoning);
+        } else {
+            // After the latest user message: billed in full.
+            self.view_tokens += tokens;
+        }
         Ok(outcomes)
     }
 
@@ -477,12 +495,14 @@ impl Strategy for SelfGc {
         let budget = self.config.budget;
         let met = after <= budget;
         let in_flight = self.in_flight();
+        let turn_start = turn_start(&self.view, self.config.reasoning);
         let in_flight_tokens: usize = self
             .origins
             .iter()
             .zip(&self.view)
-            .filter(|((at, _), _)| *at >= in_flight)
-            .map(|(_, m)| message_tokens(self.counter.as_ref(), m))
+            .enumerate()
+            .filter(|(_, ((at, _), _))| *at >= in_flight)
+            .map(|(pos, (_, m))| message_billed(self.counter.as_ref(), m, pos < turn_start))
             .sum();
         if !met {
             warnings.push(format!(

@@ -53,7 +53,7 @@ impl SelfGc {
             in_flight: self.in_flight(),
             committed: &self.committed,
         }
-        .run(plan)
+        .run_billed(plan, self.config.reasoning)
     }
 
     /// Whether some object could still be collected: otherwise a planner
