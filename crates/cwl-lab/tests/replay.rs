@@ -652,3 +652,27 @@ fn budgeted_baselines_count_reasoning_as_the_provider_bills_it() {
         );
     }
 }
+
+#[test]
+fn the_aggregate_view_lists_ten_skipped_files_and_counts_the_rest() {
+    let cfg = config(&[PolicyKind::None], 80_000);
+    let mut report = report_of(two_tasks(), &cfg);
+    report.skipped = (0..12)
+        .map(|n| cwl_lab::report::Skipped {
+            path: format!("junk-{n}.json"),
+            why: "not a session log".into(),
+        })
+        .collect();
+    let listed = |text: &str| {
+        text.lines()
+            .filter(|line| line.starts_with("skipped junk-"))
+            .count()
+    };
+    let summary = table::render_with(&report, false);
+    assert_eq!(listed(&summary), 10);
+    assert!(summary.contains("… and 2 more skipped (--per-file or --json lists every one)"));
+    assert!(summary.contains(", 12 skipped,"), "{summary}");
+    let full = table::render_with(&report, true);
+    assert_eq!(listed(&full), 12);
+    assert!(!full.contains("more skipped"));
+}

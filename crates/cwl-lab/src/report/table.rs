@@ -32,6 +32,11 @@ const HEADER: [&str; 15] = [
     "prune",
 ];
 
+/// Skipped files listed by name in the aggregate-only view; the rest are
+/// counted (a directory of a client's state can hold hundreds of files
+/// that are no session log).
+const SKIPPED_LISTED: usize = 10;
+
 /// The whole report as text: every file's table, then the aggregate.
 pub fn render(report: &ReplayReport) -> String {
     render_with(report, true)
@@ -45,8 +50,18 @@ pub fn render_with(report: &ReplayReport, per_file: bool) -> String {
             out.push_str(&file_section(report, file));
         }
     }
-    for skipped in &report.skipped {
+    let listed = if per_file {
+        report.skipped.len()
+    } else {
+        SKIPPED_LISTED
+    };
+    for skipped in report.skipped.iter().take(listed) {
         out.push_str(&format!("skipped {}\n", skipped.describe()));
+    }
+    if let Some(more) = report.skipped.len().checked_sub(listed).filter(|n| *n > 0) {
+        out.push_str(&format!(
+            "… and {more} more skipped (--per-file or --json lists every one)\n"
+        ));
     }
     if !report.skipped.is_empty() {
         out.push('\n');
