@@ -218,6 +218,7 @@ async fn responses_like_codex_stay_within_budget_and_keep_reasoning_with_its_cal
     }
     let seen = openai.seen();
     assert_eq!(seen.len(), 40);
+    let mut notes = 0;
     for (at, request) in seen.iter().enumerate() {
         assert_eq!(request.path, "/v1/responses");
         assert_eq!(request.headers["session_id"], "abc");
@@ -242,7 +243,30 @@ async fn responses_like_codex_stay_within_budget_and_keep_reasoning_with_its_cal
             }
         }
         assert!(text.contains("Fix the tests") && text.contains("sandbox rules"));
+        // The engine's notes go as the assistant's: a user message would
+        // end the turn, and gpt-5-codex drops earlier turns' reasoning.
+        let prompt = items
+            .iter()
+            .position(|item| item["role"] == "user")
+            .unwrap();
+        assert!(
+            items[prompt + 1..]
+                .iter()
+                .all(|item| item["role"] != "user"),
+            "request {at}: a user message inside the turn"
+        );
+        for item in items.iter().filter(|item| item["role"] == "assistant") {
+            assert_eq!(item["type"], "message");
+            assert_eq!(item["content"][0]["type"], "output_text");
+            notes += usize::from(
+                item["content"][0]["text"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with('['),
+            );
+        }
     }
+    assert!(notes > 0, "no request carried a note");
     let last = history(&seen.last().unwrap().body, "input");
     let n = last.len();
     for back in 1..=3 {

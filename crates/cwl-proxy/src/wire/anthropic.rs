@@ -90,6 +90,9 @@ impl Wire for Anthropic {
         vec![message]
     }
 
+    /// A user message: the API merges consecutive assistant messages, and
+    /// one that holds thinking must start with it, so an assistant note
+    /// before a thinking turn would be rejected.
     fn note(&self, text: &str) -> Value {
         json!({"role": "user", "content": [{"type": "text", "text": text}]})
     }

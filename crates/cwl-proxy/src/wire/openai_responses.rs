@@ -199,8 +199,12 @@ impl Wire for OpenAiResponses {
         }
     }
 
+    /// An assistant message, as the engine writes its notes: a user
+    /// message would start a new turn, and the reasoning models before
+    /// GPT-5.6 drop the reasoning of every earlier turn, so a note placed
+    /// inside the current turn would take its reasoning from the model.
     fn note(&self, text: &str) -> Value {
-        json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+        json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]})
     }
 
     /// A function tool, not strict (the API's strict mode would hold the
