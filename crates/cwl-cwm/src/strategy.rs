@@ -864,6 +864,15 @@ mod tests {
     }
 
     /// The guarantees every strategy keeps, checked on a view.
+    /// The tools and `view` as the strategy should count them.
+    fn counted(strategy: &Cwm, view: &[Message]) -> usize {
+        strategy.shadow.tools_tokens()
+            + view
+                .iter()
+                .map(|m| message_tokens(&Estimate, m))
+                .sum::<usize>()
+    }
+
     fn check_view(view: &[Message], users: usize) {
         assert_eq!(
             view.iter()
@@ -1704,11 +1713,7 @@ mod tests {
                 assert_eq!(report.tokens_after, strategy.tokens());
                 assert_eq!(
                     strategy.total,
-                    strategy.shadow.tools_tokens()
-                        + view
-                            .iter()
-                            .map(|m| message_tokens(&Estimate, m))
-                            .sum::<usize>(),
+                    counted(&strategy, &view),
                     "seed {seed} step {step}: the count follows the view"
                 );
                 check_view(&view, before);
@@ -1964,11 +1969,7 @@ mod tests {
         let view: Vec<Message> = strategy.view().cloned().collect();
         assert_eq!(
             strategy.total,
-            strategy.shadow.tools_tokens()
-                + view
-                    .iter()
-                    .map(|m| message_tokens(&Estimate, m))
-                    .sum::<usize>(),
+            counted(&strategy, &view),
             "the count follows the view"
         );
         assert_eq!(report.tokens_after, strategy.tokens());

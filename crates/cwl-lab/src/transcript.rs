@@ -254,11 +254,6 @@ impl Lab {
         self
     }
 
-    /// Which turns' reasoning the log's provider bills.
-    pub fn reasoning(&self) -> ReasoningScope {
-        self.reasoning
-    }
-
     /// Tokens of `entry` that a request sent now is billed for: all of
     /// them, but its reasoning's once a later user message has been logged
     /// and the provider keeps only the current turn's. Every policy keeps
@@ -266,7 +261,7 @@ impl Lab {
     /// budgeted baselines count with it, as a harness that reads the
     /// provider's reported usage does.
     pub fn billed(&self, entry: &Entry) -> usize {
-        if self.reasoning == ReasoningScope::CurrentTurn && entry.turn < self.turn {
+        if self.reasoning_dropped(entry) {
             entry.tokens - entry.reasoning
         } else {
             entry.tokens
