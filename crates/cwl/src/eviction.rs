@@ -6,6 +6,7 @@ use crate::context::{Context, Entry, Meta, Role, clamp};
 use crate::graph::{EpisodeId, Level};
 use crate::message::{Block, Message};
 use crate::protocol::EpisodeKind;
+use crate::reasoning::ReasoningScope;
 use crate::report::{EpisodeReport, LevelReport, Report};
 use crate::tokens::MESSAGE_OVERHEAD;
 
@@ -20,7 +21,11 @@ impl Context {
     /// Enforces the budget. When the prompt is over τ, drops the plan
     /// calls a later call of the same plan tool superseded
     /// ([`crate::Config::superseded_plans`]), stubs the tool outputs a
-    /// later output repeats ([`crate::Config::restated`]), then
+    /// later output repeats ([`crate::Config::restated`]), takes the
+    /// reasoning of episodes that ended before the recent working set,
+    /// oldest first, when the provider keeps only the current turn's
+    /// ([`crate::Config::reasoning`]: it treats reasoning as scratch that a
+    /// new user turn discards, so old reasoning goes before content), then
     /// strips candidate episodes in the evictor's order (the paper's:
     /// oldest act, else oldest expl), level by level, down to the low-water
     /// mark, then takes the steps the evictor offers after the pass's first
@@ -85,6 +90,21 @@ impl Context {
                 earliest(&mut changed, seq);
                 self.graph.shrink(owner, removed.tokens);
                 push_level(&mut report, &mut reported, &self.graph, owner, removed);
+                continue;
+            }
+            if !floor_reached
+                && self.config.reasoning == ReasoningScope::CurrentTurn
+                && let Some(target) = self.graph.oldest_reasoning_before(recent)
+            {
+                // No stub size: only reasoning blocks go, calls and outputs stay.
+                let (removed, seq) = self.strip(target, Level::Reasoning, 0);
+                self.graph.drop_reasoning(target, removed.tokens);
+                if let Some(seq) = seq {
+                    earliest(&mut changed, seq);
+                }
+                if removed.tokens > 0 {
+                    push_level(&mut report, &mut reported, &self.graph, target, removed);
+                }
                 continue;
             }
             let candidates = self.graph.candidates_with_recent(

@@ -822,12 +822,34 @@ impl Graph {
     /// Records that the reasoning `id` held, `freed` tokens, left the view
     /// without a change of level (an earlier turn's, which the provider
     /// drops): until it reasons again, it has none left to strip.
+    /// The oldest closed episode that ended before stream position
+    /// `before` (and before the latest response) and still holds
+    /// reasoning.
+    pub(crate) fn oldest_reasoning_before(&self, before: u64) -> Option<EpisodeId> {
+        let before = before.min(self.frontier);
+        self.episodes
+            .iter()
+            .enumerate()
+            .take_while(|(_, episode)| episode.first_seq < before)
+            .find(|(_, episode)| {
+                episode.state == EpisodeState::Closed
+                    && !episode.is_removed()
+                    && episode.last_seq < before
+                    && episode
+                        .contents
+                        .is_none_or(|held| held & HOLDS_REASONING != 0)
+            })
+            .map(|(id, _)| id as EpisodeId)
+    }
+
+    /// Records that the reasoning of `id`, `freed` tokens, left the view
+    /// without a change of level.
     pub(crate) fn drop_reasoning(&mut self, id: EpisodeId, freed: usize) {
         let episode = &mut self.episodes[id as usize];
         episode.tokens = episode.tokens.saturating_sub(freed);
-        if let Some(contents) = episode.contents.as_mut() {
-            *contents &= !HOLDS_REASONING;
-        }
+        // Unknown contents (an old checkpoint): everything but reasoning.
+        let held = episode.contents.get_or_insert(u8::MAX);
+        *held &= !HOLDS_REASONING;
     }
 
     /// Records that `freed` tokens of `id` left the view without a change

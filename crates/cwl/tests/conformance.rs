@@ -1006,3 +1006,56 @@ fn a_restored_engine_goes_on_dropping_earlier_turns_reasoning() {
     assert_eq!(reasoning_blocks(&restored), 0);
     assert_eq!(restored.tokens(), recount(&restored));
 }
+
+/// Under a provider that keeps only the current turn's reasoning, a pass
+/// takes the old episodes' reasoning before any of their content: within
+/// one long turn, every closed episode's reasoning goes before the oldest
+/// loses its output. Under the default the oldest episode goes level by
+/// level, output included, while the later ones keep their reasoning.
+#[test]
+fn old_reasoning_goes_before_content_when_the_provider_drops_reasoning() {
+    let mut script = Script::new();
+    script.system("agent").user("task");
+    for n in 0..4 {
+        script
+            .start_expl(&format!("e{n}"))
+            .tool_with_reasoning(
+                &"why ".repeat(300),
+                "read",
+                &format!("out{n} {}", bulk(150)),
+            )
+            .end_expl(&format!("e{n} learned"));
+    }
+    let messages = script.build();
+    let run = |scope: cwl::ReasoningScope| {
+        let mut config = Config::paper(10_000).reasoning(scope);
+        config.keep_recent = None;
+        let mut context = Context::new(config, counter(), Vec::new());
+        for message in &messages {
+            context.push(message.clone()).expect("valid");
+        }
+        // Over by more than one episode's reasoning, less than three's.
+        let tokens = context.tokens();
+        context.set_budget(tokens - 500);
+        let report = context.enforce();
+        assert!(report.budget_met);
+        assert_eq!(context.tokens(), recount(&context));
+        let view: Vec<Message> = context.view().cloned().collect();
+        validate(&view).expect("valid");
+        (view, reasoning_blocks(&context))
+    };
+
+    let (view, left) = run(cwl::ReasoningScope::CurrentTurn);
+    for n in 0..4 {
+        let output = format!("out{n} {}", bulk(150));
+        assert!(has_output(&view, &output), "e{n}'s output stays");
+    }
+    assert!(left < 4, "some reasoning went: {left} left");
+
+    let (view, left) = run(cwl::ReasoningScope::AllTurns);
+    assert!(
+        !has_output(&view, &format!("out0 {}", bulk(150))),
+        "the oldest episode goes, output included"
+    );
+    assert!(left >= 3, "the later episodes keep their reasoning: {left}");
+}
