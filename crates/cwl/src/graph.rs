@@ -257,6 +257,10 @@ pub struct Graph {
     /// Closed unannotated segments not yet removed.
     gaps: IdSet,
     frontier: u64,
+    /// Episodes below this index are closed and removed or without
+    /// reasoning, so [`Graph::oldest_reasoning_before`] starts here.
+    #[serde(skip)]
+    reasoning_done: usize,
 }
 
 /// The effect of an accepted annotation.
@@ -825,21 +829,31 @@ impl Graph {
     /// The oldest closed episode that ended before stream position
     /// `before` (and before the latest response) and still holds
     /// reasoning.
-    pub(crate) fn oldest_reasoning_before(&self, before: u64) -> Option<EpisodeId> {
+    pub(crate) fn oldest_reasoning_before(&mut self, before: u64) -> Option<EpisodeId> {
         let before = before.min(self.frontier);
-        self.episodes
+        let holds = |episode: &Episode| {
+            !episode.is_removed()
+                && episode
+                    .contents
+                    .is_none_or(|held| held & HOLDS_REASONING != 0)
+        };
+        // A closed episode never gains reasoning, nor comes back once removed.
+        while self
+            .episodes
+            .get(self.reasoning_done)
+            .is_some_and(|episode| episode.state == EpisodeState::Closed && !holds(episode))
+        {
+            self.reasoning_done += 1;
+        }
+        let start = self.reasoning_done;
+        self.episodes[start..]
             .iter()
             .enumerate()
             .take_while(|(_, episode)| episode.first_seq < before)
             .find(|(_, episode)| {
-                episode.state == EpisodeState::Closed
-                    && !episode.is_removed()
-                    && episode.last_seq < before
-                    && episode
-                        .contents
-                        .is_none_or(|held| held & HOLDS_REASONING != 0)
+                episode.state == EpisodeState::Closed && episode.last_seq < before && holds(episode)
             })
-            .map(|(id, _)| id as EpisodeId)
+            .map(|(at, _)| (start + at) as EpisodeId)
     }
 
     /// Records that the reasoning of `id`, `freed` tokens, left the view
