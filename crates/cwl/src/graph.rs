@@ -823,9 +823,6 @@ impl Graph {
             .find(|level| episode.level.is_none_or(|done| *level > done))
     }
 
-    /// Records that the reasoning `id` held, `freed` tokens, left the view
-    /// without a change of level (an earlier turn's, which the provider
-    /// drops): until it reasons again, it has none left to strip.
     /// The oldest closed episode that ended before stream position
     /// `before` (and before the latest response) and still holds
     /// reasoning.
@@ -856,8 +853,10 @@ impl Graph {
             .map(|(at, _)| (start + at) as EpisodeId)
     }
 
-    /// Records that the reasoning of `id`, `freed` tokens, left the view
-    /// without a change of level.
+    /// Records that the reasoning `id` held, `freed` tokens, left the view
+    /// without a change of level (an earlier turn's, which the provider
+    /// drops, or an old episode's, which a pass takes first): until it
+    /// reasons again, it has none left to strip.
     pub(crate) fn drop_reasoning(&mut self, id: EpisodeId, freed: usize) {
         let episode = &mut self.episodes[id as usize];
         episode.tokens = episode.tokens.saturating_sub(freed);
