@@ -5,6 +5,10 @@
 //! never holds a budget; a policy that went over τ even once is left out,
 //! since keeping more by ignoring the budget is no achievement.
 //!
+//! A cheaper policy may owe its cost to keeping less: the comparison also
+//! prices CWL against only the budget-holding policies that kept at least
+//! its share on both retention measures (the frontier `cwl sweep` plots).
+//!
 //! A share a few requests apart may be chance: for each retention measure
 //! the comparison also counts the requests only one of CWL and the best
 //! policy lost, with an exact two-sided sign test on them, so a reader can
@@ -112,6 +116,10 @@ pub struct Versus {
     pub content_loss_free: Standing,
     /// Dollars, when every compared policy's cost is known.
     pub cost: Option<Standing>,
+    /// Dollars against the cheapest budget-holding policy that kept at
+    /// least CWL's share on both retention measures; `None` when costs are
+    /// unknown or no policy kept as much.
+    pub as_retentive: Option<Standing>,
 }
 
 impl Versus {
@@ -175,11 +183,40 @@ impl Versus {
             }
         };
         let costs_known = cwl.cost_usd.is_some() && held.iter().all(|(_, s)| s.cost_usd.is_some());
+        let retentive: Vec<&(PolicyKind, Summary)> = held
+            .iter()
+            .copied()
+            .filter(|(_, s)| {
+                s.loss_free_share >= cwl.loss_free_share
+                    && s.content_loss_free_share >= cwl.content_loss_free_share
+            })
+            .collect();
+        let as_retentive = retentive
+            .iter()
+            .filter_map(|(kind, s)| Some((*kind, s.cost_usd?)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .filter(|_| costs_known)
+            .map(|(_, best)| {
+                let mine = cwl.cost_usd.unwrap_or(0.0);
+                Standing {
+                    cwl: mine,
+                    best,
+                    by: retentive
+                        .iter()
+                        .filter(|(_, s)| s.cost_usd == Some(best))
+                        .map(|(k, _)| k.name())
+                        .collect(),
+                    ahead: mine <= best,
+                    paired: None,
+                    mean_tokens: None,
+                }
+            });
         Some(Versus {
             cwl_held_budget: cwl.over_budget_share == 0.0,
             loss_free: standing(&|s| s.loss_free_share, true, Some(|l| l.anchors)),
             content_loss_free: standing(&|s| s.content_loss_free_share, true, Some(|l| l.content)),
             cost: costs_known.then(|| standing(&|s| s.cost_usd.unwrap_or(0.0), false, None)),
+            as_retentive,
         })
     }
 
@@ -229,6 +266,17 @@ impl Versus {
             }
             None => parts.push("cost unknown".to_string()),
         }
+        let frontier = match (&self.as_retentive, &self.cost) {
+            (Some(r), _) => format!(
+                "; against those that kept as much of both: ${:.2} vs ${:.2} ({}){}",
+                r.cwl,
+                r.best,
+                r.by.join("/"),
+                if r.ahead { "" } else { " behind" }
+            ),
+            (None, Some(_)) => "; no other policy that held the budget kept as much of both".into(),
+            (None, None) => String::new(),
+        };
         let behind = [
             Some(&self.loss_free),
             Some(&self.content_loss_free),
@@ -244,7 +292,7 @@ impl Versus {
             (true, n) => format!("; cwl behind on {n}"),
         };
         format!(
-            "cwl against the best policy that held the budget: {}{verdict}\n",
+            "cwl against the best policy that held the budget: {}{frontier}{verdict}\n",
             parts.join(", ")
         )
     }
@@ -344,6 +392,51 @@ mod tests {
         ];
         let line = Versus::of(&ahead).unwrap().line();
         assert!(line.contains("cost $1.00 vs $5.00 (truncate);"), "{line}");
+    }
+
+    #[test]
+    fn cost_is_also_set_against_the_policies_that_kept_as_much() {
+        // clear-tool-uses is cheapest but keeps less; of those that keep as
+        // much of both, lru is the cheaper.
+        let aggregate = vec![
+            (PolicyKind::Cwl, stats(0, 9, 8, 2.0)),
+            (PolicyKind::ClearToolUses, stats(0, 7, 4, 1.0)),
+            (PolicyKind::Truncate, stats(0, 9, 9, 6.0)),
+            (PolicyKind::Lru, stats(0, 10, 8, 5.0)),
+            (PolicyKind::Fifo, stats(0, 10, 7, 3.0)),
+        ];
+        let versus = Versus::of(&aggregate).unwrap();
+        assert!(!versus.cost.as_ref().unwrap().ahead);
+        let frontier = versus.as_retentive.as_ref().unwrap();
+        assert_eq!(
+            (
+                frontier.cwl,
+                frontier.best,
+                frontier.by.clone(),
+                frontier.ahead
+            ),
+            (2.0, 5.0, vec!["lru"], true)
+        );
+        let line = versus.line();
+        assert!(
+            line.contains("; against those that kept as much of both: $2.00 vs $5.00 (lru);"),
+            "{line}"
+        );
+        assert!(line.ends_with("cwl behind on 3\n"), "{line}");
+
+        let alone = vec![
+            (PolicyKind::Cwl, stats(0, 9, 8, 2.0)),
+            (PolicyKind::ClearToolUses, stats(0, 7, 4, 1.0)),
+        ];
+        let versus = Versus::of(&alone).unwrap();
+        assert_eq!(versus.as_retentive, None);
+        assert!(
+            versus
+                .line()
+                .contains("; no other policy that held the budget kept as much of both;"),
+            "{}",
+            versus.line()
+        );
     }
 
     #[test]
