@@ -9,19 +9,6 @@
 use cwl::tokens::{MESSAGE_OVERHEAD, block_tokens, message_tokens};
 use cwl::{Block, Message, ReasoningScope, TokenCounter};
 
-/// How many of `messages` (a request, in order) come before the latest
-/// user message, whose reasoning a provider of `scope` drops (0 under
-/// [`ReasoningScope::AllTurns`] or with no user message).
-pub(crate) fn turn_start(messages: &[Message], scope: ReasoningScope) -> usize {
-    match scope {
-        ReasoningScope::AllTurns => 0,
-        ReasoningScope::CurrentTurn => messages
-            .iter()
-            .rposition(|m| matches!(m, Message::User { .. }))
-            .unwrap_or(0),
-    }
-}
-
 /// Tokens of `message` as billed: when `stale` (before the latest user
 /// message under [`ReasoningScope::CurrentTurn`]) an assistant message
 /// counts as `message_tokens(&message.without_reasoning())`, without
@@ -47,7 +34,7 @@ pub(crate) fn billed_tokens(
     messages: &[Message],
     scope: ReasoningScope,
 ) -> usize {
-    let start = turn_start(messages, scope);
+    let start = scope.turn_start(messages);
     messages
         .iter()
         .enumerate()
@@ -90,7 +77,7 @@ mod tests {
             billed_tokens(&Estimate, &messages, ReasoningScope::AllTurns),
             full
         );
-        assert_eq!(turn_start(&messages, ReasoningScope::CurrentTurn), 3);
+        assert_eq!(ReasoningScope::CurrentTurn.turn_start(&messages), 3);
         let billed: usize = messages
             .iter()
             .enumerate()
@@ -107,6 +94,6 @@ mod tests {
             billed
         );
         assert!(billed < full);
-        assert_eq!(turn_start(&messages[..1], ReasoningScope::CurrentTurn), 0);
+        assert_eq!(ReasoningScope::CurrentTurn.turn_start(&messages[..1]), 0);
     }
 }

@@ -480,11 +480,8 @@ impl Context {
                 false
             });
             entry.altered = true;
-            if content.is_empty() {
-                entry.message = None;
-                freed += entry.base as usize;
-                emptied = true;
-            }
+            freed += entry.drop_if_only_reasoning();
+            emptied |= entry.message.is_none();
             self.total -= freed;
         }
         if emptied {

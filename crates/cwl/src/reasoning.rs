@@ -20,6 +20,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::message::Message;
+
 /// Which turns' reasoning a provider keeps in the prompt it bills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -36,6 +38,21 @@ impl ReasoningScope {
     /// Whether every turn's reasoning is kept (the default).
     pub fn is_all_turns(&self) -> bool {
         *self == ReasoningScope::AllTurns
+    }
+
+    /// How many of `messages` (a request, in order) come before its latest
+    /// user message: the ones whose reasoning a provider of this scope
+    /// drops (0 when it keeps every turn's, or there is no user message).
+    pub fn turn_start<'a>(self, messages: impl IntoIterator<Item = &'a Message>) -> usize {
+        match self {
+            ReasoningScope::AllTurns => 0,
+            ReasoningScope::CurrentTurn => messages
+                .into_iter()
+                .enumerate()
+                .filter(|(_, message)| matches!(message, Message::User { .. }))
+                .last()
+                .map_or(0, |(at, _)| at),
+        }
     }
 
     /// The scope of the provider serving `model`: [`CurrentTurn`] for

@@ -42,13 +42,7 @@ pub struct Sent {
 /// How many of `pieces` come before the current turn's user message, where
 /// a provider of `scope` drops reasoning (0 when it keeps all of it).
 pub fn turn_start(pieces: &[Arc<Entry>], scope: ReasoningScope) -> usize {
-    match scope {
-        ReasoningScope::AllTurns => 0,
-        ReasoningScope::CurrentTurn => pieces
-            .iter()
-            .rposition(|p| matches!(p.message(), Message::User { .. }))
-            .unwrap_or(0),
-    }
+    scope.turn_start(pieces.iter().map(|piece| piece.message()))
 }
 
 /// `pieces` as a provider of `scope` counts them.

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use cwl::tokens::{MESSAGE_OVERHEAD, message_tokens};
-use cwl::{Annotation, Message, ReasoningScope, Source, Strategy};
+use cwl::{Annotation, Message, Source, Strategy};
 
 use super::{Policy, PolicyError, Request, SideCall, SideTally, View};
 use crate::side::{MAX_SIDE_REQUESTS, SideError, SideModel};
@@ -201,16 +201,11 @@ impl Policy for StrategyPolicy {
         let mut pieces = Vec::new();
         let mut pushed = HashMap::with_capacity(self.pushed.len());
         let mut written = HashMap::with_capacity(self.written.len());
-        let turn_start = match self.strategy.config().reasoning {
-            ReasoningScope::AllTurns => 0,
-            ReasoningScope::CurrentTurn => self
-                .strategy
-                .view_sources()
-                .enumerate()
-                .filter(|(_, (_, message))| matches!(message, Message::User { .. }))
-                .last()
-                .map_or(0, |(at, _)| at),
-        };
+        let turn_start = self
+            .strategy
+            .config()
+            .reasoning
+            .turn_start(self.strategy.view_sources().map(|(_, message)| message));
         for (at, (source, message)) in self.strategy.view_sources().enumerate() {
             let entry = match source {
                 Source::Pushed(index) => self.pushed.get(&index).cloned().inspect(|entry| {

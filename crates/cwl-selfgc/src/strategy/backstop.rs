@@ -7,7 +7,7 @@ use cwl::Block;
 use cwl::strategy::Strategy;
 use cwl::tokens::{block_tokens, message_tokens};
 
-use crate::billed::{message_billed, turn_start};
+use crate::billed::message_billed;
 use crate::objects::{ObjectId, ObjectKind};
 use crate::plan::{Action, Target};
 
@@ -40,7 +40,7 @@ impl SelfGc {
         let mut prunes: Vec<Target> = Vec::new();
         let counter = self.counter.as_ref();
         // Reasoning before the latest user message is not billed.
-        let turn_start = turn_start(&self.transcript, self.config.reasoning);
+        let turn_start = self.config.reasoning.turn_start(&self.transcript);
         // First what no plan rule protects, then, as a last resort for the
         // budget, protected work and what plans folded or masked.
         let tiers = [

@@ -63,7 +63,7 @@ pub use health::{
 };
 
 use crate::annotate::annotate_ids;
-use crate::billed::{billed_tokens, message_billed, turn_start};
+use crate::billed::{billed_tokens, message_billed};
 use crate::commit::DEFAULT_COMMIT_PRUNE;
 use crate::contract::PLANNER_CONTRACT;
 use crate::fold::FoldRecord;
@@ -495,7 +495,7 @@ impl Strategy for SelfGc {
         let budget = self.config.budget;
         let met = after <= budget;
         let in_flight = self.in_flight();
-        let turn_start = turn_start(&self.view, self.config.reasoning);
+        let turn_start = self.config.reasoning.turn_start(&self.view);
         let in_flight_tokens: usize = self
             .origins
             .iter()
