@@ -12,7 +12,7 @@ use clap::{Args, ValueEnum};
 use cwl::{Budget, Estimate, O200k, TokenCounter};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::calibrate::Calibration;
+use crate::calibrate;
 use crate::import::{self, Format};
 use crate::judge::Judge;
 use crate::metrics::cost::{self, DEFAULT_MODEL, ModelSource};
@@ -85,10 +85,13 @@ content retention: the share of requests that kept, in text the log wrote (never
 their edits and patches must match and every value they quote from an earlier tool output (content loss-free); and \
 view changes: the share of requests that altered what the previous request sent (a prefix break).\n\n\
 Token counts are calibrated to the provider's: where the log records the prompt size of its model calls (pi, Claude \
-Code, Codex), local counts are converted as `overhead + ratio × local`, the ratio measured on what each step added and the \
-overhead (the client's system prompt and tool schemas the log lacks) on the first call, both before the log's first \
-compaction or prompt drop (a logged prompt a tenth smaller than the one before: the harness cut what it sent, as Claude \
-Code 2.0 clears old tool results; counted and warned about); budgeted policies decide against the budget converted back. \
+Code, Codex), local counts are converted as `overhead + ratio × local`, fitted with medians over the whole log as its \
+harness sent it (its compactions' summaries in place of the history; a logged prompt a tenth smaller than the one before \
+with no compaction is the harness cutting what it sent, as Claude Code 2.0 clears old tool results, counted and warned \
+about, and the call after it sized from the log); the overhead (the client's system prompt and tool schemas the log \
+lacks) never exceeds the smallest logged prompt, and with fewer than 5 calls before the harness first edited its prompt \
+the client's known size stands in. The header compares that replay with the logged prompts: calls compared of those \
+logged, mean and median error. Budgeted policies decide against the budget converted back. \
 --no-calibration keeps local counts. Encrypted reasoning counts as the log's reasoning tokens, never as its ciphertext; \
 for OpenAI's reasoning models before GPT-5.6 (gpt-5, gpt-5-codex, o3...) and Anthropic's before Claude Opus 4.5 and \
 Sonnet 4.6 (claude-sonnet-4-5, claude-opus-4-1...), the log's model whatever --model says, only until the next user \
@@ -549,9 +552,9 @@ pub fn replay_files_with(
         let shown = path.display().to_string();
         bar.set_message(shown.clone());
         let opened = if args.no_calibration {
-            Ok(Calibration::identity())
+            Session::open(path).map(|session| calibrate::uncalibrated(session, counter.as_ref()))
         } else {
-            Calibration::measure_path(path, counter.as_ref())
+            calibrate::measure_path(path, counter.as_ref())
         }
         .and_then(|calibration| Ok((Session::open(path)?, calibration)));
         let (session, calibration) = match opened {

@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use cwl::tokens::{MESSAGE_OVERHEAD, message_tokens};
 use cwl::{Annotation, Message, TokenCounter, Usage};
 
-use crate::calibrate::{self, Calibration, Fidelity, FidelityTally};
+use crate::calibrate::{self, Calibration, Fidelity, Measured};
 use crate::judge::{self, Judge};
 use crate::metrics::anchors::{AnchorId, Scope};
 use crate::metrics::content::Need;
@@ -143,8 +143,8 @@ pub struct FileReport {
     /// Calls whose logged prompt was smaller than the previous call's with
     /// no compaction in between ([`crate::calibrate::prompt_dropped`]): the
     /// harness removed content from what it sent (Claude Code 2.0 clears
-    /// old tool results) and logged it whole. Replays keep it; calibration
-    /// and fidelity use the calls before the first.
+    /// old tool results) and logged it whole. Replays keep it; the replay
+    /// of what the harness sent takes the size of each cut from the log.
     pub log_prompt_drops: u64,
     /// Bytes of log, when known.
     pub bytes: Option<u64>,
@@ -190,15 +190,21 @@ pub fn replay(
 }
 
 /// Replays `session` like [`replay`], converting every request to provider
-/// tokens with `calibration`; budgeted policies see the budget and window
-/// converted back to local tokens.
+/// tokens with the calibration `measured` holds (a bare [`Calibration`]
+/// will do); budgeted policies see the budget and window converted back
+/// to local tokens. The report's fidelity is the one `measured` holds
+/// ([`crate::calibrate::measure`]), with the costs the replay adds.
 pub fn replay_with(
     session: Session,
     path: &str,
     config: &ReplayConfig,
-    calibration: Calibration,
+    measured: impl Into<Measured>,
     tick: &mut dyn FnMut(),
 ) -> FileReport {
+    let Measured {
+        calibration,
+        fidelity,
+    } = measured.into();
     let Session { info, events } = session;
     let annotated = info.annotated();
     let scope = calibration
@@ -253,7 +259,6 @@ pub fn replay_with(
         fidelity: Fidelity::default(),
     };
     let mut history = History::new(scope);
-    let mut tally = FidelityTally::new(calibration);
     let mut costs = CostTally::new(
         Recorder::calibrated(
             config.policy.budget,
@@ -283,7 +288,7 @@ pub fn replay_with(
                 report.warnings.push(what);
                 continue;
             }
-            SessionEvent::Compaction => {
+            SessionEvent::Compaction { .. } => {
                 report.log_compactions += 1;
                 cache_reads.cut();
                 costs.cut();
@@ -318,11 +323,6 @@ pub fn replay_with(
                         costs.cut();
                     }
                     cache_reads.cut();
-                }
-                if let (Some(logged), 0, 0) =
-                    (logged, report.log_compactions, report.log_prompt_drops)
-                {
-                    tally.add(lab.tools_tokens() + history.sent(), logged);
                 }
                 let used = lab.anchors_mut().extract(&message, Scope::Used);
                 let at_risk: Vec<AnchorId> = used
@@ -416,12 +416,12 @@ pub fn replay_with(
     report.fidelity = Fidelity {
         logged_cost_usd: costs.logged(),
         replayed_cost_usd: costs.replayed(),
-        ..tally.finish()
+        ..fidelity
     };
     report.warnings.extend(pairing.take_warnings());
     if report.log_prompt_drops > 0 {
         report.warnings.push(format!(
-            "{path}: the logged prompt shrank on {} calls without a compaction: the log's harness removed content from what it sent (Claude Code 2.0 clears old tool results) and logged it whole; every policy here replays what the log holds, and calibration and fidelity use the calls before the first",
+            "{path}: the logged prompt shrank on {} calls without a compaction: the log's harness removed content from what it sent (Claude Code 2.0 clears old tool results) and logged it whole; every policy here replays what the log holds; the replay of what the harness sent takes the size of each cut from the call after it",
             report.log_prompt_drops
         ));
     }

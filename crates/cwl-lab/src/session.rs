@@ -68,9 +68,19 @@ pub enum SessionEvent {
         /// For assistant messages: the call's cost in US dollars, if logged.
         cost_usd: Option<f64>,
     },
-    /// The original harness compacted its context here. Replays ignore it:
-    /// every policy starts from the full, uncompacted history.
-    Compaction,
+    /// The original harness compacted its context here. Replays of the
+    /// policies ignore it (every policy starts from the full, uncompacted
+    /// history); the replay of what the harness sent
+    /// ([`crate::calibrate::AsSent`]) follows it.
+    Compaction {
+        /// What the harness sent in place of the history before it (after
+        /// its leading system messages): the summary, as a user message,
+        /// and any messages it restored with it.
+        replacement: Vec<Message>,
+        /// How many of the messages just before it the harness kept, after
+        /// the replacement.
+        kept: usize,
+    },
     /// Something in the log was wrong and worked around.
     Warning(String),
 }
@@ -149,7 +159,10 @@ fn open_with_importer(path: &Path) -> Result<Session, OpenError> {
             usage,
             cost_usd,
         },
-        Event::Compaction { .. } => SessionEvent::Compaction,
+        Event::Compaction { summary, kept, .. } => SessionEvent::Compaction {
+            replacement: summary.map(Message::user).into_iter().collect(),
+            kept,
+        },
         Event::Warning(warning) => SessionEvent::Warning(warning.to_string()),
     });
     Ok(Session {

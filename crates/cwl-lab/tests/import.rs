@@ -551,6 +551,7 @@ fn pi_session_imports_with_usage_pairing_and_warnings() {
             tokens_before,
             summary,
             timestamp,
+            ..
         } => Some((*tokens_before, summary.clone(), timestamp.is_some())),
         _ => None,
     });

@@ -629,9 +629,11 @@ fn a_logged_prompt_that_shrinks_without_a_compaction_is_the_harness_cutting_it()
     let file = &report.files[0];
     assert_eq!(file.log_prompt_drops, 1);
     assert_eq!(file.log_compactions, 0);
+    let f = file.fidelity;
     assert_eq!(
-        file.fidelity.compared_calls, 5,
-        "only the calls before the cut"
+        (f.logged_calls, f.compared_calls, f.anchored_calls, f.cuts),
+        (8, 7, 1, 1),
+        "the call after the cut is sized from the log, the rest compared: {f:?}"
     );
     assert!(
         file.warnings
@@ -643,7 +645,7 @@ fn a_logged_prompt_that_shrinks_without_a_compaction_is_the_harness_cutting_it()
     let text = table::render(&report);
     assert!(text.contains("1 log prompt drops"), "{text}");
     assert!(
-        text.contains("over 5 calls before the log's harness first compacted or cut its prompt"),
+        text.contains("over 7 of 8 calls (1 unlogged cuts, 1 calls after an edit the log does not hold sized from the log)"),
         "{text}"
     );
     let json: Value = serde_json::from_str(&json::to_json(&report)).unwrap();

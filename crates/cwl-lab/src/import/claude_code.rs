@@ -252,6 +252,7 @@ impl super::LineParser for Parser {
                         timestamp,
                         tokens_before: entry.compact_metadata.and_then(|m| m.pre_tokens),
                         summary: None,
+                        kept: 0,
                     },
                 });
                 Outcome::Used
@@ -345,6 +346,7 @@ impl Parser {
                 timestamp,
                 tokens_before: None,
                 summary: None,
+                kept: 0,
             },
         });
         if let Event::Compaction { summary, .. } = &mut boundary.event {

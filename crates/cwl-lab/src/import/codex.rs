@@ -292,6 +292,7 @@ impl super::LineParser for Parser {
                             timestamp,
                             tokens_before: None,
                             summary: compacted.message,
+                            kept: 0,
                         },
                     });
                     Outcome::Used

@@ -31,6 +31,8 @@ pub(crate) struct Located {
 pub(crate) struct Sink {
     path: PathBuf,
     items: VecDeque<Located>,
+    /// The line of every message queued so far, in order.
+    message_lines: Vec<u64>,
 }
 
 impl Sink {
@@ -38,11 +40,21 @@ impl Sink {
         Sink {
             path: path.to_path_buf(),
             items: VecDeque::new(),
+            message_lines: Vec::new(),
         }
     }
 
     pub(crate) fn push(&mut self, item: Located) {
+        if matches!(item.event, Event::Message { .. }) {
+            self.message_lines.push(item.line.unwrap_or(0));
+        }
         self.items.push_back(item);
+    }
+
+    /// Messages queued so far from lines at or after `line`.
+    pub(crate) fn messages_from(&self, line: u64) -> usize {
+        let before = self.message_lines.partition_point(|&at| at < line);
+        self.message_lines.len() - before
     }
 
     /// Queues a non-assistant message (or an assistant one without call data).

@@ -107,7 +107,15 @@ pub enum Event {
         tokens_before: Option<u64>,
         /// The summary that replaced the history, if logged.
         summary: Option<String>,
+        /// How many of the messages just before it the harness kept after
+        /// the summary (pi keeps the latest turns); 0: none.
+        #[serde(skip_serializing_if = "is_zero")]
+        kept: usize,
     },
     /// Something was wrong in the log; the import went on.
     Warning(ImportWarning),
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

@@ -6,7 +6,8 @@
 //!   its arguments byte for byte), `toolResult` → ToolResult, `bashExecution`
 //!   (a command the user ran with `!`) → a User message showing the command
 //!   and its output, as pi shows it to the model.
-//! - `compaction` → [`Event::Compaction`]; `model_change` sets the model of
+//! - `compaction` → [`Event::Compaction`], keeping the messages from
+//!   `firstKeptEntryIndex` (a 0-based line) on; `model_change` sets the model of
 //!   later calls; `thinking_level_change`, `label`, `session_info` and
 //!   `custom` are ignored.
 //! - Usage: pi's `input` excludes cached tokens (`totalTokens = input +
@@ -37,6 +38,8 @@ struct Entry {
     model_id: Option<String>,
     summary: Option<String>,
     tokens_before: Option<u64>,
+    /// The 0-based line from which a compaction keeps the history.
+    first_kept_entry_index: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -138,6 +141,9 @@ impl super::LineParser for Parser {
                         timestamp,
                         tokens_before: entry.tokens_before,
                         summary: entry.summary,
+                        kept: entry
+                            .first_kept_entry_index
+                            .map_or(0, |index| sink.messages_from(index + 1)),
                     },
                 });
                 Outcome::Used

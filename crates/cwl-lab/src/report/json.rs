@@ -31,11 +31,15 @@
 //! with no price, whose `cost_usd` is then `null`. A file with no model
 //! call has `"no_model_call": true` and no policies.
 //!
-//! The prompt-size fields compare like with like ([`Fidelity`]): over the
-//! `compared_calls` calls that logged a prompt size before the log's first
-//! compaction, the logged mean and the replayed full history (`none`) in
-//! calibrated provider tokens, and uncalibrated; `null` when the log
-//! records no prompt size. Over the calls before that compaction, when the log records the
+//! The prompt-size fields ([`Fidelity`]) set the replay of what the log's
+//! own harness sent (its compactions, and reasoning its provider dropped)
+//! against the prompt sizes the log records: of the `logged_calls` calls
+//! that log one, `compared_calls` are compared and `anchored_calls`, the
+//! first after an edit of the harness's the log does not hold whole, are
+//! sized from the log; over the compared calls, the logged mean, the
+//! replayed mean in calibrated provider tokens and uncalibrated, and the
+//! mean and median relative error; `null` when the log records no prompt
+//! size. Over the calls before the first compaction, when the log records the
 //! cost of each (pi, mini-swe-agent), `logged_cost_usd` is what they cost
 //! and `replayed_cost_usd` what the replayed full history costs, else both
 //! are `null`. `calibration` is the [`Calibration`] applied to every policy

@@ -8,6 +8,7 @@ use comfy_table::{CellAlignment, Table};
 
 use super::ReplayReport;
 use super::versus::Versus;
+use crate::calibrate::Fidelity;
 use crate::metrics::Stats;
 use crate::metrics::cost::ModelSource;
 use crate::metrics::sent::ReasoningScope;
@@ -190,10 +191,9 @@ fn calibration_line(file: &FileReport) -> String {
     } else {
         "tokens uncalibrated (local counts)".to_string()
     };
-    let before = match (file.log_compactions > 0, file.log_prompt_drops > 0) {
-        (_, true) => " before the log's harness first compacted or cut its prompt",
-        (true, false) => " before the log's first compaction",
-        (false, false) => "",
+    let before = match file.log_compactions {
+        0 => "",
+        _ => " before the log's first compaction",
     };
     let cost = match (f.logged_cost_usd, f.replayed_cost_usd) {
         (Some(logged), Some(replayed)) if logged > 0.0 => format!(
@@ -202,15 +202,49 @@ fn calibration_line(file: &FileReport) -> String {
         ),
         _ => String::new(),
     };
-    match (f.logged_prompt_tokens_mean, f.replayed_prompt_tokens_mean) {
-        (Some(logged), Some(replayed)) => format!(
-            "{how}; logged prompt mean {} vs replayed full history {} ({:+.1}%) over {} calls{before}{cost}",
+    let fallback = if c.fallback {
+        " (too few calls before the harness first edited its prompt: the client's known size)"
+    } else {
+        ""
+    };
+    match (
+        f.logged_prompt_tokens_mean,
+        f.replayed_prompt_tokens_mean,
+        f.prompt_tokens_error_median,
+    ) {
+        (Some(logged), Some(replayed), Some(median)) => format!(
+            "{how}{fallback}; logged prompt mean {} vs replayed as sent {} ({:+.1}%), median error {:.1}%, over {} of {} calls{}{cost}",
             thousands(logged.round() as u64),
             thousands(replayed.round() as u64),
             (replayed - logged) / logged * 100.0,
+            median * 100.0,
             f.compared_calls,
+            f.logged_calls,
+            edits(f),
         ),
-        _ => format!("{how}; the log records no prompt size{cost}"),
+        _ => format!("{how}{fallback}; the log records no prompt size{cost}"),
+    }
+}
+
+/// The harness's own edits the replay followed, for the calibration line.
+fn edits(f: &Fidelity) -> String {
+    let mut parts = Vec::new();
+    if f.compactions > 0 {
+        parts.push(format!("{} compactions followed", f.compactions));
+    }
+    if f.cuts > 0 {
+        parts.push(format!("{} unlogged cuts", f.cuts));
+    }
+    if f.anchored_calls > 0 {
+        parts.push(format!(
+            "{} calls after an edit the log does not hold sized from the log",
+            f.anchored_calls
+        ));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
     }
 }
 
