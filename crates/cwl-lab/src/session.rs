@@ -159,8 +159,16 @@ fn open_with_importer(path: &Path) -> Result<Session, OpenError> {
             usage,
             cost_usd,
         },
-        Event::Compaction { summary, kept, .. } => SessionEvent::Compaction {
-            replacement: summary.map(Message::user).into_iter().collect(),
+        Event::Compaction {
+            summary,
+            kept,
+            restored,
+            ..
+        } => SessionEvent::Compaction {
+            replacement: restored
+                .into_iter()
+                .chain(summary.map(Message::user))
+                .collect(),
             kept,
         },
         Event::Warning(warning) => SessionEvent::Warning(warning.to_string()),

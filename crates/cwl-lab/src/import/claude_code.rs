@@ -253,6 +253,7 @@ impl super::LineParser for Parser {
                         tokens_before: entry.compact_metadata.and_then(|m| m.pre_tokens),
                         summary: None,
                         kept: 0,
+                        restored: Vec::new(),
                     },
                 });
                 Outcome::Used
@@ -347,6 +348,7 @@ impl Parser {
                 tokens_before: None,
                 summary: None,
                 kept: 0,
+                restored: Vec::new(),
             },
         });
         if let Event::Compaction { summary, .. } = &mut boundary.event {

@@ -293,6 +293,7 @@ impl super::LineParser for Parser {
                             tokens_before: None,
                             summary: compacted.message,
                             kept: 0,
+                            restored: Vec::new(),
                         },
                     });
                     Outcome::Used

@@ -111,6 +111,12 @@ pub enum Event {
         /// the summary (pi keeps the latest turns); 0: none.
         #[serde(skip_serializing_if = "is_zero")]
         kept: usize,
+        /// Messages the harness sent before the summary in place of the
+        /// history, which the log holds apart or not at all (Codex's
+        /// initial context and earlier user messages, files Claude Code
+        /// re-read); empty when the log does not say.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        restored: Vec<Message>,
     },
     /// Something was wrong in the log; the import went on.
     Warning(ImportWarning),

@@ -144,6 +144,7 @@ impl super::LineParser for Parser {
                         kept: entry
                             .first_kept_entry_index
                             .map_or(0, |index| sink.messages_from(index + 1)),
+                        restored: Vec::new(),
                     },
                 });
                 Outcome::Used
