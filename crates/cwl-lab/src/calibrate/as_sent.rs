@@ -17,8 +17,9 @@
 //! size from the log.
 
 use cwl::tokens::message_tokens;
-use cwl::{Message, TokenCounter};
+use cwl::{Message, TokenCounter, ToolResult};
 
+use super::clearing::{ClearRule, PLACEHOLDER};
 use super::prompt_dropped;
 use crate::metrics::sent::{History, ReasoningScope, reasoning_tokens};
 use crate::session::SessionEvent;
@@ -29,6 +30,9 @@ use crate::session::SessionEvent;
 pub enum Edit {
     /// A compaction the log records, with its summary.
     Compaction,
+    /// The logged prompt shrank with no compaction and the harness's own
+    /// clearing rule ([`ClearRule`]) was applied to the replay.
+    Clearing,
     /// The logged prompt shrank by more than the model removed, with no
     /// compaction: the harness cut content it logged whole
     /// ([`prompt_dropped`]).
@@ -58,6 +62,18 @@ pub struct Point {
     pub first: bool,
 }
 
+/// One message of the history as the harness holds it.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    tokens: usize,
+    reasoning: usize,
+    user: bool,
+    /// For a result the harness may clear: its size by the harness's
+    /// estimate.
+    clearable: Option<usize>,
+    cleared: bool,
+}
+
 /// Follows a log as its harness sent it.
 #[derive(Debug)]
 pub struct AsSent {
@@ -67,9 +83,12 @@ pub struct AsSent {
     prologue: usize,
     in_prologue: bool,
     history: History,
-    /// Each message of the history: tokens, reasoning tokens, whether a
-    /// user message (what a compaction may keep).
-    messages: Vec<(usize, usize, bool)>,
+    /// Each message of the history (what a compaction may keep and a
+    /// clearing may clear).
+    messages: Vec<Piece>,
+    /// Tokens the harness's clearings took out of the history.
+    cleared: usize,
+    clearing: Option<ClearRule>,
     segment: Segment,
     /// A compaction came since the last logged call.
     compacted: bool,
@@ -88,6 +107,8 @@ impl AsSent {
             in_prologue: true,
             history: History::new(scope),
             messages: Vec::new(),
+            cleared: 0,
+            clearing: None,
             segment: Segment {
                 index: 0,
                 opened_by: None,
@@ -96,6 +117,13 @@ impl AsSent {
             previous: None,
             points: Vec::new(),
         }
+    }
+
+    /// The same, for a harness that clears old tool results from what it
+    /// sends by `rule` when its prompt shrinks with no compaction.
+    pub fn with_clearing(mut self, rule: Option<ClearRule>) -> Self {
+        self.clearing = rule;
+        self
     }
 
     /// Takes the log's next event.
@@ -109,24 +137,25 @@ impl AsSent {
                     .split_off(self.messages.len().saturating_sub(*kept));
                 self.history = History::new(self.scope);
                 self.messages.clear();
+                self.cleared = 0;
                 for message in replacement {
                     self.push(counter, message);
                 }
-                for (tokens, reasoning, user) in kept {
-                    self.push_counted(tokens, reasoning, user);
+                for piece in kept {
+                    self.push_piece(piece);
                 }
                 self.compacted = true;
             }
             SessionEvent::Message { message, usage, .. } => {
                 if let Some(logged) = usage.map(|u| u.input_tokens).filter(|t| *t > 0) {
-                    self.call(logged);
+                    self.call(counter, logged);
                 }
                 self.push(counter, message);
             }
         }
     }
 
-    fn call(&mut self, logged: u64) {
+    fn call(&mut self, counter: &dyn TokenCounter, logged: u64) {
         let stripped = self.history.take_dropped() as u64;
         let edit = if self.compacted {
             Some(Edit::Compaction)
@@ -134,7 +163,11 @@ impl AsSent {
             .previous
             .is_some_and(|before| prompt_dropped(before.saturating_sub(stripped), logged))
         {
-            Some(Edit::Drop)
+            Some(if self.clear(counter) {
+                Edit::Clearing
+            } else {
+                Edit::Drop
+            })
         } else {
             None
         };
@@ -163,21 +196,65 @@ impl AsSent {
             return;
         }
         self.in_prologue = false;
-        self.push_counted(
+        let clearable = match (message, self.clearing) {
+            (Message::ToolResult(result), Some(rule)) if rule.clears(&result.tool_name) => {
+                Some(ClearRule::estimate(result.content.len()))
+            }
+            _ => None,
+        };
+        self.push_piece(Piece {
             tokens,
-            reasoning_tokens(counter, message),
-            matches!(message, Message::User { .. }),
-        );
+            reasoning: reasoning_tokens(counter, message),
+            user: matches!(message, Message::User { .. }),
+            clearable,
+            cleared: false,
+        });
     }
 
-    fn push_counted(&mut self, tokens: usize, reasoning: usize, user: bool) {
-        self.history.push(tokens, reasoning, user);
-        self.messages.push((tokens, reasoning, user));
+    fn push_piece(&mut self, piece: Piece) {
+        self.history.push(piece.tokens, piece.reasoning, piece.user);
+        self.messages.push(piece);
+    }
+
+    /// Applies the harness's clearing rule, if it has one; whether it
+    /// cleared anything.
+    fn clear(&mut self, counter: &dyn TokenCounter) -> bool {
+        let Some(rule) = self.clearing else {
+            return false;
+        };
+        let at: Vec<usize> = (0..self.messages.len())
+            .filter(|&i| self.messages[i].clearable.is_some())
+            .collect();
+        let results: Vec<(usize, bool)> = at
+            .iter()
+            .map(|&i| {
+                let piece = &self.messages[i];
+                (piece.clearable.unwrap_or(0), piece.cleared)
+            })
+            .collect();
+        let chosen = rule.select(&results);
+        let placeholder = message_tokens(
+            counter,
+            &Message::ToolResult(ToolResult {
+                call_id: String::new(),
+                tool_name: String::new(),
+                content: PLACEHOLDER.into(),
+                is_error: false,
+            }),
+        );
+        for &index in &chosen {
+            let piece = &mut self.messages[at[index]];
+            let now = placeholder.min(piece.tokens);
+            self.cleared += piece.tokens - now;
+            piece.tokens = now;
+            piece.cleared = true;
+        }
+        !chosen.is_empty()
     }
 
     /// The prompt the harness holds now, in local tokens.
     pub fn local(&self) -> u64 {
-        self.tools + (self.prologue + self.history.sent()) as u64
+        self.tools + (self.prologue + self.history.sent().saturating_sub(self.cleared)) as u64
     }
 
     /// Reasoning tokens in finished user turns so far (see
@@ -200,7 +277,7 @@ impl AsSent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cwl::{Estimate, Usage};
+    use cwl::{Estimate, ToolResult, Usage};
 
     fn call(logged: u64) -> SessionEvent {
         SessionEvent::Message {
@@ -266,6 +343,48 @@ mod tests {
         );
         assert!(points[1].first);
         assert_eq!(points[1].local, after);
+    }
+
+    fn result(tool: &str, bytes: usize) -> SessionEvent {
+        SessionEvent::Message {
+            message: Message::ToolResult(ToolResult {
+                call_id: "c".into(),
+                tool_name: tool.into(),
+                content: "x".repeat(bytes),
+                is_error: false,
+            }),
+            timestamp: None,
+            usage: None,
+            cost_usd: None,
+        }
+    }
+
+    #[test]
+    fn a_shrink_of_a_claude_code_log_replays_its_clearing() {
+        let counter = Estimate;
+        let mut sent = AsSent::new(ReasoningScope::AllTurns, 0)
+            .with_clearing(ClearRule::of_format("claude-code"));
+        sent.event(&counter, &said("go"));
+        for _ in 0..6 {
+            sent.event(&counter, &call(100_000));
+            sent.event(&counter, &result("Read", 60_000));
+        }
+        sent.event(&counter, &call(100_000));
+        sent.event(&counter, &result("TodoWrite", 60_000));
+        let before = sent.local();
+        sent.event(&counter, &call(60_000));
+        let after = sent.local();
+        // Six 15k-token Read results: the oldest three go (the latest
+        // three stay, 45k > 40k, so a fourth would too but is protected).
+        assert!(before - after > 3 * 14_000, "{before} -> {after}");
+        assert!(before - after < 4 * 15_000, "{before} -> {after}");
+        assert_eq!(sent.points()[7].segment.opened_by, Some(Edit::Clearing));
+        let mut plain = AsSent::new(ReasoningScope::AllTurns, 0);
+        plain.event(&counter, &said("go"));
+        plain.event(&counter, &call(100_000));
+        plain.event(&counter, &result("Read", 60_000));
+        plain.event(&counter, &call(50_000));
+        assert_eq!(plain.points()[1].segment.opened_by, Some(Edit::Drop));
     }
 
     #[test]

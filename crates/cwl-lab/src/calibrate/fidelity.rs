@@ -33,7 +33,11 @@ pub struct Fidelity {
     pub anchored_calls: u64,
     /// Compactions of the harness's that the replay followed.
     pub compactions: u64,
-    /// Times the harness cut its prompt with no compaction logged.
+    /// Times the harness cut its prompt with no compaction logged and
+    /// the replay applied its clearing rule ([`super::ClearRule`]).
+    pub clearings: u64,
+    /// Times the harness cut its prompt with no compaction logged and no
+    /// rule of its to replay.
     pub cuts: u64,
     /// Mean logged prompt size over the compared calls (`None` when there
     /// are none).
@@ -84,10 +88,11 @@ pub fn compare(points: &[Point], calibration: &Calibration) -> Fidelity {
                 Some(edit) => {
                     match edit {
                         Edit::Compaction => fidelity.compactions += 1,
+                        Edit::Clearing => fidelity.clearings += 1,
                         Edit::Drop => fidelity.cuts += 1,
                     }
                     let explained =
-                        edit == Edit::Compaction && (modeled - logged).abs() <= EXPLAINED * logged;
+                        edit != Edit::Drop && (modeled - logged).abs() <= EXPLAINED * logged;
                     if !explained {
                         offset = logged - modeled;
                         fidelity.anchored_calls += 1;

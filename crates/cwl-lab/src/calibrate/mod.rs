@@ -16,6 +16,7 @@
 //! keeps its local count within that budget sends at most τ provider tokens.
 
 pub mod as_sent;
+pub mod clearing;
 pub mod fidelity;
 
 use std::path::Path;
@@ -28,6 +29,7 @@ use crate::import::Format;
 use crate::metrics::sent::ReasoningScope;
 use crate::session::{OpenError, Session};
 pub use as_sent::{AsSent, Edit, Point, Segment};
+pub use clearing::ClearRule;
 use fidelity::median;
 pub use fidelity::{Fidelity, compare};
 
@@ -271,7 +273,7 @@ fn walk(
 ) -> (crate::session::SessionInfo, AsSent) {
     let Session { info, events } = session;
     let tools = tools_tokens(counter, &info.tools) as u64;
-    let mut walk = AsSent::new(scope, tools);
+    let mut walk = AsSent::new(scope, tools).with_clearing(ClearRule::of_format(&info.format));
     for event in events {
         walk.event(counter, &event);
     }

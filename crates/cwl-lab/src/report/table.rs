@@ -232,6 +232,12 @@ fn edits(f: &Fidelity) -> String {
     if f.compactions > 0 {
         parts.push(format!("{} compactions followed", f.compactions));
     }
+    if f.clearings > 0 {
+        parts.push(format!(
+            "{} unlogged clearings of old tool results replayed",
+            f.clearings
+        ));
+    }
     if f.cuts > 0 {
         parts.push(format!("{} unlogged cuts", f.cuts));
     }
