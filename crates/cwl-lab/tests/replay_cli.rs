@@ -648,6 +648,11 @@ fn a_logged_prompt_that_shrinks_without_a_compaction_is_the_harness_cutting_it()
         text.contains("over 7 of 8 calls (1 unlogged cuts, 1 calls after an edit the log does not hold sized from the log)"),
         "{text}"
     );
+    let summary = table::render_with(&report, false);
+    assert!(
+        summary.contains("fidelity over 1 files: the replay as their harnesses sent them compared on 7 of 8 calls that log a prompt size (87.5%; 1 sized from the log"),
+        "{summary}"
+    );
     let json: Value = serde_json::from_str(&json::to_json(&report)).unwrap();
     assert_eq!(json["files"][0]["log_prompt_drops"], 1);
 }

@@ -83,6 +83,9 @@ pub fn render_with(report: &ReplayReport, per_file: bool) -> String {
         report.budget_typed,
         report.models_line()
     ));
+    if let Some(line) = fidelity_line(report) {
+        out.push_str(&line);
+    }
     let rows: Vec<(PolicyKind, &Stats)> = aggregate.iter().map(|(k, s)| (*k, s)).collect();
     out.push_str(&table(&rows));
     if let Some(versus) = Versus::of(&aggregate) {
@@ -93,6 +96,59 @@ pub fn render_with(report: &ReplayReport, per_file: bool) -> String {
     }
     out.push('\n');
     out
+}
+
+/// How the replay of what the logs' harnesses sent compares with their
+/// logged prompt sizes, over every file that logs one.
+fn fidelity_line(report: &ReplayReport) -> Option<String> {
+    let logged: Vec<&Fidelity> = report
+        .files
+        .iter()
+        .map(|f| &f.fidelity)
+        .filter(|f| f.compared_calls > 0)
+        .collect();
+    if logged.is_empty() {
+        return None;
+    }
+    let calls: u64 = logged.iter().map(|f| f.logged_calls).sum();
+    let compared: u64 = logged.iter().map(|f| f.compared_calls).sum();
+    let anchored: u64 = logged.iter().map(|f| f.anchored_calls).sum();
+    let weighted = |mean: fn(&Fidelity) -> Option<f64>| -> f64 {
+        logged
+            .iter()
+            .map(|f| mean(f).unwrap_or(0.0) * f.compared_calls as f64)
+            .sum::<f64>()
+            / compared as f64
+    };
+    let logged_mean = weighted(|f| f.logged_prompt_tokens_mean);
+    let replayed_mean = weighted(|f| f.replayed_prompt_tokens_mean);
+    let medians = logged.iter().filter_map(|f| f.prompt_tokens_error_median);
+    let worst_median = medians.fold(0.0, f64::max);
+    let worst_share = logged
+        .iter()
+        .map(|f| f.compared_share())
+        .fold(1.0, f64::min);
+    let worst_gap = logged
+        .iter()
+        .filter_map(|f| {
+            let (l, r) = (f.logged_prompt_tokens_mean?, f.replayed_prompt_tokens_mean?);
+            Some((r - l) / l)
+        })
+        .fold(0.0f64, |worst, gap| if gap.abs() > worst.abs() { gap } else { worst });
+    Some(format!(
+        "fidelity over {} files: the replay as their harnesses sent them compared on {} of {} calls that log a prompt size ({:.1}%; {} sized from the log after an edit it does not hold), logged mean {} vs replayed {} ({:+.1}%); per file at worst {:.1}% of calls compared, {:+.1}% on the mean, {:.1}% median call error\n",
+        logged.len(),
+        compared,
+        calls,
+        compared as f64 / calls.max(1) as f64 * 100.0,
+        anchored,
+        thousands(logged_mean.round() as u64),
+        thousands(replayed_mean.round() as u64),
+        (replayed_mean - logged_mean) / logged_mean * 100.0,
+        worst_share * 100.0,
+        worst_gap * 100.0,
+        worst_median * 100.0,
+    ))
 }
 
 fn file_section(report: &ReplayReport, file: &FileReport) -> String {
