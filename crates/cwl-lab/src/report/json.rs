@@ -4,9 +4,11 @@
 //! `{"budget", "budget_typed", "model", "files": [{"path", "format",
 //! "model", "priced_as", "model_from", "cost_known", "budget", "window", "requests",
 //! "no_model_call"?, "annotated", "log_compactions", "log_prompt_drops",
-//! "warnings", "compared_calls",
+//! "warnings", "logged_calls", "compared_calls", "anchored_calls",
+//! "compactions", "clearings", "cuts",
 //! "logged_prompt_tokens_mean", "replayed_prompt_tokens_mean",
-//! "local_prompt_tokens_mean", "prompt_tokens_error_mean", "logged_cost_usd",
+//! "local_prompt_tokens_mean", "prompt_tokens_error_mean",
+//! "prompt_tokens_error_median", "logged_cost_usd",
 //! "replayed_cost_usd", "calibration", "policies": {NAME: M},
 //! "errors"?: {NAME: why}, "losses"?: [{"request", "policy", "anchors":
 //! [{"name", "seen_after"}], "values": [same], "lines"}]}], "skipped":
@@ -14,7 +16,9 @@
 //! "aggregate": {NAME: M}, "cwl_against_best"}` where `M` is a [`Summary`]
 //! and policies appear in the order asked; `cwl_against_best` ([`Versus`])
 //! is `null` unless `cwl` and another policy that held the budget were
-//! replayed.
+//! replayed; its `dominated` and `retention_gap_points` are the bar CWL
+//! is judged by (no budget-holding policy keeping as much of both for
+//! less; at most a point behind the best on each retention measure).
 //!
 //! Besides the CWL metrics, `M` holds Self-GC's: `prune` (the mean of
 //! `1 − |C′|/|C|`), and with a judge `judged`, `no_impact_rate`,

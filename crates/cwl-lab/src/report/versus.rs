@@ -120,7 +120,17 @@ pub struct Versus {
     /// least CWL's share on both retention measures; `None` when costs are
     /// unknown or no policy kept as much.
     pub as_retentive: Option<Standing>,
+    /// Whether a budget-holding policy kept at least CWL's share on both
+    /// retention measures for less: CWL off the Pareto front of cost and
+    /// retention, the bar it is judged by.
+    pub dominated: bool,
+    /// Points CWL trails the best budget-holding policy by on its worse
+    /// retention measure (0 when even or ahead on both); the bar is 1.
+    pub retention_gap_points: f64,
 }
+
+/// Points a retention share may trail the best budget-holding policy's.
+pub const RETENTION_SLACK_POINTS: f64 = 1.0;
 
 impl Versus {
     /// The comparison, or `None` when CWL was not replayed or no other
@@ -211,12 +221,20 @@ impl Versus {
                     mean_tokens: None,
                 }
             });
+        let loss_free = standing(&|s| s.loss_free_share, true, Some(|l| l.anchors));
+        let content_loss_free = standing(&|s| s.content_loss_free_share, true, Some(|l| l.content));
+        let retention_gap_points = [&loss_free, &content_loss_free]
+            .iter()
+            .map(|s| ((s.best - s.cwl) * 100.0).max(0.0))
+            .fold(0.0, f64::max);
         Some(Versus {
             cwl_held_budget: cwl.over_budget_share == 0.0,
-            loss_free: standing(&|s| s.loss_free_share, true, Some(|l| l.anchors)),
-            content_loss_free: standing(&|s| s.content_loss_free_share, true, Some(|l| l.content)),
+            loss_free,
+            content_loss_free,
             cost: costs_known.then(|| standing(&|s| s.cost_usd.unwrap_or(0.0), false, None)),
+            dominated: as_retentive.as_ref().is_some_and(|r| !r.ahead),
             as_retentive,
+            retention_gap_points,
         })
     }
 
@@ -292,8 +310,40 @@ impl Versus {
             (true, n) => format!("; cwl behind on {n}"),
         };
         format!(
-            "cwl against the best policy that held the budget: {}{frontier}{verdict}\n",
-            parts.join(", ")
+            "cwl against the best policy that held the budget: {}{frontier}{verdict}; {}\n",
+            parts.join(", "),
+            self.bar()
+        )
+    }
+
+    /// Whether CWL meets the bar: not dominated, and within
+    /// [`RETENTION_SLACK_POINTS`] of the best holder on each retention
+    /// measure.
+    pub fn meets_bar(&self) -> bool {
+        self.cwl_held_budget
+            && !self.dominated
+            && self.retention_gap_points <= RETENTION_SLACK_POINTS + 1e-9
+    }
+
+    fn bar(&self) -> String {
+        if !self.cwl_held_budget {
+            return "the bar missed: cwl did not hold the budget".to_string();
+        }
+        let dominance = match &self.as_retentive {
+            Some(r) if self.dominated => format!("dominated by {}", r.by.join("/")),
+            _ => "not dominated".to_string(),
+        };
+        let retention = if self.retention_gap_points <= RETENTION_SLACK_POINTS + 1e-9 {
+            "retention within 1 point of the best".to_string()
+        } else {
+            format!(
+                "retention {:.1} points behind the best",
+                self.retention_gap_points
+            )
+        };
+        format!(
+            "the bar {}: {dominance}, {retention}",
+            if self.meets_bar() { "met" } else { "missed" }
         )
     }
 }
@@ -352,7 +402,14 @@ mod tests {
             line.contains("content loss-free 70.0% vs 80.0% (truncate/lru) behind"),
             "{line}"
         );
-        assert!(line.ends_with("cwl behind on 1\n"), "{line}");
+        assert!(
+            line.ends_with(
+                "cwl behind on 1; the bar missed: not dominated, retention 10.0 points behind the best\n"
+            ),
+            "{line}"
+        );
+        assert!(!versus.dominated && !versus.meets_bar());
+        assert!((versus.retention_gap_points - 10.0).abs() < 1e-9);
     }
 
     #[test]
@@ -422,7 +479,7 @@ mod tests {
             line.contains("; against those that kept as much of both: $2.00 vs $5.00 (lru);"),
             "{line}"
         );
-        assert!(line.ends_with("cwl behind on 3\n"), "{line}");
+        assert!(line.contains("cwl behind on 3; the bar missed"), "{line}");
 
         let alone = vec![
             (PolicyKind::Cwl, stats(0, 9, 8, 2.0)),
@@ -516,6 +573,36 @@ mod tests {
             (PolicyKind::Fifo, stats(0, 9, 9, 1.0)),
         ];
         let line = Versus::of(&over).unwrap().line();
-        assert!(line.ends_with("; cwl itself went over τ\n"), "{line}");
+        assert!(
+            line.ends_with(
+                "; cwl itself went over τ; the bar missed: cwl did not hold the budget\n"
+            ),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn the_bar_is_the_pareto_front_and_a_point_of_retention() {
+        let bar = |cwl: Stats, other: Stats| {
+            let versus =
+                Versus::of(&[(PolicyKind::Cwl, cwl), (PolicyKind::Truncate, other)]).unwrap();
+            (versus.dominated, versus.meets_bar(), versus.line())
+        };
+        let (dominated, met, line) = bar(stats(0, 9, 9, 3.0), stats(0, 9, 9, 2.0));
+        assert!(dominated && !met);
+        assert!(
+            line.ends_with(
+                "the bar missed: dominated by truncate, retention within 1 point of the best\n"
+            ),
+            "{line}"
+        );
+        let (dominated, met, line) = bar(stats(0, 9, 9, 1.0), stats(0, 10, 9, 2.0));
+        assert!(!dominated && !met, "10 points behind on anchors: {line}");
+        let (dominated, met, line) = bar(stats(0, 9, 9, 1.0), stats(0, 8, 9, 0.5));
+        assert!(!dominated && met, "cheaper, but keeping less: {line}");
+        assert!(
+            line.ends_with("the bar met: not dominated, retention within 1 point of the best\n"),
+            "{line}"
+        );
     }
 }
