@@ -134,7 +134,10 @@ fn fidelity_line(report: &ReplayReport) -> Option<String> {
             let (l, r) = (f.logged_prompt_tokens_mean?, f.replayed_prompt_tokens_mean?);
             Some((r - l) / l)
         })
-        .fold(0.0f64, |worst, gap| if gap.abs() > worst.abs() { gap } else { worst });
+        .fold(
+            0.0f64,
+            |worst, gap| if gap.abs() > worst.abs() { gap } else { worst },
+        );
     Some(format!(
         "fidelity over {} files: the replay as their harnesses sent them compared on {} of {} calls that log a prompt size ({:.1}%; {} sized from the log after an edit it does not hold), logged mean {} vs replayed {} ({:+.1}%); per file at worst {:.1}% of calls compared, {:+.1}% on the mean, {:.1}% median call error\n",
         logged.len(),
