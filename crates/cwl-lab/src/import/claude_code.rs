@@ -23,11 +23,17 @@
 //!   (`isCompactSummary`): the summary is the compaction's text, never a
 //!   user turn. The context attachments between the summary and the next
 //!   user or assistant line are the harness restoring what the compaction
-//!   dropped (files read before it, listings), on top of the history the
-//!   replay already holds, so they are ignored with it. Other `system` lines, sidechain lines (sub-agents) in a
-//!   main transcript (a sub-agent's own file, `subagents/agent-*.jsonl`,
-//!   whose lines are all sidechain, is read as a session), bookkeeping types, repeated `uuid`s and `<synthetic>` assistant
-//!   messages (written by Claude Code, not by a model) are ignored.
+//!   dropped (files read before it, listings): they are the compaction's
+//!   `restored` messages, never history (the replayed history holds those
+//!   files already). Claude Code before 2.1 logs none of them (and 1.0
+//!   no boundary either, only the summary): what it re-read is modeled
+//!   from the log's Read, Write, Edit and TodoWrite calls
+//!   ([`super::claude_restore`]). Other `system` lines, sidechain lines
+//!   (sub-agents) in a main transcript (a sub-agent's own file,
+//!   `subagents/agent-*.jsonl`, whose lines are all sidechain, is read as
+//!   a session), bookkeeping types, repeated `uuid`s and `<synthetic>`
+//!   assistant messages (written by Claude Code, not by a model) are
+//!   ignored.
 //! - Usage: `input_tokens = input_tokens + cache_creation_input_tokens +
 //!   cache_read_input_tokens` (Anthropic reports them apart).
 //! - Lines are taken in file order; branches left by rewinding a
@@ -42,6 +48,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::claude_attachment::{self, Attachment};
+use super::claude_restore::Files;
 use super::common::{
     Draft, Held, Located, Outcome, Sink, content_text, nonzero, parse_time, time_or_warn,
 };
@@ -101,6 +108,22 @@ struct CcLine {
     attachment: Option<Value>,
     rendered: Option<Value>,
     is_compact_summary: Option<bool>,
+    /// The Claude Code version that wrote the line.
+    version: Option<String>,
+    /// What a tool returned, as structured data (a Read's file extent).
+    tool_use_result: Option<Box<RawValue>>,
+}
+
+/// The part of a Read's `toolUseResult` that tells the file's length.
+#[derive(Deserialize)]
+struct ReadExtent {
+    file: Option<FileExtent>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FileExtent {
+    total_lines: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -186,6 +209,25 @@ struct PendingUser {
     texts: Vec<String>,
 }
 
+/// A compaction waiting for what the harness restored with its summary.
+struct Restoring {
+    compaction: Located,
+    /// Whether the version that wrote it logs no restored context (before
+    /// 2.1), which is then modeled ([`Files`]).
+    unlogged: bool,
+}
+
+/// Whether Claude Code `version` (`2.0.77`) logs the context it restores
+/// after a compaction: 2.1 and later do; unknown versions are taken as
+/// older.
+fn logs_restored(version: Option<&str>) -> bool {
+    let mut parts = version.unwrap_or("").split('.').map(str::parse::<u64>);
+    match (parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) >= (2, 1),
+        _ => false,
+    }
+}
+
 /// Line parser for Claude Code sessions.
 #[derive(Default)]
 pub(crate) struct Parser {
@@ -198,6 +240,13 @@ pub(crate) struct Parser {
     /// the attachments there are the harness re-injecting context (files
     /// it had read, listings) into the compacted conversation.
     after_summary: bool,
+    /// A compaction with its summary, gathering the attachments logged
+    /// after it; emitted at the next line of another kind.
+    restoring: Option<Restoring>,
+    /// The files (and todo list) Claude Code before 2.1 restores, unlogged.
+    files: Files,
+    /// The file length the current line's `toolUseResult` reports.
+    total_lines: Option<usize>,
     /// Whether the file is a sub-agent's own transcript: its first
     /// transcript line is a sidechain one.
     sidechain_file: Option<bool>,
@@ -231,8 +280,17 @@ impl super::LineParser for Parser {
             return Outcome::Ignored;
         }
         let timestamp = time_or_warn(entry.timestamp.as_deref(), at, sink);
+        if kind != "attachment" {
+            self.end_restoring(sink);
+        }
+        self.total_lines = entry
+            .tool_use_result
+            .as_deref()
+            .and_then(|raw| serde_json::from_str::<ReadExtent>(raw.get()).ok())
+            .and_then(|extent| extent.file?.total_lines);
         if entry.is_compact_summary == Some(true) {
-            return self.summary(line, entry.message, timestamp, sink);
+            let unlogged = !logs_restored(entry.version.as_deref());
+            return self.summary(line, entry.message, timestamp, unlogged, sink);
         }
         if let Some(boundary) = self.compaction.take() {
             sink.push(boundary);
@@ -278,6 +336,7 @@ impl super::LineParser for Parser {
 
     fn finish(&mut self, sink: &mut Sink) {
         self.flush(sink);
+        self.end_restoring(sink);
         if let Some(boundary) = self.compaction.take() {
             sink.push(boundary);
         }
@@ -326,6 +385,7 @@ impl Parser {
         line: u64,
         message: Option<CcMessage>,
         timestamp: Option<DateTime<Utc>>,
+        unlogged: bool,
         sink: &mut Sink,
     ) -> Outcome {
         let text = match message.map(|m| parse_content(m.content.as_deref())) {
@@ -354,9 +414,32 @@ impl Parser {
         if let Event::Compaction { summary, .. } = &mut boundary.event {
             *summary = Some(text);
         }
-        sink.push(boundary);
+        self.restoring = Some(Restoring {
+            compaction: boundary,
+            unlogged,
+        });
         self.after_summary = true;
         Outcome::Used
+    }
+
+    /// Emits the compaction waiting for its restored context: the
+    /// attachments logged after its summary or, for a version that logs
+    /// none, the files and todo list it re-read.
+    fn end_restoring(&mut self, sink: &mut Sink) {
+        let Some(Restoring {
+            mut compaction,
+            unlogged,
+        }) = self.restoring.take()
+        else {
+            return;
+        };
+        if let Event::Compaction { restored, .. } = &mut compaction.event
+            && restored.is_empty()
+            && unlogged
+        {
+            *restored = self.files.restored();
+        }
+        sink.push(compaction);
     }
 
     fn attachment(
@@ -369,7 +452,15 @@ impl Parser {
     ) -> Outcome {
         match claude_attachment::read(attachment, rendered) {
             Attachment::Nothing => Outcome::Ignored,
-            Attachment::Context(_) if self.after_summary => Outcome::Ignored,
+            Attachment::Context(text) if self.after_summary => {
+                match self.restoring.as_mut().map(|r| &mut r.compaction.event) {
+                    Some(Event::Compaction { restored, .. }) => {
+                        restored.push(Message::user(text));
+                        Outcome::Used
+                    }
+                    _ => Outcome::Ignored,
+                }
+            }
             Attachment::Prompt(text) => {
                 self.user_text(line, text, timestamp, sink);
                 Outcome::Used
@@ -456,13 +547,17 @@ impl Parser {
                     signature: None,
                 }),
                 "tool_use" => match (block.id, block.name) {
-                    (Some(id), Some(name)) => draft.blocks.push(Block::ToolCall(ToolCall {
-                        id,
-                        name,
-                        arguments: block
+                    (Some(id), Some(name)) => {
+                        let arguments = block
                             .input
-                            .map_or_else(|| "{}".to_string(), |raw| raw.get().to_string()),
-                    })),
+                            .map_or_else(|| "{}".to_string(), |raw| raw.get().to_string());
+                        self.files.call(&id, &name, &arguments);
+                        draft.blocks.push(Block::ToolCall(ToolCall {
+                            id,
+                            name,
+                            arguments,
+                        }));
+                    }
                     _ => sink.warn(
                         at,
                         format!("content[{index}]: tool_use without `id` or `name`; block skipped"),
@@ -519,6 +614,12 @@ impl Parser {
                 content: block.content.as_ref().map(content_text).unwrap_or_default(),
                 is_error: block.is_error.unwrap_or(false),
             };
+            self.files.result(
+                &result.call_id,
+                &result.content,
+                result.is_error,
+                self.total_lines,
+            );
             let item = Located {
                 line: at,
                 event: Event::Message {

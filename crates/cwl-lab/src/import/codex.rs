@@ -23,19 +23,30 @@
 //!   as errors when they report a non-zero exit code (JSON
 //!   `metadata.exit_code`, or an `Exit code: N` / `Process exited with
 //!   code N` header line).
-//! - `session_meta` `base_instructions.text` (older: `instructions`) →
-//!   one System message first: Codex sends them as the first developer
-//!   message of every request, but logs them only there.
-//! - user messages → User, developer/system messages → System.
+//! - `session_meta` `base_instructions.text` → one System message first:
+//!   Codex sends them as the first developer message of every request,
+//!   but logs them only there. Older `instructions` (the user's own,
+//!   AGENTS.md) likewise, unless the first message holds them (Codex then
+//!   sent them as that user message, `# AGENTS.md instructions`).
+//! - user messages → User, developer/system messages → System. One logged
+//!   between a call's items and its `token_count` (Codex's own warnings)
+//!   follows that call without ending it.
 //! - `event_msg` `token_count` gives the usage of one call
 //!   (`last_token_usage`, else the difference of `total_token_usage`);
 //!   `input_tokens` already includes cached ones. It is attached to the
 //!   call in progress or just finished when that has none yet, else to the
-//!   next call (older Codex versions log it before the call's items).
-//! - `compacted` → [`Event::Compaction`] with its summary. The model call
-//!   that wrote the summary (the text-only assistant message just before,
-//!   whose text the summary holds) is dropped: it is the harness's
-//!   compaction request, not a turn of the conversation. `session_meta`, `turn_context`
+//!   next call (older Codex versions log it before the call's items). A
+//!   count repeated after `turn_context` (same totals) and one with no
+//!   tokens (the estimate Codex logs after a compaction) are ignored.
+//! - `compacted` → [`Event::Compaction`] with its summary, `tokens_before`
+//!   the prompt of the compaction call (its `token_count`, logged just
+//!   before, never a conversation call's), and as `restored` what Codex
+//!   sent before the summary ([`super::codex_compact`]): the logged
+//!   `replacement_history` (newer Codex), else Codex 0.80's rule. The
+//!   model call that wrote the summary (the text-only assistant message
+//!   just before, whose text the summary holds) is dropped: it is the
+//!   harness's compaction request, not a turn of the conversation.
+//!   `session_meta`, `turn_context`
 //!   (sets the model) and other `event_msg`s (UI copies of messages) carry
 //!   nothing else; `world_state` and `token_usage_record` lines (harness
 //!   state, a copy of the usage) and `web_search_call` and `ghost_snapshot`
@@ -53,6 +64,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::codex_compact::Remembered;
 use super::codex_output::Rendering;
 use super::common::{
     Draft, Held, Located, Outcome, Sink, content_text, nonzero, parse_time, part_text, time_or_warn,
@@ -133,6 +145,8 @@ struct TokenUsage {
 #[derive(Deserialize)]
 struct Compacted {
     message: Option<String>,
+    /// What the history became (newer Codex): response items.
+    replacement_history: Option<Vec<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -214,6 +228,9 @@ pub(crate) struct Parser {
     pending_usage: Option<(Usage, Option<u64>)>,
     last_total: Option<TokenUsage>,
     instructions_sent: bool,
+    /// `session_meta.instructions` (the user's instructions), held until
+    /// the first item shows whether a user message carries them.
+    user_instructions: Option<Located>,
     /// What the writing version sent the model for a logged shell output.
     rendering: Rendering,
     /// The log records usage per call (`token_count`), so a call's end
@@ -227,6 +244,8 @@ pub(crate) struct Parser {
     /// The held call's own `token_count` came after its blocks: it is
     /// complete, and no output makes a further call part of it.
     counted: bool,
+    /// The messages a compaction keeps.
+    remembered: Remembered,
 }
 
 impl super::LineParser for Parser {
@@ -279,25 +298,7 @@ impl super::LineParser for Parser {
                 Err(e) => sink.reject(at, format!("event_msg payload: {e}; skipped")),
             },
             "compacted" => match serde_json::from_str::<Compacted>(payload) {
-                Ok(compacted) => {
-                    if let Some(summary) = &compacted.message
-                        && self.held.draft.as_ref().is_some_and(|d| wrote(d, summary))
-                    {
-                        self.held.draft = None;
-                    }
-                    self.held.flush(sink);
-                    sink.push(Located {
-                        line: at,
-                        event: Event::Compaction {
-                            timestamp,
-                            tokens_before: None,
-                            summary: compacted.message,
-                            kept: 0,
-                            restored: Vec::new(),
-                        },
-                    });
-                    Outcome::Used
-                }
+                Ok(compacted) => self.compacted(line, compacted, timestamp, sink),
                 Err(e) => sink.reject(at, format!("compacted payload: {e}; skipped")),
             },
             other => sink.reject(at, format!("unknown line type `{other}`; skipped")),
@@ -305,6 +306,7 @@ impl super::LineParser for Parser {
     }
 
     fn finish(&mut self, sink: &mut Sink) {
+        self.release_instructions(None, sink);
         self.held.flush(sink);
         if self.held.unpriced_reasoning > 0 {
             sink.warn(
@@ -353,17 +355,51 @@ impl Parser {
             self.model = meta.model;
         }
         self.rendering = Rendering::of(meta.cli_version.as_deref());
-        let text = meta
-            .base_instructions
-            .and_then(|b| b.text)
-            .or(meta.instructions);
-        if let Some(text) = text.filter(|t| !t.is_empty())
-            && !self.instructions_sent
+        if self.instructions_sent {
+            return Outcome::Used;
+        }
+        if let Some(text) = meta.base_instructions.and_then(|b| b.text)
+            && !text.is_empty()
         {
             self.instructions_sent = true;
             sink.message(at, Message::system(text), timestamp);
+        } else if let Some(text) = meta.instructions.filter(|t| !t.is_empty()) {
+            self.instructions_sent = true;
+            self.user_instructions = Some(Located {
+                line: at,
+                event: Event::Message {
+                    message: Message::system(text),
+                    timestamp,
+                    usage: None,
+                    model: None,
+                    cost_usd: None,
+                },
+            });
         }
         Outcome::Used
+    }
+
+    /// Emits the logged user instructions as a system message, unless
+    /// `next` (the first message after them) holds them: Codex 0.4x and
+    /// later send them as that user message (`# AGENTS.md instructions`,
+    /// `<user_instructions>`), which would count them twice.
+    fn release_instructions(&mut self, next: Option<&Message>, sink: &mut Sink) {
+        let Some(held) = self.user_instructions.take() else {
+            return;
+        };
+        let sent_as_user = match (&held.event, next) {
+            (
+                Event::Message {
+                    message: Message::System { content: text },
+                    ..
+                },
+                Some(Message::User { content }),
+            ) => content.contains(text.trim()),
+            _ => false,
+        };
+        if !sent_as_user {
+            sink.push(held);
+        }
     }
 
     fn item(
@@ -375,12 +411,16 @@ impl Parser {
     ) -> Outcome {
         let at = Some(line);
         let kind = item.kind.as_deref().unwrap_or("");
+        if kind != "message" {
+            self.release_instructions(None, sink);
+        }
         let block = match kind {
             "message" => {
                 let role = item.role.as_deref().unwrap_or("");
                 let content = item.content.as_ref();
                 match role {
                     "assistant" => {
+                        self.release_instructions(None, sink);
                         let parts: Vec<Block> = match content {
                             Some(Value::Array(parts)) => parts
                                 .iter()
@@ -399,15 +439,13 @@ impl Parser {
                         return Outcome::Used;
                     }
                     "user" | "developer" | "system" => {
-                        self.continues = false;
-                        self.held.flush(sink);
                         let text = content.map(content_text).unwrap_or_default();
                         let message = if role == "user" {
                             Message::user(text)
                         } else {
                             Message::system(text)
                         };
-                        sink.message(at, message, timestamp);
+                        self.input_message(at, message, timestamp, sink);
                         return Outcome::Used;
                     }
                     other => {
@@ -539,6 +577,99 @@ impl Parser {
         }
     }
 
+    /// A user or developer message. One logged between a call's items and
+    /// its `token_count` (Codex's own warnings, such as "apply_patch was
+    /// requested via shell_command") waits behind that call, which it does
+    /// not end for its usage; any other ends the call in progress.
+    fn input_message(
+        &mut self,
+        at: Option<u64>,
+        message: Message,
+        timestamp: Option<DateTime<Utc>>,
+        sink: &mut Sink,
+    ) {
+        self.release_instructions(Some(&message), sink);
+        self.continues = false;
+        self.remembered.emitted(&message);
+        let uncounted = self.seen_usage
+            && self
+                .held
+                .draft
+                .as_ref()
+                .is_some_and(|d| d.open && d.usage.is_none());
+        if !uncounted {
+            self.held.flush(sink);
+            sink.message(at, message, timestamp);
+            return;
+        }
+        if let Some(draft) = self.held.draft.as_mut() {
+            draft.open = false;
+        }
+        let item = Located {
+            line: at,
+            event: Event::Message {
+                message,
+                timestamp,
+                usage: None,
+                model: None,
+                cost_usd: None,
+            },
+        };
+        self.held.result(item, sink);
+    }
+
+    /// A compaction: the summary, and what Codex sent before it in place
+    /// of the history. The call that wrote the summary is dropped, and its
+    /// `token_count` (logged just before) is the prompt before the
+    /// compaction, not any conversation call's.
+    fn compacted(
+        &mut self,
+        line: u64,
+        compacted: Compacted,
+        timestamp: Option<DateTime<Utc>>,
+        sink: &mut Sink,
+    ) -> Outcome {
+        let summary = compacted.message.filter(|s| !s.trim().is_empty());
+        if let Some(summary) = &summary
+            && self.held.draft.as_ref().is_some_and(|d| wrote(d, summary))
+        {
+            self.held.draft = None;
+        }
+        self.held.flush(sink);
+        let tokens_before = self.pending_usage.take().map(|(u, _)| u.input_tokens);
+        self.continues = false;
+        let restored = match compacted.replacement_history {
+            Some(items) => {
+                let (mut history, skipped) = replacement(&items);
+                if skipped > 0 {
+                    sink.warn(
+                        Some(line),
+                        format!("compacted: {skipped} replacement item(s) other than messages (opaque compaction summaries, tool items) not counted"),
+                    );
+                }
+                self.remembered.replaced(&history);
+                if let (Some(Message::User { content }), Some(summary)) = (history.last(), &summary)
+                    && content.trim() == summary.trim()
+                {
+                    history.pop();
+                }
+                history
+            }
+            None => self.remembered.rebuilt(),
+        };
+        sink.push(Located {
+            line: Some(line),
+            event: Event::Compaction {
+                timestamp,
+                tokens_before,
+                summary,
+                kept: 0,
+                restored,
+            },
+        });
+        Outcome::Used
+    }
+
     fn token_count(&mut self, info: Option<TokenInfo>) -> Outcome {
         let Some(info) = info else {
             return Outcome::Ignored;
@@ -589,6 +720,25 @@ impl Parser {
         }
         Outcome::Used
     }
+}
+
+/// The messages of a logged `replacement_history` (user and developer
+/// messages, mapped as message items are), and how many other items it
+/// held.
+fn replacement(items: &[Value]) -> (Vec<Message>, usize) {
+    let mut messages = Vec::new();
+    let mut skipped = 0;
+    for item in items {
+        let role = item.get("role").and_then(Value::as_str);
+        let is_message = item.get("type").and_then(Value::as_str) == Some("message");
+        let text = || item.get("content").map(content_text).unwrap_or_default();
+        match role.filter(|_| is_message) {
+            Some("user") => messages.push(Message::user(text())),
+            Some("developer" | "system") => messages.push(Message::system(text())),
+            _ => skipped += 1,
+        }
+    }
+    (messages, skipped)
 }
 
 /// Whether `draft` is the compaction call that wrote `summary`: text only,

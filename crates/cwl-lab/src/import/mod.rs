@@ -22,7 +22,9 @@
 
 mod claude_attachment;
 mod claude_code;
+mod claude_restore;
 mod codex;
+mod codex_compact;
 mod codex_output;
 mod common;
 mod cwl;
