@@ -8,7 +8,9 @@
 //! tools and their results) → a text holding the block's JSON, so it is
 //! counted and kept with its message. A user message is its `tool_result`
 //! blocks, one tool result each, then one user turn of every other block's
-//! text, if any. A `system` message (Claude Code sends some) is a system
+//! text, if any; the files Claude Code restores after compacting (text
+//! blocks of reminders, see [`Restored`]) are tool calls and results
+//! there, before the user turn, so eviction may take them. A `system` message (Claude Code sends some) is a system
 //! message. Rebuilt messages keep the client's JSON for every block that
 //! survived.
 
@@ -231,6 +233,50 @@ fn engine_block(block: &Value) -> Block {
     }
 }
 
+/// Claude Code, having compacted, puts back the files it had read as text
+/// blocks of a user message, a call then its result:
+/// `<system-reminder>\nCalled the Read tool with the following input: {…}`
+/// and `<system-reminder>\nResult of calling the Read tool: "…"`. They are
+/// tool output, not what the person typed: each result becomes a tool
+/// call and its result (an id of the proxy's own), which eviction may
+/// take like any read; a user turn is never evicted, and these alone can
+/// pass the budget (four files are about 20k tokens).
+enum Restored {
+    /// The call: its tool and its input (JSON text).
+    Call { tool: String, arguments: String },
+    /// The result: its tool and the block's text.
+    Result { tool: String, output: String },
+}
+
+impl Restored {
+    const CALL: &str = "<system-reminder>\nCalled the ";
+    const RESULT: &str = "<system-reminder>\nResult of calling the ";
+
+    fn of(block: &Value) -> Option<Restored> {
+        if kind(block) != "text" {
+            return None;
+        }
+        let text = block.get("text")?.as_str()?;
+        if let Some(rest) = text.strip_prefix(Self::CALL) {
+            let (tool, input) = rest.split_once(" tool with the following input: ")?;
+            let input = input
+                .trim_end()
+                .trim_end_matches("</system-reminder>")
+                .trim();
+            return Some(Restored::Call {
+                tool: tool.to_string(),
+                arguments: input.to_string(),
+            });
+        }
+        let rest = text.strip_prefix(Self::RESULT)?;
+        let (tool, _) = rest.split_once(" tool: ")?;
+        (!tool.contains(char::is_whitespace)).then(|| Restored::Result {
+            tool: tool.to_string(),
+            output: text.to_string(),
+        })
+    }
+}
+
 fn messages(message: &Value, names: &mut CallNames) -> Vec<Message> {
     match message.get("role").and_then(Value::as_str) {
         Some("assistant") => {
@@ -252,8 +298,34 @@ fn messages(message: &Value, names: &mut CallNames) -> Vec<Message> {
             }
             let mut out = Vec::new();
             let mut texts = Vec::new();
+            let mut reread = Vec::new();
+            let mut input = None;
             for block in blocks(message) {
-                if kind(&block) == "tool_result" {
+                if let Some(restored) = Restored::of(&block) {
+                    match restored {
+                        Restored::Call { tool, arguments } => {
+                            input = Some((tool, arguments));
+                            texts.push(content_text(&Value::Array(vec![block])));
+                        }
+                        Restored::Result { tool, output } => {
+                            let arguments = input
+                                .take()
+                                .filter(|(called, _)| *called == tool)
+                                .map_or_else(|| "{}".to_string(), |(_, arguments)| arguments);
+                            let id = format!(
+                                "cwl_restored_{}_{}",
+                                reread.len() / 2,
+                                super::opaque_stand_in(&output)
+                            );
+                            reread.push(Message::Assistant {
+                                content: vec![Block::ToolCall(ToolCall::new(
+                                    &id, &tool, arguments,
+                                ))],
+                            });
+                            reread.push(Message::tool_result(id, tool, output, false));
+                        }
+                    }
+                } else if kind(&block) == "tool_result" {
                     let call_id = text_of(&block, "tool_use_id");
                     out.push(Message::ToolResult(ToolResult {
                         tool_name: names.remove(&call_id).unwrap_or_default(),
@@ -268,6 +340,7 @@ fn messages(message: &Value, names: &mut CallNames) -> Vec<Message> {
                     texts.push(content_text(&Value::Array(vec![block])));
                 }
             }
+            out.append(&mut reread);
             if !texts.is_empty() {
                 out.push(Message::user(texts.join("\n")));
             }
@@ -331,11 +404,35 @@ fn user_blocks(original: &Value, parts: &[Part<'_>]) -> Vec<Value> {
         .iter()
         .filter(|b| kind(b) == "tool_result")
         .count();
+    let restored = originals
+        .iter()
+        .filter(|b| matches!(Restored::of(b), Some(Restored::Result { .. })))
+        .count();
+    let user = results + 2 * restored;
     let part = |index: usize| parts.iter().find(|part| part.index == index);
-    let keep_user = part(results).is_some();
+    let keep_user = part(user).is_some();
     let mut at = 0;
+    let mut reread = 0;
     let mut out = Vec::new();
     for block in originals {
+        if let Some(Restored::Result { .. }) = Restored::of(&block) {
+            // Its call and result leave together.
+            match part(results + 2 * reread + 1) {
+                Some(Part {
+                    message: Message::ToolResult(result),
+                    altered: true,
+                    ..
+                }) => {
+                    let mut block = block;
+                    block["text"] = Value::String(result.content.clone());
+                    out.push(block);
+                }
+                Some(_) => out.push(block),
+                None => {}
+            }
+            reread += 1;
+            continue;
+        }
         if kind(&block) != "tool_result" {
             if keep_user {
                 out.push(block);
@@ -363,7 +460,7 @@ fn user_blocks(original: &Value, parts: &[Part<'_>]) -> Vec<Value> {
         message: Message::User { content },
         altered: true,
         ..
-    }) = part(results)
+    }) = part(user)
         && let Some(Message::User { content: was }) = messages(original, &mut CallNames::default())
             .into_iter()
             .rev()
