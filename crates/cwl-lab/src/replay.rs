@@ -418,6 +418,13 @@ pub fn replay_with(
         replayed_cost_usd: costs.replayed(),
         ..fidelity
     };
+    let off = report.fidelity.out_of_bounds();
+    if !off.is_empty() {
+        report.warnings.push(format!(
+            "{path}: cannot replay what the log's harness sent within the lab's bounds ({}): this file's figures are less sure",
+            off.join(", ")
+        ));
+    }
     report.warnings.extend(pairing.take_warnings());
     if report.log_prompt_drops > 0 {
         report.warnings.push(format!(

@@ -648,6 +648,20 @@ fn a_logged_prompt_that_shrinks_without_a_compaction_is_the_harness_cutting_it()
         text.contains("over 7 of 8 calls (1 unlogged cuts, 1 calls after an edit the log does not hold sized from the log)"),
         "{text}"
     );
+    assert!(
+        file.warnings.iter().any(|w| w.contains(
+            "cannot replay what the log's harness sent within the lab's bounds (7 of 8 calls compared)"
+        )),
+        "under 90% of the calls compared is said: {:?}",
+        file.warnings
+    );
+    assert!(
+        file.warnings.iter().any(|w| w.contains(
+            "cannot replay what the log's harness sent within the lab's bounds (7 of 8 calls compared)"
+        )),
+        "under 90% of the calls compared is said: {:?}",
+        file.warnings
+    );
     let summary = table::render_with(&report, false);
     assert!(
         summary.contains("fidelity over 1 files: the replay as their harnesses sent them compared on 7 of 8 calls that log a prompt size (87.5%; 1 sized from the log"),

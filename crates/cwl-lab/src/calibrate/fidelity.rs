@@ -58,7 +58,47 @@ pub struct Fidelity {
     pub replayed_cost_usd: Option<f64>,
 }
 
+/// Share of the calls that log a prompt size the replay must compare.
+pub const MIN_COMPARED_SHARE: f64 = 0.9;
+/// Largest gap between the replayed and the logged mean.
+pub const MAX_MEAN_GAP: f64 = 0.10;
+/// Largest median per-call error.
+pub const MAX_MEDIAN_ERROR: f64 = 0.05;
+
 impl Fidelity {
+    /// What keeps the replay from agreeing with the log within the bounds
+    /// the lab holds itself to ([`MIN_COMPARED_SHARE`], [`MAX_MEAN_GAP`],
+    /// [`MAX_MEDIAN_ERROR`]); empty when it agrees, or when the log
+    /// records no prompt size.
+    pub fn out_of_bounds(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.logged_calls == 0 {
+            return out;
+        }
+        if self.compared_share() < MIN_COMPARED_SHARE {
+            out.push(format!(
+                "{} of {} calls compared",
+                self.compared_calls, self.logged_calls
+            ));
+        }
+        if let (Some(logged), Some(replayed)) = (
+            self.logged_prompt_tokens_mean,
+            self.replayed_prompt_tokens_mean,
+        ) {
+            let gap = (replayed - logged) / logged;
+            if gap.abs() > MAX_MEAN_GAP {
+                out.push(format!("{:+.1}% on the mean", gap * 100.0));
+            }
+        }
+        if let Some(median) = self
+            .prompt_tokens_error_median
+            .filter(|m| *m > MAX_MEDIAN_ERROR)
+        {
+            out.push(format!("{:.1}% median call error", median * 100.0));
+        }
+        out
+    }
+
     /// Share of the calls that log a prompt size that were compared (1
     /// when none log one).
     pub fn compared_share(&self) -> f64 {
@@ -201,5 +241,16 @@ mod tests {
         assert_eq!((f.compared_calls, f.anchored_calls), (2, 1));
         assert_eq!(f.prompt_tokens_error_mean, Some(0.0));
         assert_eq!(compare(&[], &calibration()), Fidelity::default());
+        assert_eq!(f.out_of_bounds(), ["2 of 3 calls compared"], "{f:?}");
+        let cut = compare(&points[..1], &calibration());
+        assert!(cut.out_of_bounds().is_empty());
+        let far = compare(&[point(1_000, 6_000, 0, None, true)], &calibration());
+        assert_eq!(
+            far.out_of_bounds(),
+            ["-50.0% on the mean", "50.0% median call error"]
+        );
+        let few = compare(&points[..2], &calibration());
+        assert_eq!(few.out_of_bounds(), ["1 of 2 calls compared"]);
+        assert!(Fidelity::default().out_of_bounds().is_empty());
     }
 }
