@@ -2,7 +2,8 @@
 //! clients (Claude Code, Codex CLI): it speaks Anthropic Messages and
 //! OpenAI Responses (streaming or not) and drives one long, tool-using
 //! session in each client's own tool shapes (Codex CLI's `exec_command`,
-//! or the `shell_command` or `shell` tool of older versions). Used by
+//! or the `shell_command` or `shell` tool of older versions, and its
+//! custom `apply_patch` tool for edits where it offers one). Used by
 //! `scripts/real-clients/run.sh`.
 //!
 //! ```sh
@@ -784,7 +785,8 @@ impl CodexShell {
 }
 
 /// Codex CLI's call for a step: `exec_command` with a shell command
-/// (edits as `apply_patch` heredocs, which Codex runs itself).
+/// (edits as `apply_patch` heredocs, which Codex runs itself, when it
+/// offers no custom `apply_patch` tool: [`codex_patch`]).
 fn codex_call(step: &Step) -> Option<Value> {
     let cmd = match step {
         Step::Shell(cmd, _) => cmd.clone(),
@@ -804,6 +806,39 @@ fn codex_call(step: &Step) -> Option<Value> {
         Step::Done(_) => return None,
     };
     Some(json!({"cmd": cmd}))
+}
+
+/// Whether a Codex CLI request offers `apply_patch` as a freeform custom
+/// tool (Codex CLI about 0.50 on): edits then go through it, as a real
+/// model's do, rather than as shell heredocs.
+fn offers_patch_tool(tools: &Value) -> bool {
+    tools.as_array().is_some_and(|tools| {
+        tools
+            .iter()
+            .any(|t| t["type"] == "custom" && t["name"] == "apply_patch")
+    })
+}
+
+/// The patch of a step that edits or writes a file, for `apply_patch`.
+fn codex_patch(step: &Step) -> Option<String> {
+    match step {
+        Step::Edit(path, old, new) => Some(format!(
+            "*** Begin Patch\n*** Update File: {path}\n@@\n{}{}*** End Patch",
+            patch_lines(old, '-'),
+            patch_lines(new, '+')
+        )),
+        Step::Write(path, content) => Some(format!(
+            "*** Begin Patch\n*** Add File: {path}\n{}*** End Patch",
+            patch_lines(content, '+')
+        )),
+        _ => None,
+    }
+}
+
+/// Whether a Responses input item is a tool's output (a function's or a
+/// custom tool's).
+fn is_output(item: &Value) -> bool {
+    item["type"] == "function_call_output" || item["type"] == "custom_tool_call_output"
 }
 
 fn text_of(value: &Value) -> String {
@@ -903,7 +938,11 @@ fn responses_tokens(body: &Value, reasoning: usize) -> usize {
                 3 + count(item["name"].as_str().unwrap_or_default())
                     + count(item["arguments"].as_str().unwrap_or_default())
             }
-            "function_call_output" => count(&text_of(&item["output"])),
+            "custom_tool_call" => {
+                3 + count(item["name"].as_str().unwrap_or_default())
+                    + count(item["input"].as_str().unwrap_or_default())
+            }
+            "function_call_output" | "custom_tool_call_output" => count(&text_of(&item["output"])),
             "reasoning" => reasoning + count(&text_of(&item["summary"])),
             _ => count(&item.to_string()),
         };
@@ -1558,7 +1597,7 @@ impl Server {
         let latest = latest_result(
             input
                 .iter()
-                .filter(|item| item["type"] == "function_call_output")
+                .filter(|item| is_output(item))
                 .filter_map(|item| item["call_id"].as_str()),
             "call_cwl_",
         );
@@ -1623,7 +1662,7 @@ impl Server {
                 .iter()
                 .rev()
                 .take_while(|item| item["type"] != "message" || item["role"] != "user")
-                .filter(|item| item["type"] == "function_call_output")
+                .filter(|item| is_output(item))
                 .filter_map(|item| item["call_id"].as_str().map(String::from))
                 .collect();
             let recalled = self
@@ -1658,14 +1697,21 @@ impl Server {
             };
             tool_error = input
                 .last()
-                .filter(|item| item["type"] == "function_call_output")
+                .filter(|item| is_output(item))
                 .is_some_and(|item| failed_exit(&text_of(&item["output"])));
+            let patches = offers_patch_tool(&body["tools"]);
             let latest_ok = (step > 0 && recalled.is_none() && !resumed).then(|| {
-                let call = input
-                    .iter()
-                    .rev()
-                    .find(|item| item["type"] == "function_call");
+                let call = input.iter().rev().find(|item| {
+                    item["type"] == "function_call" || item["type"] == "custom_tool_call"
+                });
+                let patch = codex_patch(&self.script[step - 1]).filter(|_| patches);
                 match (shell.arguments(&self.script[step - 1]), call) {
+                    (_, Some(call)) if patch.is_some() => {
+                        call["type"] == "custom_tool_call"
+                            && call["name"] == "apply_patch"
+                            && call["call_id"] == format!("call_cwl_{:03}", step - 1)
+                            && call["input"].as_str() == patch.as_deref()
+                    }
                     (Some(arguments), Some(call)) => {
                         call["name"] == shell.name()
                             && call["call_id"] == format!("call_cwl_{:03}", step - 1)
@@ -1747,11 +1793,18 @@ impl Server {
                     "arguments": json!({"plan": plan}).to_string(), "status": "completed"}),
                 );
             }
-            output.push(
-                json!({"type": "function_call", "id": format!("fc_cwl_{suffix}"),
-                "call_id": format!("call_cwl_{suffix}"), "name": shell.name(),
-                "arguments": arguments.to_string(), "status": "completed"}),
-            );
+            match codex_patch(&self.script[step]).filter(|_| offers_patch_tool(&body["tools"])) {
+                Some(patch) => output.push(
+                    json!({"type": "custom_tool_call", "id": format!("ctc_cwl_{suffix}"),
+                    "call_id": format!("call_cwl_{suffix}"), "name": "apply_patch",
+                    "input": patch, "status": "completed"}),
+                ),
+                None => output.push(
+                    json!({"type": "function_call", "id": format!("fc_cwl_{suffix}"),
+                    "call_id": format!("call_cwl_{suffix}"), "name": shell.name(),
+                    "arguments": arguments.to_string(), "status": "completed"}),
+                ),
+            }
         }
         responses_reply(
             &body,
@@ -2732,6 +2785,34 @@ mod tests {
             Some(json!({"command": ["bash", "-lc", cmd]}))
         );
         assert_eq!(offered(&["view_image"]), None, "a side request");
+    }
+
+    #[test]
+    fn edits_go_through_a_custom_apply_patch_tool_when_codex_offers_one() {
+        let edit = Step::Edit("src/a.py".into(), "x = 1".into(), "x = 2".into());
+        let patch = codex_patch(&edit).expect("an edit has a patch");
+        assert_eq!(
+            patch,
+            "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x = 1\n+x = 2\n*** End Patch"
+        );
+        assert!(
+            codex_call(&edit).expect("a heredoc")["cmd"]
+                .as_str()
+                .is_some_and(|cmd| cmd.contains(&patch)),
+            "the heredoc carries the same patch"
+        );
+        assert_eq!(codex_patch(&Step::Read("src/a.py".into())), None);
+        let custom = json!([{"type": "function", "name": "shell_command"},
+                            {"type": "custom", "name": "apply_patch"}]);
+        assert!(offers_patch_tool(&custom));
+        let function = json!([{"type": "function", "name": "apply_patch"}]);
+        assert!(
+            !offers_patch_tool(&function),
+            "a function tool takes JSON, not a patch"
+        );
+        assert!(is_output(&json!({"type": "custom_tool_call_output"})));
+        assert!(is_output(&json!({"type": "function_call_output"})));
+        assert!(!is_output(&json!({"type": "custom_tool_call"})));
     }
 
     #[test]
