@@ -469,16 +469,7 @@ impl Parser {
                 if let Some(user) = self.user.as_mut() {
                     user.texts.push(text);
                 } else if !self.held.append_to_last_result(&text) {
-                    let item = Located {
-                        line: Some(line),
-                        event: Event::Message {
-                            message: Message::system(text),
-                            timestamp,
-                            usage: None,
-                            model: None,
-                            cost_usd: None,
-                        },
-                    };
+                    let item = Located::message(Some(line), Message::system(text), timestamp);
                     self.held.result(item, sink);
                 }
                 Outcome::Used
@@ -620,16 +611,7 @@ impl Parser {
                 result.is_error,
                 self.total_lines,
             );
-            let item = Located {
-                line: at,
-                event: Event::Message {
-                    message: Message::ToolResult(result),
-                    timestamp,
-                    usage: None,
-                    model: None,
-                    cost_usd: None,
-                },
-            };
+            let item = Located::message(at, Message::ToolResult(result), timestamp);
             self.held.result(item, sink);
         }
         if !texts.is_empty() {

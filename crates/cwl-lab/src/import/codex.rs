@@ -365,16 +365,7 @@ impl Parser {
             sink.message(at, Message::system(text), timestamp);
         } else if let Some(text) = meta.instructions.filter(|t| !t.is_empty()) {
             self.instructions_sent = true;
-            self.user_instructions = Some(Located {
-                line: at,
-                event: Event::Message {
-                    message: Message::system(text),
-                    timestamp,
-                    usage: None,
-                    model: None,
-                    cost_usd: None,
-                },
-            });
+            self.user_instructions = Some(Located::message(at, Message::system(text), timestamp));
         }
         Outcome::Used
     }
@@ -516,21 +507,16 @@ impl Parser {
                 }
                 let (content, is_error) = output_text(item.output.as_ref());
                 let content = self.rendering.sent(&content).unwrap_or(content);
-                let result = Located {
-                    line: at,
-                    event: Event::Message {
-                        message: Message::ToolResult(ToolResult {
-                            call_id,
-                            tool_name: String::new(),
-                            content,
-                            is_error,
-                        }),
-                        timestamp,
-                        usage: None,
-                        model: None,
-                        cost_usd: None,
-                    },
-                };
+                let result = Located::message(
+                    at,
+                    Message::ToolResult(ToolResult {
+                        call_id,
+                        tool_name: String::new(),
+                        content,
+                        is_error,
+                    }),
+                    timestamp,
+                );
                 self.held.result(result, sink);
                 return Outcome::Used;
             }
@@ -605,16 +591,7 @@ impl Parser {
         if let Some(draft) = self.held.draft.as_mut() {
             draft.open = false;
         }
-        let item = Located {
-            line: at,
-            event: Event::Message {
-                message,
-                timestamp,
-                usage: None,
-                model: None,
-                cost_usd: None,
-            },
-        };
+        let item = Located::message(at, message, timestamp);
         self.held.result(item, sink);
     }
 

@@ -27,6 +27,26 @@ pub(crate) struct Located {
     pub event: Event,
 }
 
+impl Located {
+    /// A message with no call data (usage, model, cost) at `line`.
+    pub(crate) fn message(
+        line: Option<u64>,
+        message: Message,
+        timestamp: Option<DateTime<Utc>>,
+    ) -> Self {
+        Located {
+            line,
+            event: Event::Message {
+                message,
+                timestamp,
+                usage: None,
+                model: None,
+                cost_usd: None,
+            },
+        }
+    }
+}
+
 /// The queue importers write to, in transcript order.
 pub(crate) struct Sink {
     path: PathBuf,
@@ -64,16 +84,7 @@ impl Sink {
         message: Message,
         timestamp: Option<DateTime<Utc>>,
     ) {
-        self.push(Located {
-            line,
-            event: Event::Message {
-                message,
-                timestamp,
-                usage: None,
-                model: None,
-                cost_usd: None,
-            },
-        });
+        self.push(Located::message(line, message, timestamp));
     }
 
     /// Queues a warning about `line`.

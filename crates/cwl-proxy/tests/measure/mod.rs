@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use clap::Parser;
-use cwl::{Block, Message, ReasoningScope, TokenCounter as _};
+use cwl::{Block, Message, ReasoningScope};
 use cwl_lab::metrics::anchors::{AnchorId, AnchorTable, Scope};
 use cwl_lab::metrics::content::{LineKey, Need, Seen, message_lines};
 use cwl_proxy::api::Api;
@@ -36,6 +36,12 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+
+#[path = "../../examples/support/usage.rs"]
+mod usage;
+
+pub use usage::{anthropic_tokens, responses_tokens};
+use usage::{only_tool_results, responses_turn, user_turn};
 
 /// One recorded request.
 #[derive(Debug, Clone)]
@@ -329,78 +335,6 @@ async fn answer(
     response
 }
 
-fn text_of(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Array(items) => items
-            .iter()
-            .map(|item| match item {
-                Value::String(s) => s.clone(),
-                other => other["text"].as_str().unwrap_or_default().to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
-/// Input tokens of an Anthropic request, counted as the scripted upstream
-/// counts them (thinking only in the latest user turn).
-pub fn anthropic_tokens(body: &Value) -> usize {
-    let count = |text: &str| cwl::O200k.count(text);
-    let mut total = body.get("system").map_or(0, |s| count(&text_of(s)));
-    if let Some(tools) = body.get("tools") {
-        total += count(&tools.to_string());
-    }
-    let messages = body["messages"].as_array().map_or(&[][..], Vec::as_slice);
-    let turn = anthropic_turn(messages).unwrap_or(0);
-    for (index, message) in messages.iter().enumerate() {
-        total += 4;
-        let content = &message["content"];
-        if let Some(text) = content.as_str() {
-            total += count(text);
-            continue;
-        }
-        for block in content.as_array().into_iter().flatten() {
-            total += match block["type"].as_str().unwrap_or_default() {
-                "text" => count(block["text"].as_str().unwrap_or_default()),
-                "thinking" if index < turn => 0,
-                "thinking" => count(block["thinking"].as_str().unwrap_or_default()),
-                "tool_use" => {
-                    3 + count(block["name"].as_str().unwrap_or_default())
-                        + count(&block["input"].to_string())
-                }
-                "tool_result" => count(&text_of(&block["content"])),
-                _ => 0,
-            };
-        }
-    }
-    total
-}
-
-/// Where the latest user turn of Anthropic `messages` starts.
-fn anthropic_turn(messages: &[Value]) -> Option<usize> {
-    messages
-        .iter()
-        .rposition(|m| m["role"] == "user" && !only_tool_results(&m["content"]))
-}
-
-fn only_tool_results(content: &Value) -> bool {
-    content.as_array().is_some_and(|blocks| {
-        !blocks.is_empty() && blocks.iter().all(|b| b["type"] == "tool_result")
-    })
-}
-
-/// Where the latest user turn of Responses `input` starts.
-fn responses_turn(items: &[Value]) -> usize {
-    items
-        .iter()
-        .rposition(|item| {
-            item["type"].as_str().unwrap_or("message") == "message" && item["role"] == "user"
-        })
-        .unwrap_or(0)
-}
-
 /// Reasoning items a Responses request counts (those of its latest turn).
 fn counted_reasoning(body: &Value) -> usize {
     let items = body["input"].as_array().map_or(&[][..], Vec::as_slice);
@@ -410,38 +344,6 @@ fn counted_reasoning(body: &Value) -> usize {
         .skip(turn)
         .filter(|item| item["type"] == "reasoning")
         .count()
-}
-
-/// Input tokens of a Responses request, counted as the scripted upstream
-/// counts them, each counted reasoning item standing for `reasoning`.
-pub fn responses_tokens(body: &Value, reasoning: usize) -> usize {
-    let count = |text: &str| cwl::O200k.count(text);
-    let mut total = body
-        .get("instructions")
-        .map_or(0, |s| count(s.as_str().unwrap_or_default()));
-    if let Some(tools) = body.get("tools") {
-        total += count(&tools.to_string());
-    }
-    let input = &body["input"];
-    if let Some(text) = input.as_str() {
-        return total + 4 + count(text);
-    }
-    let items = input.as_array().map_or(&[][..], Vec::as_slice);
-    let turn = responses_turn(items);
-    for (index, item) in items.iter().enumerate() {
-        total += match item["type"].as_str().unwrap_or("message") {
-            "reasoning" if index < turn => 0,
-            "message" => 4 + count(&text_of(&item["content"])),
-            "function_call" => {
-                3 + count(item["name"].as_str().unwrap_or_default())
-                    + count(item["arguments"].as_str().unwrap_or_default())
-            }
-            "function_call_output" => count(&text_of(&item["output"])),
-            "reasoning" => reasoning + count(&text_of(&item["summary"])),
-            _ => count(&item.to_string()),
-        };
-    }
-    total
 }
 
 /// Tokens of a request body, as the scripted upstream reports them.
@@ -505,7 +407,7 @@ fn rendered(api: Api, body: &Value) -> Vec<Value> {
     if drops {
         match api {
             Api::Anthropic => {
-                let turn = anthropic_turn(&items).unwrap_or(0);
+                let turn = user_turn(&items).unwrap_or(0);
                 for item in &mut items[..turn] {
                     if let Some(blocks) = item["content"].as_array_mut() {
                         blocks.retain(|b| {
