@@ -7,7 +7,7 @@ use std::path::Path;
 
 use cwl::{Block, Message, ToolCall, ToolResult, Usage};
 use cwl_lab::import::{self, Event, Format, ImportError, MISSING_RESULT};
-use import_support::{assert_paired, fixture, run, warnings_with};
+use import_support::{assert_paired, calls, fixture, run, warnings_with};
 
 fn call(id: &str, name: &str, arguments: &str) -> Block {
     Block::ToolCall(ToolCall::new(id, name, arguments))
@@ -24,22 +24,6 @@ fn result(id: &str, name: &str, content: &str, is_error: bool) -> Message {
 
 fn missing(id: &str, name: &str) -> Message {
     result(id, name, MISSING_RESULT, true)
-}
-
-/// The (usage, model) of each assistant message event, in order.
-fn calls(events: &[Event]) -> Vec<(Option<Usage>, Option<String>)> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Message {
-                message: Message::Assistant { .. },
-                usage,
-                model,
-                ..
-            } => Some((*usage, model.clone())),
-            _ => None,
-        })
-        .collect()
 }
 
 fn usage(input: u64, cached: u64, written: u64, output: u64) -> Option<Usage> {

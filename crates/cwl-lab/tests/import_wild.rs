@@ -17,34 +17,17 @@ fn open(name: &str) -> Imported {
 
 /// The prompt size and model of each model call, in order.
 fn calls(imported: &Imported) -> Vec<(u64, Option<String>)> {
-    imported
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Message {
-                message: Message::Assistant { .. },
-                usage,
-                model,
-                ..
-            } => Some((usage.map_or(0, |u| u.input_tokens), model.clone())),
-            _ => None,
-        })
+    import_support::calls(&imported.events)
+        .into_iter()
+        .map(|(usage, model)| (usage.map_or(0, |u| u.input_tokens), model))
         .collect()
 }
 
 /// The usage of each model call, in order.
 fn usages(imported: &Imported) -> Vec<Option<Usage>> {
-    imported
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Message {
-                message: Message::Assistant { .. },
-                usage,
-                ..
-            } => Some(*usage),
-            _ => None,
-        })
+    import_support::calls(&imported.events)
+        .into_iter()
+        .map(|(usage, _)| usage)
         .collect()
 }
 

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use cwl::Message;
+use cwl::{Message, Usage};
 use cwl_lab::import::{Event, Import, ImportWarning, Stats};
 
 /// Path of a fixture under `tests/fixtures/import/`.
@@ -101,5 +101,22 @@ pub fn warnings_with<'a>(warnings: &'a [ImportWarning], needle: &str) -> Vec<&'a
     warnings
         .iter()
         .filter(|w| w.what.contains(needle))
+        .collect()
+}
+
+/// The (usage, model) of each model call (assistant message event), in
+/// order.
+pub fn calls(events: &[Event]) -> Vec<(Option<Usage>, Option<String>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Message {
+                message: Message::Assistant { .. },
+                usage,
+                model,
+                ..
+            } => Some((*usage, model.clone())),
+            _ => None,
+        })
         .collect()
 }
