@@ -395,7 +395,8 @@ impl Proxy {
         {
             conversation.log.idle(seconds);
         }
-        let report = conversation.engine.enforce();
+        let breaks = conversation.engine.prefix_breaks(&items, &pushed);
+        let report = conversation.engine.enforce(breaks);
         conversation.log.enforce(&report);
         self.strategy_output(conversation);
         let cache = match api {

@@ -25,7 +25,8 @@ fn budget_40k(run: &measure::Run) -> measure::Figures {
 }
 
 /// Codex CLI 0.80.0, 3 rounds: nothing the client sent and a reply used
-/// is lost, and the proxy's prefix breaks stay near the client's own.
+/// is lost, and the proxy's prefix breaks stay within 5 points of the
+/// client's own (passes come early where its provider drops reasoning).
 #[test]
 fn codex_traffic_keeps_content_and_the_cached_prefix() {
     let Some(run) = run("codex080-3r") else {
@@ -35,7 +36,7 @@ fn codex_traffic_keeps_content_and_the_cached_prefix() {
     assert!(f.at_risk > 0);
     assert_eq!(f.loss_free, f.at_risk, "{:?}", f.losses);
     assert_eq!(f.over_slack, 0);
-    assert!(f.proxy_break_pct() <= f.client_break_pct() + 8.0, "{f:?}");
+    assert!(f.proxy_break_pct() <= f.client_break_pct() + 5.0, "{f:?}");
 }
 
 /// Claude Code 2.0.77, 16 rounds with compactions: no view passes τ×1.05

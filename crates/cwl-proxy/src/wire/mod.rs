@@ -85,6 +85,53 @@ impl Item {
         self.value
             .get_or_init(|| serde_json::from_str(self.raw.get()).unwrap_or(Value::Null))
     }
+
+    /// A hash of what the item says, blind to where the client put its
+    /// cache breakpoints (`"cache_control":{...}` members, which Claude
+    /// Code moves to the latest messages on every request).
+    pub fn content_hash(&self) -> u64 {
+        let mut rest = self.raw.get();
+        let mut kept = String::new();
+        while let Some((before, after)) = without_cache_control(rest) {
+            kept.push_str(before);
+            rest = after;
+        }
+        let text = if kept.is_empty() {
+            rest
+        } else {
+            kept.push_str(rest);
+            &kept
+        };
+        std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, text)
+    }
+}
+
+/// The text of `json` before and after its first `"cache_control": {...}`
+/// member and the comma that joins it to a neighbour.
+fn without_cache_control(json: &str) -> Option<(&str, &str)> {
+    const KEY: &str = "\"cache_control\"";
+    let mut search = 0;
+    loop {
+        let start = search + json[search..].find(KEY)?;
+        search = start + KEY.len();
+        let rest = json[search..].trim_start();
+        let Some(value) = rest.strip_prefix(':').map(str::trim_start) else {
+            continue;
+        };
+        if !value.starts_with('{') {
+            continue;
+        }
+        let close = value.find('}')?;
+        let mut end = json.len() - value.len() + close + 1;
+        let mut from = start;
+        let after = json[end..].trim_start();
+        if let Some(next) = after.strip_prefix(',') {
+            end = json.len() - next.trim_start().len();
+        } else if let Some(before) = json[..start].trim_end().strip_suffix(',') {
+            from = before.len();
+        }
+        return Some((&json[..from], &json[end..]));
+    }
 }
 
 /// Items that turn into engine messages together.
@@ -170,5 +217,33 @@ pub fn note_text(message: &Message) -> String {
             .join("\n"),
         Message::System { content } | Message::User { content } => content.clone(),
         Message::ToolResult(result) => result.content.clone(),
+    }
+}
+
+#[cfg(test)]
+mod content_hash_tests {
+    use super::Item;
+
+    fn item(json: &str) -> Item {
+        Item::new(serde_json::value::RawValue::from_string(json.into()).unwrap())
+    }
+
+    #[test]
+    fn a_moved_cache_breakpoint_is_no_edit() {
+        let plain = item(
+            r#"{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}]}"#,
+        );
+        let last = item(
+            r#"{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"},"cache_control":{"type":"ephemeral"}}]}"#,
+        );
+        let first = item(
+            r#"{"role":"assistant","content":[{"cache_control":{"type":"ephemeral"},"type":"text","text":"a"},{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}]}"#,
+        );
+        assert_eq!(plain.content_hash(), last.content_hash());
+        assert_eq!(plain.content_hash(), first.content_hash());
+        let edited = item(
+            r#"{"role":"assistant","content":[{"type":"text","text":"b"},{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}]}"#,
+        );
+        assert_ne!(plain.content_hash(), edited.content_hash());
     }
 }
