@@ -409,8 +409,9 @@ impl Engine {
     ///
     /// When this request breaks the cached prefix anyway (`prefix_breaks`,
     /// from [`Engine::prefix_breaks`]), a view past a quarter of its
-    /// headroom (from the low-water mark up to τ) takes its pass now,
-    /// rather than break the prefix again a few requests later.
+    /// headroom (from the low-water mark up to τ) takes its pass now, as
+    /// if τ were just under the view (so down to the low-water share of
+    /// that), rather than break the prefix again a few requests later.
     pub fn enforce(&mut self, prefix_breaks: bool) -> Report {
         let config = self.context.config();
         let (budget, floor) = (config.budget, config.floor());
@@ -430,6 +431,10 @@ impl Engine {
     /// turn for a model whose provider then drops the earlier turns'
     /// reasoning. Remembers `items` for the next request.
     pub fn prefix_breaks(&mut self, items: &[Item], pushed: &[Message]) -> bool {
+        // Only CWL passes early; the others need no hashing.
+        if !self.context.keeps_prologue() {
+            return false;
+        }
         let hashes: Vec<u64> = items.iter().map(Item::content_hash).collect();
         let edited = hashes.len() < self.sent.len()
             || self.sent.iter().zip(&hashes).any(|(was, now)| was != now);

@@ -287,25 +287,22 @@ fn calibration_line(file: &FileReport) -> String {
 
 /// The harness's own edits the replay followed, for the calibration line.
 fn edits(f: &Fidelity) -> String {
-    let mut parts = Vec::new();
-    if f.compactions > 0 {
-        parts.push(format!("{} compactions followed", f.compactions));
-    }
-    if f.clearings > 0 {
-        parts.push(format!(
-            "{} unlogged clearings of old tool results replayed",
-            f.clearings
-        ));
-    }
-    if f.cuts > 0 {
-        parts.push(format!("{} unlogged cuts", f.cuts));
-    }
-    if f.anchored_calls > 0 {
-        parts.push(format!(
-            "{} calls after an edit the log does not hold sized from the log",
-            f.anchored_calls
-        ));
-    }
+    let parts: Vec<String> = [
+        (f.compactions, "compactions followed"),
+        (
+            f.clearings,
+            "unlogged clearings of old tool results replayed",
+        ),
+        (f.cuts, "unlogged cuts"),
+        (
+            f.anchored_calls,
+            "calls after an edit the log does not hold sized from the log",
+        ),
+    ]
+    .into_iter()
+    .filter(|(count, _)| *count > 0)
+    .map(|(count, what)| format!("{count} {what}"))
+    .collect();
     if parts.is_empty() {
         String::new()
     } else {
