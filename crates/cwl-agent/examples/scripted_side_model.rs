@@ -13,7 +13,7 @@
 //! --model-url URL --side-model NAME` (NAME prices the side calls).
 
 use cwl::{Message, Usage};
-use cwl_agent::provider::testing::{RecordedRequest, Reply, ScriptedServer};
+use cwl_provider::testing::{RecordedRequest, Reply, ScriptedServer};
 
 /// Tool results a plan leaves alone, newest first.
 const KEEP_RECENT: usize = 6;

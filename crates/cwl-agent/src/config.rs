@@ -42,7 +42,7 @@
 //!
 //! API keys are not read from this file: they come from the environment
 //! (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`) only. Child processes never get
-//! them, nor the variables `env_deny` names (see [`crate::secrets`]).
+//! them, nor the variables `env_deny` names (see [`cwl_provider::secrets`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -50,8 +50,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::mcp::McpServerConfig;
-use crate::provider::ModelInfo;
-use crate::secrets::EnvDeny;
+use cwl_provider::ModelInfo;
+use cwl_provider::secrets::EnvDeny;
 
 /// The config file's contents.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -92,7 +92,7 @@ pub struct FileConfig {
     /// `--strategy-option`).
     pub strategy_options: Option<serde_json::Value>,
     /// Name patterns of environment variables withheld from child
-    /// processes and redacted (`None`: [`crate::secrets::DEFAULT_ENV_DENY`]).
+    /// processes and redacted (`None`: [`cwl_provider::secrets::DEFAULT_ENV_DENY`]).
     pub env_deny: Option<EnvDeny>,
     /// How long a model stream may stay silent before it counts as a lost
     /// connection and is retried (`90s`, `500ms`, `2m`; a bare number is

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use cwl::{Budget, Usage};
 use cwl_agent::cli::{self, AgentArgs, DemoArgs, RunArgs, SessionsArgs};
-use cwl_agent::provider::ProviderKind;
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::session;
+use cwl_provider::ProviderKind;
+use cwl_provider::testing::{Reply, ScriptedServer};
 use support::*;
 
 /// A runtime for the scripted server; the CLI runs on its own runtime on

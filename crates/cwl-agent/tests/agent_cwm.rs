@@ -13,11 +13,11 @@ use std::time::Duration;
 use cwl::{Message, O200k, Record, Usage};
 use cwl_agent::agent::{Agent, AgentOptions, Event};
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::provider::ProviderKind;
-use cwl_agent::provider::testing::{RecordedRequest, Reply, ScriptedServer};
 use cwl_agent::session::{self, Settings};
 use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::ProviderKind;
+use cwl_provider::testing::{RecordedRequest, Reply, ScriptedServer};
 use serde_json::{Value, json};
 use support::*;
 

@@ -7,10 +7,10 @@ mod support;
 
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::{Agent, AgentOptions, Event};
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::session::{self, Spent};
 use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::testing::{Reply, ScriptedServer};
 use serde_json::json;
 use support::*;
 

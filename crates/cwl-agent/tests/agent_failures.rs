@@ -6,9 +6,9 @@ mod support;
 
 use cwl::{Block, Message, Record, ToolCall, Usage};
 use cwl_agent::agent::{Agent, AgentError, Event};
-use cwl_agent::provider::testing::{Reply, ScriptedServer, openai_sse};
 use cwl_agent::session;
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::testing::{Reply, ScriptedServer, openai_sse};
 use serde_json::json;
 use support::*;
 

@@ -5,8 +5,8 @@ mod support;
 
 use cwl::{Record, Usage};
 use cwl_agent::agent::Event;
-use cwl_agent::provider::testing::Reply;
 use cwl_agent::session;
+use cwl_provider::testing::Reply;
 use support::*;
 
 fn answer(text_: &str) -> Reply {
@@ -41,7 +41,7 @@ async fn a_binary_agents_md_is_refused_with_a_note_and_claude_md_still_loads() {
     binary.splice(0..0, b"\x89PNG\r\n".iter().copied());
     std::fs::write(work.path().join("AGENTS.md"), &binary).unwrap();
     std::fs::write(work.path().join("CLAUDE.md"), "Always run cargo fmt.").unwrap();
-    let server = cwl_agent::provider::testing::ScriptedServer::start(vec![answer("done")])
+    let server = cwl_provider::testing::ScriptedServer::start(vec![answer("done")])
         .await
         .unwrap();
     let sessions = tempfile::tempdir().unwrap();
@@ -82,7 +82,7 @@ async fn a_binary_agents_md_is_refused_with_a_note_and_claude_md_still_loads() {
 async fn a_utf8_agents_md_is_loaded_without_a_note() {
     let work = workspace();
     std::fs::write(work.path().join("AGENTS.md"), "Réponds en français. ✓").unwrap();
-    let server = cwl_agent::provider::testing::ScriptedServer::start(vec![answer("fait")])
+    let server = cwl_provider::testing::ScriptedServer::start(vec![answer("fait")])
         .await
         .unwrap();
     let sessions = tempfile::tempdir().unwrap();

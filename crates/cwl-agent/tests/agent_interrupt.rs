@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use cwl::{Message, Record, Usage};
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::provider::ProviderKind;
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::session;
+use cwl_provider::ProviderKind;
+use cwl_provider::testing::{Reply, ScriptedServer};
 use serde_json::{Value, json};
 use support::*;
 

@@ -12,11 +12,11 @@ use cwl::{Message, Record, Usage};
 use cwl_agent::agent::limits::{MAX_ARGUMENT_BYTES, MAX_REPLY_BYTES, MAX_RESULT_BYTES};
 use cwl_agent::agent::{Agent, AgentError, Event};
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::provider::ProviderKind;
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
-use cwl_agent::provider::{OpenAiConfig, OpenAiProvider};
 use cwl_agent::session;
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::ProviderKind;
+use cwl_provider::testing::{Reply, ScriptedServer};
+use cwl_provider::{OpenAiConfig, OpenAiProvider};
 use serde_json::{Value, json};
 use support::*;
 

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use cwl::{Message, Record, ResidueCap, Share};
 use cwl_agent::agent::{Agent, AgentOptions, Event};
-use cwl_agent::provider::testing::ScriptedServer;
 use cwl_agent::session::{self, Settings};
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::testing::ScriptedServer;
 use serde_json::json;
 use support::*;
 

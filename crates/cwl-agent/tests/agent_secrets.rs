@@ -9,10 +9,10 @@ use std::process::Command;
 
 use cwl_agent::agent::{Agent, AgentError, Event};
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
-use cwl_agent::provider::{OpenAiConfig, OpenAiProvider, ProviderKind};
-use cwl_agent::secrets::{EnvDeny, Secrets};
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::secrets::{EnvDeny, Secrets};
+use cwl_provider::testing::{Reply, ScriptedServer};
+use cwl_provider::{OpenAiConfig, OpenAiProvider, ProviderKind};
 use serde_json::json;
 use support::*;
 

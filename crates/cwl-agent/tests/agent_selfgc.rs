@@ -13,10 +13,10 @@ use clap::Parser;
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::{Agent, Event};
 use cwl_agent::cli::AgentArgs;
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::session::{self, Settings};
 use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::testing::{Reply, ScriptedServer};
 use serde_json::json;
 use support::selfgc::*;
 use support::*;
@@ -389,7 +389,7 @@ fn cwl_run_with_strategy_self_gc_takes_the_planner_model_from_the_config_file() 
     std::fs::write(&config, "planner_model = \"small-planner\"\n").unwrap();
     cwl_agent::cli::run_run(cwl_agent::cli::RunArgs {
         agent: AgentArgs {
-            provider: Some(cwl_agent::provider::ProviderKind::OpenAi),
+            provider: Some(cwl_provider::ProviderKind::OpenAi),
             model: Some("gpt-test".into()),
             base_url: Some(format!("{}/v1", server.url())),
             cwd: Some(work.path().to_owned()),
@@ -442,7 +442,7 @@ fn run_with_options(options: &[&str]) -> Result<(usize, cwl::Record), String> {
     let sessions = tempfile::tempdir().unwrap();
     cwl_agent::cli::run_run(cwl_agent::cli::RunArgs {
         agent: AgentArgs {
-            provider: Some(cwl_agent::provider::ProviderKind::OpenAi),
+            provider: Some(cwl_provider::ProviderKind::OpenAi),
             model: Some("gpt-test".into()),
             base_url: Some(format!("{}/v1", server.url())),
             cwd: Some(work.path().to_owned()),

@@ -15,10 +15,10 @@ use cwl_agent::agent::{
     Agent, AgentOptions, ApprovalMode, ApprovalRequest, Approver, Decision, Event, InvalidAnswer,
     ManualClock,
 };
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::session::{self, Settings};
 use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::testing::{Reply, ScriptedServer};
 use futures_util::future::BoxFuture;
 use serde_json::json;
 use support::selfgc::*;

@@ -6,10 +6,10 @@ mod support;
 
 use cwl::{Block, Message, Record, Usage};
 use cwl_agent::agent::{Agent, AgentOptions, Event};
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
-use cwl_agent::provider::{OpenAiConfig, OpenAiProvider, Request};
 use cwl_agent::session;
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::testing::{Reply, ScriptedServer};
+use cwl_provider::{OpenAiConfig, OpenAiProvider, Request};
 use serde_json::{Value, json};
 use support::*;
 

@@ -8,11 +8,11 @@ use clap::Parser;
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::Agent;
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::provider::ProviderKind;
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::session::{self, Settings};
 use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::ProviderKind;
+use cwl_provider::testing::{Reply, ScriptedServer};
 use serde_json::json;
 use support::*;
 

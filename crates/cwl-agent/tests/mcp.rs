@@ -14,10 +14,10 @@ use cwl::{Message, Record, Usage};
 use cwl_agent::agent::Agent;
 use cwl_agent::mcp::testing::HttpServer;
 use cwl_agent::mcp::{self, McpServerConfig, McpServers, McpTransport};
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
-use cwl_agent::secrets::{EnvDeny, Secrets};
 use cwl_agent::session;
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::secrets::{EnvDeny, Secrets};
+use cwl_provider::testing::{Reply, ScriptedServer};
 use serde_json::{Value, json};
 use support::*;
 

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cwl::{Block, Message, ToolCall, ToolSpec, Usage};
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
-use cwl_agent::provider::{
+use cwl_provider::testing::{Reply, ScriptedServer};
+use cwl_provider::{
     AnthropicConfig, AnthropicProvider, OpenAiConfig, OpenAiProvider, Provider, ProviderError,
     Request, Response, RetryPolicy, StopReason, StreamEvent,
 };
@@ -562,7 +562,7 @@ async fn anthropic_reasoning_request_enables_thinking() {
     let messages = [Message::user("hi")];
     let mut request = Request::new("claude-test", &messages, &[]);
     request.max_output_tokens = Some(1000);
-    request.reasoning = Some(cwl_agent::provider::ReasoningEffort::Low);
+    request.reasoning = Some(cwl_provider::ReasoningEffort::Low);
     run_request(&provider, &request).await.0.unwrap();
     let body = server.requests()[0].json();
     assert_eq!(

@@ -11,10 +11,10 @@ use std::process::{Command, Stdio};
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::Agent;
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::provider::ProviderKind;
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::session::{self, SessionError, SessionWriter};
 use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::ProviderKind;
+use cwl_provider::testing::{Reply, ScriptedServer};
 use support::*;
 
 /// Set in the helper process that holds a session's lock.

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use cwl::{ToolCall, ToolClass};
 use cwl_agent::agent::{Agent, Silent};
-use cwl_agent::provider::testing::ScriptedServer;
 use cwl_agent::tools::{
     ExecContext, RegistryError, Tool, ToolConfig, ToolOutput, Toolbox, is_read_only_command,
 };
+use cwl_provider::testing::ScriptedServer;
 use futures_util::future::BoxFuture;
 use serde_json::json;
 use support::*;

@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 
 use cwl::{ToolCall, Usage};
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::provider::ProviderKind;
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
 use cwl_agent::tools::sandbox::{self, Support};
 use cwl_agent::tools::{ExecContext, Sandbox, ToolConfig, ToolOutput, Toolbox};
+use cwl_provider::ProviderKind;
+use cwl_provider::testing::{Reply, ScriptedServer};
 use serde_json::json;
 use support::*;
 use tempfile::TempDir;

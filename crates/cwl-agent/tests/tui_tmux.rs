@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use cwl::Usage;
 use cwl_agent::cli::{self, AgentArgs, ChatArgs};
-use cwl_agent::provider::ProviderKind;
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
+use cwl_provider::ProviderKind;
+use cwl_provider::testing::{Reply, ScriptedServer};
 use serde_json::json;
 use support::*;
 

@@ -8,11 +8,9 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use cwl::SideRequest;
 use cwl_agent::agent::side::side_call;
-use cwl_agent::provider::{
-    AnthropicConfig, AnthropicProvider, OpenAiConfig, OpenAiProvider, Provider,
-};
 use cwl_lab::cli::{ModelApi, ReplayArgs, SideEndpoint};
 use cwl_lab::side::{NoModel, SideError, SideModel};
+use cwl_provider::{AnthropicConfig, AnthropicProvider, OpenAiConfig, OpenAiProvider, Provider};
 
 /// A model server answering side requests, synchronously.
 pub struct ProviderSideModel {
@@ -38,14 +36,14 @@ impl ProviderSideModel {
         let provider: Box<dyn Provider> = match endpoint.api {
             ModelApi::Openai => {
                 let mut config = OpenAiConfig::new(&endpoint.url);
-                if let Some(key) = key(cwl_agent::provider::openai::KEY_VAR) {
+                if let Some(key) = key(cwl_provider::openai::KEY_VAR) {
                     config = config.with_api_key(key);
                 }
                 Box::new(OpenAiProvider::new(config).context("--model-url")?)
             }
             ModelApi::Anthropic => {
                 let mut config = AnthropicConfig::new(&endpoint.url);
-                if let Some(key) = key(cwl_agent::provider::anthropic::KEY_VAR) {
+                if let Some(key) = key(cwl_provider::anthropic::KEY_VAR) {
                     config = config.with_api_key(key);
                 }
                 Box::new(AnthropicProvider::new(config).context("--model-url")?)
@@ -91,11 +89,11 @@ mod tests {
 
     use clap::Parser;
     use cwl::{Estimate, Message, Usage};
-    use cwl_agent::provider::testing::{Reply, ScriptedServer};
     use cwl_lab::policy::strategy::StrategyPolicy;
     use cwl_lab::policy::{Policy, PolicyConfig};
     use cwl_lab::side::testing::{Answers, Asking, PLANNER_PROMPT};
     use cwl_lab::transcript::{Lab, Unit};
+    use cwl_provider::testing::{Reply, ScriptedServer};
 
     use super::*;
 

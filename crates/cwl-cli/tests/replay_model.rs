@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use cwl::{Message, Usage};
-use cwl_agent::provider::testing::{Reply, ScriptedServer};
+use cwl_provider::testing::{Reply, ScriptedServer};
 
 fn cwl(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cwl"))

@@ -18,9 +18,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use cwl::{Block, Message, SideRequest};
-use cwl_agent::provider::anthropic::Anthropic;
-use cwl_agent::provider::openai::OpenAi;
-use cwl_agent::provider::{Api as ProviderApi, Request};
+use cwl_provider::anthropic::Anthropic;
+use cwl_provider::openai::OpenAi;
+use cwl_provider::{Api as ProviderApi, Request};
 
 use crate::api::Api;
 use crate::upstream::{Upstream, is_hop_by_hop};

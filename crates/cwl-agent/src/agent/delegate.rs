@@ -21,8 +21,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{Agent, Event};
-use crate::provider::{ModelInfo, Provider, Request};
 use crate::tools::{ExecContext, Toolbox};
+use cwl_provider::{ModelInfo, Provider, Request};
 
 /// The tool's name.
 pub const DELEGATE: &str = "delegate";

@@ -26,11 +26,11 @@ use std::sync::Arc;
 use cwl::{Message, O200k, Record, ResidueCap, Share, Strategy, TokenCounter, TranscriptError};
 use serde::Serialize;
 
-use crate::provider::{ModelInfo, Provider, ProviderError, ReasoningEffort};
-use crate::secrets::Redactor;
 use crate::session::{self, SessionError, SessionInfo, SessionWriter, Settings};
 use crate::strategy::{StrategyName, UnknownStrategy};
 use crate::tools::Toolbox;
+use cwl_provider::secrets::Redactor;
+use cwl_provider::{ModelInfo, Provider, ProviderError, ReasoningEffort};
 
 pub use approval::{
     ApprovalMode, ApprovalRequest, Approver, Decision, InvalidAnswer, JsonApprover,

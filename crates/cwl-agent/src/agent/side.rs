@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cwl::{Block, Message, SideRequest, Strategy};
 
-use crate::provider::{Provider, Request};
+use cwl_provider::{Provider, Request};
 
 /// Side calls run before one model call at most: a strategy that keeps
 /// asking cannot hold the loop up longer than this many timeouts.
@@ -195,8 +195,8 @@ mod tests {
 
     use super::asking::Asking;
     use super::*;
-    use crate::provider::testing::{Reply, ScriptedServer};
-    use crate::provider::{OpenAiConfig, OpenAiProvider, RetryPolicy};
+    use cwl_provider::testing::{Reply, ScriptedServer};
+    use cwl_provider::{OpenAiConfig, OpenAiProvider, RetryPolicy};
 
     fn provider(server: &ScriptedServer) -> OpenAiProvider {
         OpenAiProvider::new(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cwl::{EpisodeKind, Message, TokenCounter};
 
-use crate::secrets::Secrets;
+use cwl_provider::secrets::Secrets;
 
 /// The block's first line; the demo model and tests recognise it by this.
 pub const STATUS_OPEN: &str = "<status>";

@@ -5,8 +5,8 @@ use cwl::{Block, Message, Record};
 
 use super::status::{self, Status};
 use super::{Agent, AgentError, Event, TaskOutcome};
-use crate::provider::{Request, Response, StopReason, StreamEvent};
 use crate::session;
+use cwl_provider::{Request, Response, StopReason, StreamEvent};
 
 /// A model call ready to send: the messages (view plus status block) and
 /// what they count.

@@ -233,10 +233,10 @@ fn status(started: &Started) {
 mod tests {
     use super::*;
     use crate::cli::AgentArgs;
-    use crate::provider::ProviderKind;
-    use crate::provider::testing::{Reply, ScriptedServer};
     use crate::session;
     use cwl::{Message, Usage};
+    use cwl_provider::ProviderKind;
+    use cwl_provider::testing::{Reply, ScriptedServer};
 
     fn args(
         server: &ScriptedServer,

@@ -484,8 +484,8 @@ fn sessions(dir: &std::path::Path, current: &str) -> FromAgent {
 mod tests {
     use super::*;
     use crate::agent::Event;
-    use crate::provider::testing::{Reply, ScriptedServer};
     use cwl::{Message, Usage};
+    use cwl_provider::testing::{Reply, ScriptedServer};
 
     fn args(
         server: &ScriptedServer,

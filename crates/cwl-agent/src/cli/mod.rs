@@ -25,8 +25,8 @@ use clap::{Args, Subcommand};
 use cwl::{Budget, ResidueCap, Share};
 
 use crate::agent::ApprovalMode;
-use crate::provider::{ProviderKind, ReasoningEffort};
 use crate::tools::Sandbox;
+use cwl_provider::{ProviderKind, ReasoningEffort};
 
 pub use exit::{RUNTIME, USAGE, UsageError, error_line, exit_code, is_usage};
 pub use signals::EXIT_INTERRUPTED;
@@ -392,7 +392,7 @@ fn parse_effort(text: &str) -> Result<ReasoningEffort, String> {
 /// directories, an empty config file, approvals off (even on a terminal).
 #[cfg(test)]
 pub(crate) fn test_chat_args(
-    server: &crate::provider::testing::ScriptedServer,
+    server: &cwl_provider::testing::ScriptedServer,
     work: &std::path::Path,
     sessions: &std::path::Path,
 ) -> ChatArgs {
@@ -400,7 +400,7 @@ pub(crate) fn test_chat_args(
     std::fs::write(&config, "").unwrap();
     ChatArgs {
         agent: AgentArgs {
-            provider: Some(crate::provider::ProviderKind::OpenAi),
+            provider: Some(cwl_provider::ProviderKind::OpenAi),
             model: Some("m".into()),
             base_url: Some(server.url().to_string()),
             cwd: Some(work.to_owned()),

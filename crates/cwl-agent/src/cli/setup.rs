@@ -15,14 +15,14 @@ use crate::agent::{
 };
 use crate::config::{self, FileConfig};
 use crate::mcp::{self, McpServers};
-use crate::provider::{
+use crate::render::{RenderOptions, Renderer, Summary};
+use crate::session::{self, SessionInfo};
+use crate::tools::{Sandbox, ToolConfig, Toolbox, sandbox};
+use cwl_provider::secrets::Secrets;
+use cwl_provider::{
     AnthropicConfig, AnthropicProvider, ModelTable, OpenAiConfig, OpenAiProvider, Provider,
     ProviderError, ProviderKind, anthropic,
 };
-use crate::render::{RenderOptions, Renderer, Summary};
-use crate::secrets::Secrets;
-use crate::session::{self, SessionInfo};
-use crate::tools::{Sandbox, ToolConfig, Toolbox, sandbox};
 
 /// Default model per provider.
 fn default_model(kind: ProviderKind) -> &'static str {
@@ -149,7 +149,7 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     let idle_timeout = match (args.stream_idle_timeout, &file.stream_idle_timeout) {
         (Some(idle), _) => idle,
         (None, Some(text)) => config_value(config::parse_duration(text), "stream_idle_timeout")?,
-        (None, None) => crate::provider::DEFAULT_IDLE_TIMEOUT,
+        (None, None) => cwl_provider::DEFAULT_IDLE_TIMEOUT,
     };
     let provider = provider(kind, base_url, idle_timeout)
         .map_err(|error| missing_key_hint(error, guessed(args, &file, header)))?;
@@ -354,7 +354,7 @@ fn provider_kind(
     }
     let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.trim().is_empty());
     Ok(
-        if set(anthropic::KEY_VAR) && !set(crate::provider::openai::KEY_VAR) {
+        if set(anthropic::KEY_VAR) && !set(cwl_provider::openai::KEY_VAR) {
             ProviderKind::Anthropic
         } else {
             ProviderKind::OpenAi
@@ -411,7 +411,7 @@ fn missing_key_hint(error: ProviderError, guessed: bool) -> anyhow::Error {
             "no API key: {url} needs {var}. Set {} to use Anthropic or {} to use OpenAI \
              (or choose with --provider), or give --base-url of a server that needs none",
             anthropic::KEY_VAR,
-            crate::provider::openai::KEY_VAR
+            cwl_provider::openai::KEY_VAR
         ))
         .into(),
         error => error.into(),

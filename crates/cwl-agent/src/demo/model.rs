@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 
 use super::script::{self, Memory, TASKS, Turn};
 use crate::agent::status::is_status;
-use crate::provider::{
+use cwl_provider::{
     ModelInfo, Provider, ProviderError, Request, Response, StopReason, StreamEvent,
 };
 
@@ -26,6 +26,7 @@ pub fn model_info() -> ModelInfo {
         cached_input_price: Some(0.0),
         cache_write_price: None,
         output_price: Some(0.0),
+        cache_rules: None,
     }
 }
 

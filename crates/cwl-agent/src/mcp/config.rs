@@ -178,7 +178,7 @@ pub fn token_vars(servers: &[McpServerConfig]) -> Vec<String> {
 /// values are secrets to redact.
 pub fn secret_env<'a>(
     servers: &'a [McpServerConfig],
-    deny: &'a crate::secrets::EnvDeny,
+    deny: &'a cwl_provider::secrets::EnvDeny,
 ) -> impl Iterator<Item = (String, String)> + 'a {
     servers
         .iter()

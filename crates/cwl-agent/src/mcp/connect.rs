@@ -11,7 +11,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 
 use super::child::ServerProcess;
 use super::config::{McpServerConfig, McpTransport};
-use crate::secrets::Secrets;
+use cwl_provider::secrets::Secrets;
 
 /// How long a server may take to start, answer `initialize` and list its
 /// tools.

@@ -37,9 +37,9 @@ pub use config::{
 pub use connect::{STARTUP_TIMEOUT, StartError};
 pub use tool::{McpTool, SEPARATOR, is_mcp_name, offered_name};
 
-use crate::secrets::Secrets;
 use crate::tools::{Tool, Toolbox};
 use connect::Connection;
+use cwl_provider::secrets::Secrets;
 
 /// The MCP servers in use and their tools. Dropping it (and the toolbox
 /// holding its tools) ends the sessions and kills stdio servers.

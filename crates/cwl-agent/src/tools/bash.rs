@@ -6,7 +6,7 @@
 //! group is killed, and on Linux also the processes that left it
 //! (`setsid`, see [`reap`]), so background jobs and grandchildren cannot
 //! outlive the call or hold the output pipe open. Its
-//! environment is [`Secrets::child_env`](crate::secrets::Secrets::child_env):
+//! environment is [`Secrets::child_env`](cwl_provider::secrets::Secrets::child_env):
 //! no provider keys, nothing `env_deny` names. What it may write is set
 //! by the [`sandbox`].
 

@@ -43,7 +43,7 @@ use error::ToolError;
 pub use registry::{Registry, RegistryError, Tool};
 pub use shell::is_read_only_command;
 
-use crate::secrets::Secrets;
+use cwl_provider::secrets::Secrets;
 
 /// Limits and permissions of a [`Toolbox`].
 #[derive(Debug, Clone, PartialEq)]

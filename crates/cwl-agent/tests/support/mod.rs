@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use cwl::{Block, Message, O200k, ToolCall, Usage};
 use cwl_agent::agent::{Agent, AgentOptions, Collect, Event, Observer};
-use cwl_agent::provider::testing::{RecordedRequest, Reply, ScriptedServer};
-use cwl_agent::provider::{
+use cwl_agent::tools::{ToolConfig, Toolbox};
+use cwl_provider::testing::{RecordedRequest, Reply, ScriptedServer};
+use cwl_provider::{
     AnthropicConfig, AnthropicProvider, ModelInfo, OpenAiConfig, OpenAiProvider, Provider,
     RetryPolicy,
 };
-use cwl_agent::tools::{ToolConfig, Toolbox};
 use serde_json::{Value, json};
 
 /// A tool call block.
@@ -100,6 +100,7 @@ pub fn model(window: u64) -> ModelInfo {
         cached_input_price: None,
         cache_write_price: None,
         output_price: Some(2.0),
+        cache_rules: None,
     }
 }
 

@@ -1,86 +1,12 @@
 //! Prices and provider caching rules, so a replay can say what each
 //! policy's requests would have cost.
 //!
-//! A small table of list prices in US dollars per million tokens, as
-//! published on the providers' pricing pages (checked November 2026). The agent crate has
-//! its own table; the lab keeps this one so it does not depend on the
-//! agent. `--price` overrides any row.
+//! List prices come from the one model table the agent and the proxy also
+//! read ([`cwl_provider::models`]); `--price` overrides any row.
 
-use std::fmt;
+use cwl_provider::models::ModelTable;
 
-/// How a provider caches prompt prefixes and bills them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CacheRules {
-    /// Anthropic prompt caching: a write costs 1.25× input, a read 0.1×;
-    /// entries live 5 minutes after their last use; prefixes under 1,024
-    /// tokens are not cached. Reads come only from prefixes cached at an
-    /// earlier request's breakpoints: the end of the tools and system
-    /// prompt, and the end of the whole request (where clients put their
-    /// sliding breakpoint). So a request edited inside what the previous
-    /// one sent reads up to the last such prefix before the edit, and
-    /// writes the rest.
-    Anthropic,
-    /// OpenAI automatic caching: prefixes of at least 1,024 tokens are
-    /// read at the model's cached-input price in 128-token steps, with no
-    /// write surcharge; entries are taken to live 5 minutes (the low end of
-    /// the documented 5–10 minutes of inactivity).
-    OpenAi,
-    /// OpenAI caching as it bills from GPT-5.6 on: reads as
-    /// [`CacheRules::OpenAi`], and the prompt past the reused prefix is
-    /// billed as a cache write (at the model's cache-write price).
-    OpenAiWrites,
-    /// Google Gemini implicit caching: prefixes of at least 2,048 tokens
-    /// are read at the model's cached-input price, with no write
-    /// surcharge and no storage fee; entries are taken to live 5 minutes.
-    Google,
-    /// No caching.
-    None,
-}
-
-impl CacheRules {
-    /// Seconds a cached prefix stays readable after its last use.
-    pub fn ttl_seconds(self) -> i64 {
-        300
-    }
-
-    /// Smallest cacheable prefix, in tokens.
-    pub fn min_prefix(self) -> usize {
-        match self {
-            CacheRules::Google => 2048,
-            _ => 1024,
-        }
-    }
-
-    /// How much of a warm shared prefix of `prefix` tokens the provider
-    /// reads: nothing under its smallest cacheable prefix, OpenAI's in
-    /// 128-token steps past it, the whole prefix otherwise.
-    pub fn readable(self, prefix: usize) -> usize {
-        let min = self.min_prefix();
-        match self {
-            _ if prefix < min => 0,
-            CacheRules::OpenAi | CacheRules::OpenAiWrites => min + (prefix - min) / 128 * 128,
-            CacheRules::None => 0,
-            CacheRules::Anthropic | CacheRules::Google => prefix,
-        }
-    }
-
-    /// The name used on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            CacheRules::Anthropic => "anthropic",
-            CacheRules::OpenAi => "openai",
-            CacheRules::OpenAiWrites => "openai-writes",
-            CacheRules::Google => "google",
-            CacheRules::None => "none",
-        }
-    }
-}
-
-impl fmt::Display for CacheRules {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use cwl_provider::models::CacheRules;
 
 /// What one model's tokens cost, in US dollars per million.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,156 +67,29 @@ pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 /// Context window assumed for a model the table does not know.
 pub const DEFAULT_WINDOW: usize = 200_000;
 
-/// One row of the price table.
-#[derive(Debug, Clone, Copy)]
-struct Row {
-    /// Name prefix a model must match.
-    name: &'static str,
-    rules: CacheRules,
-    input: f64,
-    output: f64,
-    /// Cached input (OpenAI, Google); Anthropic reads cost 0.1× input.
-    cached: f64,
-    /// The cache-write price, for [`CacheRules::OpenAiWrites`].
-    write: Option<f64>,
-    window: usize,
-}
-
-const fn anthropic(name: &'static str, input: f64, output: f64, window: usize) -> Row {
-    Row {
-        name,
-        rules: CacheRules::Anthropic,
-        input,
-        output,
-        cached: 0.0,
-        write: None,
-        window,
-    }
-}
-
-const fn openai(name: &'static str, input: f64, output: f64, cached: f64, window: usize) -> Row {
-    Row {
-        name,
-        rules: CacheRules::OpenAi,
-        input,
-        output,
-        cached,
-        write: None,
-        window,
-    }
-}
-
-const fn openai_written(
-    name: &'static str,
-    input: f64,
-    output: f64,
-    cached: f64,
-    write: f64,
-    window: usize,
-) -> Row {
-    Row {
-        rules: CacheRules::OpenAiWrites,
-        write: Some(write),
-        ..openai(name, input, output, cached, window)
-    }
-}
-
-const fn google(name: &'static str, input: f64, output: f64, cached: f64, window: usize) -> Row {
-    Row {
-        rules: CacheRules::Google,
-        ..openai(name, input, output, cached, window)
-    }
-}
-
-/// List prices (standard tier, prompts up to the long-context threshold:
-/// GPT-5.4 and later bill more above 272k prompt tokens, which no budgeted
-/// policy reaches), as published by the providers and cross-checked
-/// against GitHub's per-token table of Copilot models (November 2026).
-const TABLE: &[Row] = &[
-    anthropic("claude-opus-5", 5.0, 25.0, 1_000_000),
-    anthropic("claude-sonnet-5", 2.0, 10.0, 1_000_000),
-    anthropic("claude-opus-4-8", 5.0, 25.0, 1_000_000),
-    anthropic("claude-opus-4-7", 5.0, 25.0, 1_000_000),
-    anthropic("claude-opus-4-6", 5.0, 25.0, 1_000_000),
-    anthropic("claude-sonnet-4-6", 3.0, 15.0, 1_000_000),
-    anthropic("claude-opus-4-5", 5.0, 25.0, 200_000),
-    anthropic("claude-opus-4-1", 15.0, 75.0, 200_000),
-    anthropic("claude-opus-4", 15.0, 75.0, 200_000),
-    anthropic("claude-sonnet-4-5", 3.0, 15.0, 200_000),
-    anthropic("claude-sonnet-4", 3.0, 15.0, 200_000),
-    anthropic("claude-3-7-sonnet", 3.0, 15.0, 200_000),
-    anthropic("claude-haiku-4-5", 1.0, 5.0, 200_000),
-    anthropic("claude-3-5-haiku", 0.8, 4.0, 200_000),
-    openai_written("gpt-5.6-sol", 5.0, 30.0, 0.50, 6.25, 400_000),
-    openai_written("gpt-5.6-terra", 2.0, 12.0, 0.20, 2.50, 400_000),
-    openai_written("gpt-5.6-luna", 0.20, 1.20, 0.02, 0.25, 400_000),
-    openai("gpt-5.5", 5.0, 30.0, 0.50, 400_000),
-    openai("gpt-5.4", 2.50, 15.0, 0.25, 1_050_000),
-    openai("gpt-5.4-mini", 0.75, 4.50, 0.075, 400_000),
-    openai("gpt-5.4-nano", 0.20, 1.25, 0.02, 400_000),
-    openai("gpt-5.3-codex", 1.75, 14.0, 0.175, 400_000),
-    openai("gpt-5.2", 1.75, 14.0, 0.175, 400_000),
-    openai("gpt-5.1-codex-max", 1.25, 10.0, 0.125, 400_000),
-    openai("gpt-5.1-codex-mini", 0.25, 2.0, 0.025, 400_000),
-    openai("gpt-5.1", 1.25, 10.0, 0.125, 400_000),
-    openai("gpt-5-mini", 0.25, 2.0, 0.025, 400_000),
-    openai("gpt-5-nano", 0.05, 0.40, 0.005, 400_000),
-    openai("gpt-5", 1.25, 10.0, 0.125, 400_000),
-    openai("gpt-4.1-mini", 0.40, 1.60, 0.10, 1_047_576),
-    openai("gpt-4.1", 2.0, 8.0, 0.50, 1_047_576),
-    openai("gpt-4o-mini", 0.15, 0.60, 0.075, 128_000),
-    openai("gpt-4o", 2.50, 10.0, 1.25, 128_000),
-    openai("o4-mini", 1.10, 4.40, 0.275, 200_000),
-    openai("o3", 2.0, 8.0, 0.50, 200_000),
-    google("gemini-3.1-pro", 2.0, 12.0, 0.20, 1_048_576),
-    google("gemini-3-pro", 2.0, 12.0, 0.20, 1_048_576),
-    google("gemini-2.5-pro", 1.25, 10.0, 0.125, 1_048_576),
-    google("gemini-2.5-flash", 0.30, 2.50, 0.03, 1_048_576),
-];
-
 /// The known model names, for help texts.
 pub fn known_models() -> Vec<&'static str> {
-    TABLE.iter().map(|row| row.name).collect()
+    cwl_provider::models::builtin_names()
 }
 
-/// The price of `model`: the longest table name it starts with, after any
-/// `provider/` prefix, when what follows is only a release date, `-latest`
-/// or `-codex` (same list price): `anthropic/claude-sonnet-4-5-20250929`
-/// finds `claude-sonnet-4-5`, while `gpt-5-pro` or `gpt-5.2-pro`,
-/// priced differently, are unknown rather than priced as `gpt-5`.
+/// The price of `model` in the one model table ([`cwl_provider::models`]):
+/// `anthropic/claude-sonnet-4-5-20250929` finds `claude-sonnet-4-5`, while
+/// `gpt-5-pro` or `gpt-5.2-pro`, priced differently, are unknown rather
+/// than priced as `gpt-5` (see [`ModelTable::find`]).
 pub fn lookup(model: &str) -> Option<Pricing> {
-    let name = model
-        .rsplit('/')
-        .next()
-        .unwrap_or(model)
-        .to_ascii_lowercase();
-    let same_model = |rest: &str| {
-        let rest = rest.strip_prefix("-preview").unwrap_or(rest);
-        rest.is_empty()
-            || rest == "-latest"
-            || rest == "-codex"
-            || (rest.starts_with('-') && rest[1..].chars().all(|c| c.is_ascii_digit() || c == '-'))
-    };
-    let row = TABLE
-        .iter()
-        .filter(|row| name.strip_prefix(row.name).is_some_and(same_model))
-        .max_by_key(|row| row.name.len())?;
-    let (cache_read, cache_write) = match row.rules {
-        CacheRules::Anthropic => (row.input * 0.1, row.input * 1.25),
-        CacheRules::OpenAi | CacheRules::OpenAiWrites | CacheRules::Google => {
-            (row.cached, row.write.unwrap_or(row.input))
-        }
-        CacheRules::None => (row.input, row.input),
-    };
+    let table = ModelTable::builtin();
+    let row = table.find(model)?;
+    let input = row.input_price?;
+    let rules = row.cache_rules.unwrap_or(CacheRules::None);
     Some(Pricing {
         model: model.to_string(),
-        priced_as: row.name.to_string(),
-        rules: row.rules,
-        input: row.input,
-        output: row.output,
-        cache_read,
-        cache_write,
-        window: row.window,
+        priced_as: row.name.clone(),
+        rules,
+        input,
+        output: row.output_price?,
+        cache_read: row.cached_input_price.unwrap_or(input),
+        cache_write: row.cache_write_price.unwrap_or(input),
+        window: usize::try_from(row.context_window).unwrap_or(usize::MAX),
         known: true,
     })
 }

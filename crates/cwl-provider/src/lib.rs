@@ -1,6 +1,11 @@
-//! Model providers: one streaming interface, [`Provider`], over the OpenAI
-//! Chat Completions API (and the many servers that speak it) and the
-//! Anthropic Messages API.
+//! Model APIs for cwl: one streaming interface, [`Provider`], over the
+//! OpenAI Chat Completions API (and the many servers that speak it) and the
+//! Anthropic Messages API; the one model and price table ([`models`]) that
+//! the agent, the lab and the proxy all read; and the redaction of secrets
+//! ([`secrets`]).
+//!
+//! This crate depends on the engine's message model only: never on the
+//! agent, a tool, the session store or a front end.
 //!
 //! A provider turns a provider-neutral request (the [`cwl::Message`]
 //! transcript, the tools, a cache hint) into its wire format, streams the
@@ -16,6 +21,7 @@ mod http;
 pub mod models;
 pub mod openai;
 pub mod retry;
+pub mod secrets;
 mod sse;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -17,7 +17,7 @@ use std::fmt;
 use cwl::{Block, Message};
 use serde::Deserialize;
 
-use crate::provider::{anthropic, openai};
+use crate::{anthropic, openai};
 
 /// The `env_deny` patterns used when the config file gives none.
 pub const DEFAULT_ENV_DENY: [&str; 3] = ["*_API_KEY", "*_TOKEN", "*SECRET*"];

@@ -12,7 +12,7 @@
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
 //! use cwl::{Message, Usage};
-//! use cwl_agent::provider::testing::{Reply, ScriptedServer};
+//! use cwl_provider::testing::{Reply, ScriptedServer};
 //!
 //! let server = ScriptedServer::start([
 //!     Reply::status(429, r#"{"error":{"message":"slow down"}}"#).with_header("retry-after", "2"),

@@ -5,8 +5,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::REDACTED_THINKING_PREFIX;
-use crate::provider::sse::{Events, SseEvent};
-use crate::provider::{ProviderError, Response, Sink, StopReason, StreamEvent};
+use crate::sse::{Events, SseEvent};
+use crate::{ProviderError, Response, Sink, StopReason, StreamEvent};
 
 #[derive(Deserialize)]
 struct Wire {

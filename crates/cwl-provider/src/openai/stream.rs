@@ -5,8 +5,8 @@ use cwl::{Block, Message, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::provider::sse::Events;
-use crate::provider::{ProviderError, Response, Sink, StopReason, StreamEvent};
+use crate::sse::Events;
+use crate::{ProviderError, Response, Sink, StopReason, StreamEvent};
 
 #[derive(Deserialize)]
 struct Chunk {

@@ -7,6 +7,8 @@
 //! (see [`ModelTable::with_overrides`]). Unknown models still work: they get
 //! [`DEFAULT_CONTEXT_WINDOW`] and no price, so their cost is `None`.
 
+use std::fmt;
+
 use cwl::Usage;
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +43,10 @@ pub struct ModelInfo {
     /// Price of generated tokens, reasoning included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_price: Option<f64>,
+    /// How the provider caches and bills prompt prefixes, if known (the
+    /// lab's cost model reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_rules: Option<CacheRules>,
 }
 
 fn default_window() -> u64 {
@@ -58,6 +64,7 @@ impl ModelInfo {
             cached_input_price: None,
             cache_write_price: None,
             output_price: None,
+            cache_rules: None,
         }
     }
 
@@ -81,9 +88,98 @@ impl ModelInfo {
     }
 }
 
-/// Built-in entries: name, context window, max output, then prices of
-/// input, cached input, cache write (`None`: no surcharge) and output.
-type Row = (&'static str, u64, u32, f64, f64, Option<f64>, f64);
+/// How a provider caches prompt prefixes and bills them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CacheRules {
+    /// Anthropic prompt caching: a write costs 1.25× input, a read 0.1×;
+    /// entries live 5 minutes after their last use; prefixes under 1,024
+    /// tokens are not cached. Reads come only from prefixes cached at an
+    /// earlier request's breakpoints: the end of the tools and system
+    /// prompt, and the end of the whole request (where clients put their
+    /// sliding breakpoint). So a request edited inside what the previous
+    /// one sent reads up to the last such prefix before the edit, and
+    /// writes the rest.
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    /// OpenAI automatic caching: prefixes of at least 1,024 tokens are
+    /// read at the model's cached-input price in 128-token steps, with no
+    /// write surcharge; entries are taken to live 5 minutes (the low end of
+    /// the documented 5–10 minutes of inactivity).
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// OpenAI caching as it bills from GPT-5.6 on: reads as
+    /// [`CacheRules::OpenAi`], and the prompt past the reused prefix is
+    /// billed as a cache write (at the model's cache-write price).
+    #[serde(rename = "openai-writes")]
+    OpenAiWrites,
+    /// Google Gemini implicit caching: prefixes of at least 2,048 tokens
+    /// are read at the model's cached-input price, with no write
+    /// surcharge and no storage fee; entries are taken to live 5 minutes.
+    #[serde(rename = "google")]
+    Google,
+    /// No caching.
+    #[serde(rename = "none")]
+    None,
+}
+
+impl CacheRules {
+    /// Seconds a cached prefix stays readable after its last use.
+    pub fn ttl_seconds(self) -> i64 {
+        300
+    }
+
+    /// Smallest cacheable prefix, in tokens.
+    pub fn min_prefix(self) -> usize {
+        match self {
+            CacheRules::Google => 2048,
+            _ => 1024,
+        }
+    }
+
+    /// How much of a warm shared prefix of `prefix` tokens the provider
+    /// reads: nothing under its smallest cacheable prefix, OpenAI's in
+    /// 128-token steps past it, the whole prefix otherwise.
+    pub fn readable(self, prefix: usize) -> usize {
+        let min = self.min_prefix();
+        match self {
+            _ if prefix < min => 0,
+            CacheRules::OpenAi | CacheRules::OpenAiWrites => min + (prefix - min) / 128 * 128,
+            CacheRules::None => 0,
+            CacheRules::Anthropic | CacheRules::Google => prefix,
+        }
+    }
+
+    /// The name used on the command line and in config files.
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheRules::Anthropic => "anthropic",
+            CacheRules::OpenAi => "openai",
+            CacheRules::OpenAiWrites => "openai-writes",
+            CacheRules::Google => "google",
+            CacheRules::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for CacheRules {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One built-in row: name, caching rules, context window, max output, then
+/// prices of input, cached input, cache write (`None`: no surcharge) and
+/// output.
+type Row = (
+    &'static str,
+    CacheRules,
+    u64,
+    Option<u32>,
+    f64,
+    f64,
+    Option<f64>,
+    f64,
+);
 
 /// An OpenAI row: automatic caching with no write surcharge.
 const fn openai(
@@ -94,58 +190,84 @@ const fn openai(
     cached: f64,
     output: f64,
 ) -> Row {
-    (name, window, max_out, input, cached, None, output)
-}
-
-/// An Anthropic row: cache reads at 0.1× input, 5-minute writes at 1.25×.
-const fn anthropic(name: &'static str, window: u64, max_out: u32, input: f64, output: f64) -> Row {
+    let rules = CacheRules::OpenAi;
     (
         name,
+        rules,
         window,
-        max_out,
+        Some(max_out),
         input,
-        input / 10.0,
-        Some(input * 1.25),
+        cached,
+        None,
         output,
     )
 }
 
+/// An OpenAI row from GPT-5.6 on, which bills cache writes.
+const fn openai_written(
+    name: &'static str,
+    input: f64,
+    cached: f64,
+    write: f64,
+    output: f64,
+) -> Row {
+    let rules = CacheRules::OpenAiWrites;
+    (
+        name,
+        rules,
+        400_000,
+        Some(128_000),
+        input,
+        cached,
+        Some(write),
+        output,
+    )
+}
+
+/// An Anthropic row: cache reads at 0.1× input, 5-minute writes at 1.25×.
+const fn anthropic(name: &'static str, window: u64, max_out: u32, input: f64, output: f64) -> Row {
+    let (read, write) = (input / 10.0, input * 1.25);
+    let rules = CacheRules::Anthropic;
+    (
+        name,
+        rules,
+        window,
+        Some(max_out),
+        input,
+        read,
+        Some(write),
+        output,
+    )
+}
+
+/// A Google row: implicit caching with no write surcharge.
+const fn google(name: &'static str, input: f64, cached: f64, output: f64) -> Row {
+    let rules = CacheRules::Google;
+    (name, rules, 1_048_576, None, input, cached, None, output)
+}
+
+/// List prices (standard tier, prompts up to the long-context threshold:
+/// GPT-5.4 and later bill more above 272k prompt tokens, which no budgeted
+/// policy reaches), as published by the providers and cross-checked
+/// against GitHub's per-token table of Copilot models (November 2026).
+/// A `-codex` model of the same list price has no row of its own (see
+/// [`ModelTable::find`]).
 const BUILTIN: &[Row] = &[
     openai("gpt-5", 400_000, 128_000, 1.25, 0.125, 10.0),
     openai("gpt-5.1", 400_000, 128_000, 1.25, 0.125, 10.0),
-    openai("gpt-5-codex", 400_000, 128_000, 1.25, 0.125, 10.0),
     openai("gpt-5-mini", 400_000, 128_000, 0.25, 0.025, 2.0),
     openai("gpt-5-nano", 400_000, 128_000, 0.05, 0.005, 0.40),
-    openai("gpt-5.1-codex", 400_000, 128_000, 1.25, 0.125, 10.0),
     openai("gpt-5.1-codex-max", 400_000, 128_000, 1.25, 0.125, 10.0),
     openai("gpt-5.1-codex-mini", 400_000, 128_000, 0.25, 0.025, 2.0),
     openai("gpt-5.2", 400_000, 128_000, 1.75, 0.175, 14.0),
-    openai("gpt-5.2-codex", 400_000, 128_000, 1.75, 0.175, 14.0),
     openai("gpt-5.3-codex", 400_000, 128_000, 1.75, 0.175, 14.0),
     openai("gpt-5.4", 1_050_000, 128_000, 2.50, 0.25, 15.0),
     openai("gpt-5.4-mini", 400_000, 128_000, 0.75, 0.075, 4.50),
     openai("gpt-5.4-nano", 400_000, 128_000, 0.20, 0.02, 1.25),
     openai("gpt-5.5", 400_000, 128_000, 5.0, 0.50, 30.0),
-    // From GPT-5.6 OpenAI bills cache writes.
-    ("gpt-5.6-sol", 400_000, 128_000, 5.0, 0.50, Some(6.25), 30.0),
-    (
-        "gpt-5.6-terra",
-        400_000,
-        128_000,
-        2.0,
-        0.20,
-        Some(2.50),
-        12.0,
-    ),
-    (
-        "gpt-5.6-luna",
-        400_000,
-        128_000,
-        0.20,
-        0.02,
-        Some(0.25),
-        1.20,
-    ),
+    openai_written("gpt-5.6-sol", 5.0, 0.50, 6.25, 30.0),
+    openai_written("gpt-5.6-terra", 2.0, 0.20, 2.50, 12.0),
+    openai_written("gpt-5.6-luna", 0.20, 0.02, 0.25, 1.20),
     openai("gpt-4.1", 1_047_576, 32_768, 2.0, 0.50, 8.0),
     openai("gpt-4.1-mini", 1_047_576, 32_768, 0.40, 0.10, 1.60),
     openai("gpt-4.1-nano", 1_047_576, 32_768, 0.10, 0.025, 0.40),
@@ -171,6 +293,10 @@ const BUILTIN: &[Row] = &[
     anthropic("claude-3-7-sonnet", 200_000, 64_000, 3.0, 15.0),
     anthropic("claude-haiku-4-5", 200_000, 64_000, 1.0, 5.0),
     anthropic("claude-3-5-haiku", 200_000, 8_192, 0.80, 4.0),
+    google("gemini-3.1-pro", 2.0, 0.20, 12.0),
+    google("gemini-3-pro", 2.0, 0.20, 12.0),
+    google("gemini-2.5-pro", 1.25, 0.125, 10.0),
+    google("gemini-2.5-flash", 0.30, 0.03, 2.50),
 ];
 
 /// The built-in model entries.
@@ -178,17 +304,23 @@ pub fn builtin() -> Vec<ModelInfo> {
     BUILTIN
         .iter()
         .map(
-            |&(name, window, max_out, input, cached, write, output)| ModelInfo {
+            |&(name, rules, window, max_out, input, cached, write, output)| ModelInfo {
                 name: name.to_string(),
                 context_window: window,
-                max_output_tokens: Some(max_out),
+                max_output_tokens: max_out,
                 input_price: Some(input),
                 cached_input_price: Some(cached),
                 cache_write_price: write,
                 output_price: Some(output),
+                cache_rules: Some(rules),
             },
         )
         .collect()
+}
+
+/// The built-in model names, for help texts and errors.
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTIN.iter().map(|row| row.0).collect()
 }
 
 /// The models the harness knows: configured overrides first, then the
@@ -225,10 +357,12 @@ impl ModelTable {
 
     /// The entry for `model`, if any. A provider route prefix
     /// (`openai/gpt-4o`) is ignored; then an exact name matches (ignoring
-    /// case), else the longest name followed by a snapshot suffix
-    /// (`-2025-04-14`, `-20250929`, `-latest`). Other suffixes do not
-    /// match, so `gpt-5-pro` is not priced as `gpt-5`. For Claude models
-    /// dots count as dashes (`claude-sonnet-4.5`). Overrides win.
+    /// case), else the longest name followed by the suffix of a snapshot
+    /// (`-2025-04-14`, `-20250929`, `-latest`, after an optional
+    /// `-preview`) or of a `-codex` model at the same list price. Other
+    /// suffixes do not match, so `gpt-5-pro` is not priced as `gpt-5`. For
+    /// Claude models dots count as dashes (`claude-sonnet-4.5`). Overrides
+    /// win.
     pub fn find(&self, model: &str) -> Option<&ModelInfo> {
         let name = model
             .rsplit('/')
@@ -271,8 +405,17 @@ fn best_match<'a>(entries: &'a [ModelInfo], name: &str) -> Option<&'a ModelInfo>
         .max_by_key(|e| e.name.len())
 }
 
-/// `-latest`, `-YYYYMMDD` or `-YYYY-MM-DD`.
+/// `-codex`; `-latest`, `-YYYYMMDD` or `-YYYY-MM-DD`; or `-preview`,
+/// alone or before one of those or a `-MM-DD`.
 fn is_snapshot_suffix(suffix: &str) -> bool {
+    if suffix == "-codex" {
+        return true;
+    }
+    let (suffix, preview) = match suffix.strip_prefix("-preview") {
+        Some("") => return true,
+        Some(rest) => (rest, true),
+        None => (suffix, false),
+    };
     let Some(rest) = suffix.strip_prefix('-') else {
         return false;
     };
@@ -281,7 +424,11 @@ fn is_snapshot_suffix(suffix: &str) -> bool {
         return true;
     }
     let parts: Vec<&str> = rest.split('-').collect();
-    matches!(parts.as_slice(), [y, m, d] if digits(y, 4) && digits(m, 2) && digits(d, 2))
+    match parts.as_slice() {
+        [y, m, d] => digits(y, 4) && digits(m, 2) && digits(d, 2),
+        [m, d] => preview && digits(m, 2) && digits(d, 2),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -322,6 +469,16 @@ mod tests {
             Some(3.0)
         );
         assert_eq!(table.lookup("gpt-5.3-codex").output_price, Some(14.0));
+        assert_eq!(table.lookup("gpt-5.2-codex").input_price, Some(1.75));
+        assert_eq!(table.lookup("gpt-5-codex").cached_input_price, Some(0.125));
+        assert_eq!(
+            table
+                .lookup("google/gemini-2.5-pro-preview-06-05")
+                .cache_rules,
+            Some(CacheRules::Google)
+        );
+        assert_eq!(table.find("gemini-2.5-pro-06-05"), None);
+        assert_eq!(table.find("gpt-5-codex-max"), None);
         assert_eq!(table.lookup("gpt-5.4").context_window, 1_050_000);
         assert_eq!(table.lookup("gpt-5.6-terra").cache_write_price, Some(2.50));
         assert_eq!(

@@ -4,7 +4,7 @@ use cwl::{Block, Message, ToolSpec};
 use serde_json::{Map, Value, json};
 
 use super::{DEFAULT_MAX_TOKENS, REDACTED_THINKING_PREFIX};
-use crate::provider::Request;
+use crate::Request;
 
 /// A message of the request being built.
 struct Turn {

@@ -143,7 +143,7 @@ impl<A: Wire> Attempt for Call<'_, A> {
 
 #[cfg(test)]
 mod tests {
-    use crate::provider::{AnthropicConfig, AnthropicProvider, OpenAiConfig, Provider};
+    use crate::{AnthropicConfig, AnthropicProvider, OpenAiConfig, Provider};
 
     #[test]
     fn debug_output_names_the_api_and_hides_the_key() {

@@ -3,7 +3,7 @@
 use cwl::Message;
 use serde_json::{Map, Value, json};
 
-use crate::provider::Request;
+use crate::Request;
 
 /// The request body; `max_tokens_field` names the output-limit field.
 pub(super) fn body(request: &Request<'_>, max_tokens_field: &str) -> Value {
