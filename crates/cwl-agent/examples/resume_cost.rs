@@ -12,13 +12,13 @@ use std::time::Instant;
 
 use anyhow::{Context as _, bail};
 use cwl::{Context, Message, O200k, Record, TokenCounter};
-use cwl_agent::session::{self, SessionInfo, SessionWriter, Settings};
+use cwl_session::{SessionInfo, SessionWriter, Settings};
 
 fn main() -> anyhow::Result<()> {
     let Some(input) = std::env::args().nth(1) else {
         bail!("usage: resume_cost SESSION.jsonl");
     };
-    let loaded = session::read(input.as_ref()).with_context(|| input.clone())?;
+    let loaded = cwl_session::read(input.as_ref()).with_context(|| input.clone())?;
     let budget = usize::try_from(loaded.info.budget)?;
     let settings = Settings::default();
     let counter: Arc<dyn TokenCounter> = Arc::new(O200k);
@@ -77,10 +77,10 @@ fn main() -> anyhow::Result<()> {
     drop(writer);
 
     let started = Instant::now();
-    let reread = session::read(&path)?;
+    let reread = cwl_session::read(&path)?;
     let read = started.elapsed();
     let started = Instant::now();
-    let resumed = session::replay(
+    let resumed = cwl_session::replay(
         &reread,
         &path,
         Arc::clone(&counter),
@@ -88,7 +88,7 @@ fn main() -> anyhow::Result<()> {
     )?;
     let from_checkpoint = started.elapsed();
     let started = Instant::now();
-    let full = session::replay_all(
+    let full = cwl_session::replay_all(
         &reread,
         &path,
         Arc::clone(&counter),

@@ -1,5 +1,6 @@
-//! The cwl agent harness: model providers, tools, the agent loop and the
-//! session store, with context managed by the [`cwl`] engine.
+//! The cwl agent harness: the agent loop, tools, MCP, approvals and the
+//! sandbox, with context managed by the [`cwl`] engine, models reached
+//! through [`cwl_provider`] and sessions kept by [`cwl_session`].
 //!
 //! The `cwl` binary is a thin front over [`cli`]: `cwl run`, `cwl chat`,
 //! `cwl sessions` and `cwl demo` are the `run_*` functions there.
@@ -11,7 +12,6 @@ pub mod demo;
 pub mod mcp;
 pub mod prompt;
 pub mod render;
-pub mod session;
-pub mod strategy;
+pub mod show;
 pub mod tools;
 pub mod tui;

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::{ApprovalMode, ApprovalRequest, Approver, Decision, Event, InvalidAnswer};
 use cwl_agent::cli::{self, AgentArgs, ChatArgs, RunArgs};
-use cwl_agent::session;
 use cwl_provider::ProviderKind;
 use cwl_provider::testing::{Reply, ScriptedServer};
 use futures_util::future::BoxFuture;
@@ -133,9 +132,9 @@ impl Cwl {
 
     /// The one session file's records.
     fn records(&self) -> Vec<Record> {
-        let listed = session::list(self.sessions.path()).unwrap();
+        let listed = cwl_session::list(self.sessions.path()).unwrap();
         assert_eq!(listed.len(), 1);
-        session::read(&listed[0].path)
+        cwl_session::read(&listed[0].path)
             .unwrap()
             .records
             .into_iter()
@@ -936,7 +935,7 @@ env = {{ SERVICE_TOKEN = "stdio-secret-77" }}
         "{sent}"
     );
     let session =
-        std::fs::read_to_string(&session::list(cwl.sessions.path()).unwrap()[0].path).unwrap();
+        std::fs::read_to_string(&cwl_session::list(cwl.sessions.path()).unwrap()[0].path).unwrap();
     assert!(!session.contains(MCP_TOKEN) && !session.contains("stdio-secret-77"));
     assert!(
         events.iter().any(|e| e["event"] == "note"

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use cwl::{Budget, Usage};
 use cwl_agent::cli::{self, AgentArgs, DemoArgs, RunArgs, SessionsArgs};
-use cwl_agent::session;
 use cwl_provider::ProviderKind;
 use cwl_provider::testing::{Reply, ScriptedServer};
 use support::*;
@@ -56,7 +55,7 @@ fn run_executes_every_task_in_one_session_and_resume_continues_it() {
         prompt: Some("first".into()),
     };
     cli::run_run(args).unwrap();
-    let listed = session::list(sessions.path()).unwrap();
+    let listed = cwl_session::list(sessions.path()).unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!((listed[0].tasks, listed[0].requests), (2, 2));
     assert_eq!(listed[0].model, "gpt-test");
@@ -76,7 +75,7 @@ fn run_executes_every_task_in_one_session_and_resume_continues_it() {
         prompt: None,
     })
     .unwrap();
-    let listed = session::list(sessions.path()).unwrap();
+    let listed = cwl_session::list(sessions.path()).unwrap();
     assert_eq!(listed.len(), 1, "resume appends to the same session");
     assert_eq!(listed[0].tasks, 3);
     let last = server.requests()[2].json();
@@ -120,7 +119,7 @@ fn a_failed_task_is_reported_with_the_resume_hint() {
     assert!(text.contains("authentication failed"), "{text}");
     assert!(text.contains("cwl run --resume"), "{text}");
     assert_eq!(
-        session::list(sessions.path()).unwrap().len(),
+        cwl_session::list(sessions.path()).unwrap().len(),
         1,
         "the session is saved"
     );
@@ -143,7 +142,7 @@ fn the_config_file_sets_models_and_budgets() {
         prompt: None,
     })
     .unwrap();
-    let listed = session::list(sessions.path()).unwrap();
+    let listed = cwl_session::list(sessions.path()).unwrap();
     assert_eq!(listed[0].budget, 10_000, "25% of the configured 40k window");
 
     std::fs::write(&config, "budget = \"lots\"\n").unwrap();
@@ -170,7 +169,7 @@ fn the_config_file_sets_models_and_budgets() {
         prompt: None,
     })
     .unwrap();
-    let configured = session::Settings {
+    let configured = cwl_session::Settings {
         low_water: cwl::Share::new(0.5).unwrap(),
         residue_share: None,
         keep_recent: Some(cwl::Share::new(0.25).unwrap()),
@@ -178,19 +177,19 @@ fn the_config_file_sets_models_and_budgets() {
         restated: Some(cwl::Share::new(0.9).unwrap()),
         answer_share: None,
         stub_act_outputs: false,
-        strategy: cwl_agent::strategy::StrategyName::Cwl,
+        strategy: cwl_session::strategy::StrategyName::Cwl,
         strategy_options: serde_json::Value::Null,
     };
-    let settings: Vec<_> = session::list(sessions.path())
+    let settings: Vec<_> = cwl_session::list(sessions.path())
         .unwrap()
         .iter()
         .map(|listed| {
-            let loaded = session::read(&listed.path).unwrap();
-            session::Settings::last(loaded.records.iter().map(|(_, r)| r))
+            let loaded = cwl_session::read(&listed.path).unwrap();
+            cwl_session::Settings::last(loaded.records.iter().map(|(_, r)| r))
         })
         .collect();
     assert!(settings.contains(&Some(configured)), "{settings:?}");
-    assert!(settings.contains(&Some(session::Settings::default())));
+    assert!(settings.contains(&Some(cwl_session::Settings::default())));
     for (text, key) in [
         ("low_water = \"2\"", "low_water"),
         ("residue_share = \"some\"", "residue_share"),
@@ -260,7 +259,7 @@ fn demo_runs_without_a_key() {
         ..DemoArgs::default()
     })
     .unwrap();
-    let listed = session::list(sessions.path()).unwrap();
+    let listed = cwl_session::list(sessions.path()).unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].tasks, cwl_agent::demo::TASKS.len());
     assert_eq!(listed[0].provider, "scripted");
@@ -302,7 +301,7 @@ fn a_session_past_the_window_is_not_advised_to_resume_as_it_is() {
     assert_eq!(server.requests().len(), 1);
 
     // The advice holds: resuming as it is stops the same way, unsent.
-    let id = session::list(sessions.path()).unwrap()[0].id.clone();
+    let id = cwl_session::list(sessions.path()).unwrap()[0].id.clone();
     let mut resume = agent_args(&server, work.path(), sessions.path(), &config);
     resume.resume = Some(id);
     let again = cli::run_run(RunArgs {

@@ -13,11 +13,11 @@ use std::time::Duration;
 use cwl::{Message, O200k, Record, Usage};
 use cwl_agent::agent::{Agent, AgentOptions, Event};
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::session::{self, Settings};
-use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::ProviderKind;
 use cwl_provider::testing::{RecordedRequest, Reply, ScriptedServer};
+use cwl_session::Settings;
+use cwl_session::strategy::StrategyName;
 use serde_json::{Value, json};
 use support::*;
 
@@ -79,7 +79,7 @@ fn tool_messages(body: &Value) -> Vec<&str> {
 
 /// Side-call records of a session file: (purpose, answered).
 fn side_records(path: &Path) -> Vec<(String, Result<String, String>)> {
-    session::read(path)
+    cwl_session::read(path)
         .unwrap()
         .records
         .into_iter()
@@ -95,17 +95,18 @@ fn side_records(path: &Path) -> Vec<(String, Result<String, String>)> {
 /// Replays the session from its checkpoint and from the start: both
 /// without warnings and to `view`.
 fn replays_to(path: &Path, view: &[Message]) {
-    let loaded = session::read(path).unwrap();
+    let loaded = cwl_session::read(path).unwrap();
     let config = Settings::default().config(cwm_options().engine_budget());
     let counter = std::sync::Arc::new(O200k);
-    let from_checkpoint = session::replay(&loaded, path, counter.clone(), config.clone()).unwrap();
+    let from_checkpoint =
+        cwl_session::replay(&loaded, path, counter.clone(), config.clone()).unwrap();
     assert!(
         from_checkpoint.warnings.is_empty(),
         "{:?}",
         from_checkpoint.warnings
     );
     assert_eq!(from_checkpoint.context.name(), "cwm");
-    let full = session::replay_all(&loaded, path, counter, config).unwrap();
+    let full = cwl_session::replay_all(&loaded, path, counter, config).unwrap();
     assert!(full.warnings.is_empty(), "{:?}", full.warnings);
     assert!(
         full.context.view().cloned().eq(view.iter().cloned()),
@@ -136,7 +137,7 @@ fn run_args(server: &ScriptedServer, cwd: &Path, sessions: &Path) -> RunArgs {
 }
 
 fn only_session(sessions: &Path) -> PathBuf {
-    let listed = session::list(sessions).unwrap();
+    let listed = cwl_session::list(sessions).unwrap();
     assert_eq!(listed.len(), 1);
     listed[0].path.clone()
 }
@@ -196,7 +197,7 @@ fn cwl_run_with_cwm_summarises_large_results_keeps_notes_and_stays_within_budget
         .iter()
         .any(|(purpose, result)| purpose == "notes" && result.is_ok());
     assert!(notes_taken, "{records:?}");
-    let notes_file = session::notes_path(&path);
+    let notes_file = cwl_session::notes_path(&path);
     let notes = std::fs::read_to_string(&notes_file).unwrap();
     assert!(notes.starts_with("# Progress — window 1"), "{notes}");
     let (checkpoint, _) = cwl_cwm::TaskCheckpoint::parse(&notes).unwrap();
@@ -211,9 +212,9 @@ fn cwl_run_with_cwm_summarises_large_results_keeps_notes_and_stays_within_budget
     );
 
     // The session replays to the same view, summaries included.
-    let loaded = session::read(&path).unwrap();
+    let loaded = cwl_session::read(&path).unwrap();
     let config = Settings::default().config(cwm_options().engine_budget());
-    let full = session::replay_all(&loaded, &path, std::sync::Arc::new(O200k), config).unwrap();
+    let full = cwl_session::replay_all(&loaded, &path, std::sync::Arc::new(O200k), config).unwrap();
     let view: Vec<Message> = full.context.view().cloned().collect();
     replays_to(&path, &view);
     let metrics = full.context.metrics().unwrap();
@@ -221,8 +222,8 @@ fn cwl_run_with_cwm_summarises_large_results_keeps_notes_and_stays_within_budget
     assert!(metrics["compression_ratio"].as_f64().unwrap() > 2.0);
 
     // `cwl sessions show` prints the session's health.
-    let report = session::show::report(&path).unwrap();
-    let text = session::show::render(&report);
+    let report = cwl_agent::show::report(&path).unwrap();
+    let text = cwl_agent::show::render(&report);
     assert!(text.contains("strategy cwm"), "{text}");
     assert!(text.contains("utilisation"), "{text}");
     assert!(text.contains("compression"), "{text}");
@@ -274,7 +275,7 @@ fn check_bootstrap(runtime: &tokio::runtime::Runtime, notes_file: &Path, work: &
     );
     assert!(opening.contains(&format!("Task: {TASK}")), "{opening}");
     let path = only_session(sessions.path());
-    let records = session::read(&path).unwrap().records;
+    let records = cwl_session::read(&path).unwrap().records;
     assert!(
         records
             .iter()
@@ -303,7 +304,7 @@ fn check_bootstrap(runtime: &tokio::runtime::Runtime, notes_file: &Path, work: &
     let error = format!("{:#}", cli::run_run(args).unwrap_err());
     assert!(error.contains("cannot read the checkpoint"), "{error}");
     assert_eq!(
-        session::list(sessions.path()).unwrap().len(),
+        cwl_session::list(sessions.path()).unwrap().len(),
         1,
         "no session started"
     );
@@ -410,9 +411,9 @@ async fn summaries_answered_with_garbage_change_nothing() {
             .all(|(_, result)| result.as_deref() == Ok("zzzz qqqq lorem ipsum"))
     );
     check_intact(server, path, view);
-    let loaded = session::read(path).unwrap();
+    let loaded = cwl_session::read(path).unwrap();
     let config = Settings::default().config(cwm_options().engine_budget());
-    let replayed = session::replay(&loaded, path, std::sync::Arc::new(O200k), config).unwrap();
+    let replayed = cwl_session::replay(&loaded, path, std::sync::Arc::new(O200k), config).unwrap();
     let metrics = replayed.context.metrics().unwrap();
     assert_eq!(metrics["compression"]["accepted"], 0);
     assert_eq!(
@@ -489,7 +490,7 @@ async fn a_resumed_session_shows_the_same_summaries_and_notes() {
     assert!(resumed.context().view().cloned().eq(view.iter().cloned()));
     let notes = resumed.context().notes().expect("notes were kept");
     assert_eq!(
-        std::fs::read_to_string(session::notes_path(&path)).unwrap(),
+        std::fs::read_to_string(cwl_session::notes_path(&path)).unwrap(),
         notes,
         "the notes file holds the restored notes"
     );
@@ -594,7 +595,7 @@ async fn a_notes_file_that_cannot_be_written_is_noted_and_the_run_goes_on() {
     let work = data_workspace();
     let sessions = tempfile::tempdir().unwrap();
     let (mut agent, shared) = openai_agent(&server, work.path(), sessions.path(), cwm_options());
-    let blocked = session::notes_path(&agent.session_path());
+    let blocked = cwl_session::notes_path(&agent.session_path());
     std::fs::create_dir(&blocked).unwrap();
     agent.run_task(TASK).await.unwrap();
     let notes: Vec<String> = events(&shared)
@@ -624,11 +625,11 @@ async fn sessions_show_says_when_a_strategy_keeps_no_health() {
     .await;
     t.agent.run_task("hello").await.unwrap();
     let closed = t.close();
-    let report = session::show::report(&closed.path).unwrap();
+    let report = cwl_agent::show::report(&closed.path).unwrap();
     assert_eq!(report.strategy, "cwl");
     assert_eq!((report.tasks, report.side_calls), (1, 0));
     assert!(report.health.is_none() && report.notes.is_none());
-    let text = session::show::render(&report);
+    let text = cwl_agent::show::render(&report);
     assert!(
         text.contains("health: the cwl strategy reports none"),
         "{text}"

@@ -7,10 +7,10 @@ mod support;
 
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::{Agent, AgentOptions, Event};
-use cwl_agent::session::{self, Spent};
-use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::testing::{Reply, ScriptedServer};
+use cwl_session::Spent;
+use cwl_session::strategy::StrategyName;
 use serde_json::json;
 use support::*;
 
@@ -141,7 +141,7 @@ async fn a_delegated_childs_calls_are_in_the_totals_once_and_shown_apart() {
 
     // The file records the child's calls once, on the delegate result.
     let closed = t.close();
-    let loaded = session::read(&closed.path).unwrap();
+    let loaded = cwl_session::read(&closed.path).unwrap();
     let recorded: Vec<(Option<Usage>, Option<f64>)> = loaded
         .records
         .iter()
@@ -157,17 +157,17 @@ async fn a_delegated_childs_calls_are_in_the_totals_once_and_shown_apart() {
         .collect();
     assert_eq!(recorded.len(), 1);
     assert_eq!(recorded[0].0, Some(children));
-    let report = session::show::report(&closed.path).unwrap();
+    let report = cwl_agent::show::report(&closed.path).unwrap();
     assert_eq!(report.usage.requests, 2);
     assert_eq!(report.usage.delegated_runs, 1);
     spent_is(&report.usage.total, &all, all_cost);
     spent_is(&report.usage.delegated, &children, child_cost);
-    let shown = session::show::render(&report);
+    let shown = cwl_agent::show::render(&report);
     assert!(
         shown.contains("usage 2 requests · 4k in (1.7k cached) / 155 out · $0.0043; of which 1 sub-agent runs: 2k in (600 cached) / 90 out · $0.0022"),
         "{shown}"
     );
-    let listed = session::list(closed.sessions.path()).unwrap();
+    let listed = cwl_session::list(closed.sessions.path()).unwrap();
     assert!(
         close_to(listed[0].cost_usd, all_cost),
         "the list's cost too"
@@ -195,7 +195,7 @@ async fn a_delegated_childs_calls_are_in_the_totals_once_and_shown_apart() {
     assert_eq!(stats.input_tokens, later.input_tokens, "this process only");
     assert_eq!(stats.delegated.runs, 0);
     drop(resumed);
-    let report = session::show::report(&closed.path).unwrap();
+    let report = cwl_agent::show::report(&closed.path).unwrap();
     let (whole, whole_cost) = sum(&[parent[0], parent[1], child[0], child[1], later]);
     assert_eq!(report.usage.requests, 3);
     assert_eq!(report.usage.delegated_runs, 1);
@@ -237,7 +237,7 @@ async fn a_child_that_fails_midway_still_counts_what_it_spent() {
     });
     assert!(failed, "the child failed");
     let closed = t.close();
-    let report = session::show::report(&closed.path).unwrap();
+    let report = cwl_agent::show::report(&closed.path).unwrap();
     spent_is(&report.usage.total, &all, all_cost);
     spent_is(&report.usage.delegated, &child, sum(&[child]).1);
 }
@@ -263,9 +263,9 @@ async fn a_delegate_call_without_a_task_runs_no_child_and_spends_nothing() {
             .any(|e| matches!(e, Event::Delegated { .. }))
     );
     let closed = t.close();
-    let report = session::show::report(&closed.path).unwrap();
+    let report = cwl_agent::show::report(&closed.path).unwrap();
     assert_eq!(report.usage.delegated_runs, 0);
-    assert!(!session::show::render(&report).contains("sub-agent"));
+    assert!(!cwl_agent::show::render(&report).contains("sub-agent"));
 }
 
 #[tokio::test]
@@ -303,7 +303,7 @@ async fn an_interrupted_child_still_counts_the_calls_it_made() {
     assert_eq!(stats.input_tokens, all.input_tokens);
     assert_eq!(stats.delegated.output_tokens, child.output_tokens);
     let closed = t.close();
-    let report = session::show::report(&closed.path).unwrap();
+    let report = cwl_agent::show::report(&closed.path).unwrap();
     let (children, child_cost) = sum(&[child]);
     spent_is(&report.usage.delegated, &children, child_cost);
     assert_eq!(report.usage.delegated_runs, 1);

@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 use cwl::{Budget, O200k};
 use cwl_agent::demo::{self, DemoOptions, TASKS};
 use cwl_agent::render::{RenderOptions, capture};
-use cwl_agent::session;
 
 async fn run(json: bool, keep: bool) -> (demo::DemoReport, String, String, tempfile::TempDir) {
     let sessions = tempfile::tempdir().unwrap();
@@ -77,14 +76,14 @@ async fn the_demo_runs_every_task_with_eviction_inside_the_budget() {
     assert!(err.contains(&report.session.display().to_string()));
 
     // The session replays to a view inside the budget.
-    let loaded = session::read(&report.session).unwrap();
+    let loaded = cwl_session::read(&report.session).unwrap();
     assert!(loaded.warnings.is_empty());
     let engine_budget = report.budget - cwl_agent::agent::STATUS_RESERVE;
-    let config = session::Settings::default().config(engine_budget);
+    let config = cwl_session::Settings::default().config(engine_budget);
     let mut replayed =
-        session::replay(&loaded, &report.session, Arc::new(O200k), config.clone()).unwrap();
+        cwl_session::replay(&loaded, &report.session, Arc::new(O200k), config.clone()).unwrap();
     assert!(replayed.checkpoint.is_some());
-    let full = session::replay_all(&loaded, &report.session, Arc::new(O200k), config).unwrap();
+    let full = cwl_session::replay_all(&loaded, &report.session, Arc::new(O200k), config).unwrap();
     assert!(full.warnings.is_empty(), "{:?}", full.warnings);
     assert!(
         replayed.context.view().eq(full.context.view()),

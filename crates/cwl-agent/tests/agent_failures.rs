@@ -6,7 +6,6 @@ mod support;
 
 use cwl::{Block, Message, Record, ToolCall, Usage};
 use cwl_agent::agent::{Agent, AgentError, Event};
-use cwl_agent::session;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::testing::{Reply, ScriptedServer, openai_sse};
 use serde_json::json;
@@ -30,7 +29,7 @@ fn status_of(body: &serde_json::Value) -> String {
 }
 
 fn notes(path: &std::path::Path) -> Vec<String> {
-    session::read(path)
+    cwl_session::read(path)
         .unwrap()
         .records
         .into_iter()
@@ -86,7 +85,7 @@ async fn transient_failures_are_retried_and_tools_run_once() {
     assert_eq!(retries, [(1, false), (2, false), (1, true)]);
     // The answer's text was streamed twice (partial, then whole) but
     // recorded once.
-    let loaded = session::read(&t.agent.session_path()).unwrap();
+    let loaded = cwl_session::read(&t.agent.session_path()).unwrap();
     let answers = loaded
         .records
         .iter()
@@ -123,7 +122,7 @@ async fn an_auth_failure_stops_with_a_clear_error_and_the_session_saved() {
             .iter()
             .any(|n| n.contains("authentication failed"))
     );
-    let loaded = session::read(&path).unwrap();
+    let loaded = cwl_session::read(&path).unwrap();
     assert!(loaded.records.iter().any(|(_, r)| matches!(r, Record::Message { message: Message::User { content }, .. } if content == "anything")));
     assert!(
         !std::fs::read_to_string(&path)
@@ -227,7 +226,7 @@ async fn tool_errors_go_back_to_the_model_and_the_task_goes_on() {
         .count();
     assert_eq!(rejected, 2);
     assert_eq!(t.agent.stats().tool_errors, 7);
-    let errors = session::read(&t.agent.session_path())
+    let errors = cwl_session::read(&t.agent.session_path())
         .unwrap()
         .records
         .iter()
@@ -409,7 +408,7 @@ async fn resume_answers_unrun_calls_and_skips_a_torn_line() {
             .iter()
             .any(|e| matches!(e, Event::Note { text } if text.contains("incomplete")))
     );
-    let reloaded = session::read(&path).unwrap();
+    let reloaded = cwl_session::read(&path).unwrap();
     assert!(
         reloaded.warnings.is_empty(),
         "the torn line was cut before appending"

@@ -5,7 +5,6 @@ mod support;
 
 use cwl::{Record, Usage};
 use cwl_agent::agent::Event;
-use cwl_agent::session;
 use cwl_provider::testing::Reply;
 use support::*;
 
@@ -68,7 +67,7 @@ async fn a_binary_agents_md_is_refused_with_a_note_and_claude_md_still_loads() {
             .iter()
             .any(|m| m.contains("instructions from AGENTS.md"))
     );
-    let loaded = session::read(&s.agent.session_path()).unwrap();
+    let loaded = cwl_session::read(&s.agent.session_path()).unwrap();
     assert!(
         loaded
             .records

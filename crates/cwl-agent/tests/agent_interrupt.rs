@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use cwl::{Message, Record, Usage};
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::session;
 use cwl_provider::ProviderKind;
 use cwl_provider::testing::{Reply, ScriptedServer};
 use serde_json::{Value, json};
@@ -116,7 +115,7 @@ impl Run {
 
     /// The one session file.
     fn session(&self) -> PathBuf {
-        let listed = session::list(self.sessions.path()).unwrap();
+        let listed = cwl_session::list(self.sessions.path()).unwrap();
         assert_eq!(listed.len(), 1);
         listed[0].path.clone()
     }
@@ -181,7 +180,7 @@ impl Drop for Cleanup {
 }
 
 fn notes(path: &Path) -> Vec<String> {
-    session::read(path)
+    cwl_session::read(path)
         .unwrap()
         .records
         .into_iter()
@@ -274,13 +273,13 @@ fn sigint_during_bash_kills_its_processes_records_it_and_exits_130() {
         )),
         "{notes:?}"
     );
-    let loaded = session::read(&path).unwrap();
+    let loaded = cwl_session::read(&path).unwrap();
     let started = loaded.records.iter().position(|(_, r)| {
         matches!(r, Record::ToolStarted { call_id, name, .. } if call_id == "c1" && name == "bash")
     });
     let answered = loaded.records.iter().position(|(_, r)| {
         matches!(r, Record::Message { message: Message::ToolResult(result), .. }
-            if result.call_id == "c1" && result.is_error && result.content.starts_with(session::MAY_HAVE_RUN))
+            if result.call_id == "c1" && result.is_error && result.content.starts_with(cwl_session::MAY_HAVE_RUN))
     });
     assert!(
         started.is_some() && answered.is_some() && started < answered,
@@ -288,7 +287,7 @@ fn sigint_during_bash_kills_its_processes_records_it_and_exits_130() {
         loaded.records
     );
     assert_eq!(
-        session::unfinished_task(&loaded).as_deref(),
+        cwl_session::unfinished_task(&loaded).as_deref(),
         Some("run the slow command")
     );
 }
@@ -338,7 +337,7 @@ fn sigterm_during_a_model_call_stops_it_finishes_the_line_and_exits_130() {
         )),
         "{notes:?}"
     );
-    let loaded = session::read(&path).unwrap();
+    let loaded = cwl_session::read(&path).unwrap();
     assert!(
         !loaded.records.iter().any(|(_, r)| matches!(
             r,
@@ -350,7 +349,7 @@ fn sigterm_during_a_model_call_stops_it_finishes_the_line_and_exits_130() {
         "nothing of the partial reply is kept"
     );
     assert_eq!(
-        session::unfinished_task(&loaded).as_deref(),
+        cwl_session::unfinished_task(&loaded).as_deref(),
         Some("think hard")
     );
 }
@@ -398,7 +397,7 @@ fn after_kill_9_during_bash_resume_with_no_task_continues_and_warns_of_a_partial
     check_openai_request(&body);
     let tools = tool_contents(&body);
     assert_eq!(tools.len(), 1, "{tools:?}");
-    assert!(tools[0].starts_with(session::MAY_HAVE_RUN), "{tools:?}");
+    assert!(tools[0].starts_with(cwl_session::MAY_HAVE_RUN), "{tools:?}");
     assert_eq!(
         user_turns(&body),
         ["count once"],
@@ -409,8 +408,8 @@ fn after_kill_9_during_bash_resume_with_no_task_continues_and_warns_of_a_partial
         "once\n",
         "the call is not run again"
     );
-    let loaded = session::read(&path).unwrap();
-    assert_eq!(session::unfinished_task(&loaded), None);
+    let loaded = cwl_session::read(&path).unwrap();
+    assert_eq!(cwl_session::unfinished_task(&loaded), None);
     assert!(
         notes(&path)
             .iter()

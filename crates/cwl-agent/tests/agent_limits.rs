@@ -12,7 +12,6 @@ use cwl::{Message, Record, Usage};
 use cwl_agent::agent::limits::{MAX_ARGUMENT_BYTES, MAX_REPLY_BYTES, MAX_RESULT_BYTES};
 use cwl_agent::agent::{Agent, AgentError, Event};
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::session;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::ProviderKind;
 use cwl_provider::testing::{Reply, ScriptedServer};
@@ -77,7 +76,7 @@ fn results(events: &[Event]) -> Vec<(String, bool, String)> {
 }
 
 fn notes(path: &Path) -> Vec<String> {
-    session::read(path)
+    cwl_session::read(path)
         .unwrap()
         .records
         .into_iter()
@@ -408,7 +407,7 @@ fn run_cli_with_stall(flag: Option<Duration>, config: &str) -> anyhow::Result<()
     });
     if result.is_ok() {
         assert_eq!(server.requests().len(), 2);
-        let listed = session::list(sessions.path()).unwrap();
+        let listed = cwl_session::list(sessions.path()).unwrap();
         assert_eq!((listed[0].tasks, listed[0].requests), (1, 1));
     }
     result

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use cwl::{Message, Record, ResidueCap, Share};
 use cwl_agent::agent::{Agent, AgentOptions, Event};
-use cwl_agent::session::{self, Settings};
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::testing::ScriptedServer;
+use cwl_session::Settings;
 use serde_json::json;
 use support::*;
 
@@ -68,7 +68,7 @@ fn resume(server: &ScriptedServer, t: &Closed, options: AgentOptions) -> (Agent,
     (agent, events(&shared))
 }
 
-fn messages(loaded: &session::Loaded) -> usize {
+fn messages(loaded: &cwl_session::Loaded) -> usize {
     loaded
         .records
         .iter()
@@ -149,8 +149,8 @@ async fn recall_brings_evicted_episodes_back_before_and_after_a_resume() {
 
     // Push positions are message records: a full replay pushed exactly
     // the file's messages.
-    let loaded = session::read(&path).unwrap();
-    let replayed = session::replay_all(
+    let loaded = cwl_session::read(&path).unwrap();
+    let replayed = cwl_session::replay_all(
         &loaded,
         &path,
         Arc::new(cwl::O200k),
@@ -240,7 +240,7 @@ async fn a_resume_from_the_checkpoint_equals_a_full_replay_and_a_bad_one_falls_b
         })
         .collect();
     std::fs::write(&path, &torn).unwrap();
-    let loaded = session::read(&path).unwrap();
+    let loaded = cwl_session::read(&path).unwrap();
     assert!(
         loaded
             .warnings
@@ -303,7 +303,7 @@ async fn old_session_files_without_checkpoints_or_settings_still_resume() {
             .iter()
             .any(|tool| tool.name == "recall")
     );
-    let loaded = session::read(&path).unwrap();
+    let loaded = cwl_session::read(&path).unwrap();
     assert!(
         !loaded.info.tools.iter().any(|tool| tool.name == "recall"),
         "the header is kept"
@@ -335,12 +335,12 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
         restated: None,
         answer_share: Some(Share::new(0.2).unwrap()),
         stub_act_outputs: true,
-        strategy: cwl_agent::strategy::StrategyName::Cwl,
+        strategy: cwl_session::strategy::StrategyName::Cwl,
         strategy_options: serde_json::Value::Null,
     };
     assert_eq!(Settings::of(t.agent.context().config()), wanted);
     let t = t.close();
-    let loaded = session::read(&t.path).unwrap();
+    let loaded = cwl_session::read(&t.path).unwrap();
     assert!(
         matches!(loaded.records[0].1, Record::Settings { .. }),
         "settings follow the header"
@@ -356,7 +356,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
             .any(|e| matches!(e, Event::Note { text } if text.contains("settings changed")))
     );
     drop(agent);
-    let after = session::read(&t.path).unwrap();
+    let after = cwl_session::read(&t.path).unwrap();
     assert_eq!(
         after.records.len(),
         loaded.records.len() + 1,

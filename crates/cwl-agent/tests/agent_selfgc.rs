@@ -13,10 +13,10 @@ use clap::Parser;
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::{Agent, Event};
 use cwl_agent::cli::AgentArgs;
-use cwl_agent::session::{self, Settings};
-use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::testing::{Reply, ScriptedServer};
+use cwl_session::Settings;
+use cwl_session::strategy::StrategyName;
 use serde_json::json;
 use support::selfgc::*;
 use support::*;
@@ -154,7 +154,7 @@ async fn self_gc_folds_to_sidecars_recalls_byte_exact_and_resumes_with_the_same_
     );
     // The recall came back exact: the request after it holds the original.
     let closed = t.close();
-    let loaded = session::read(&closed.path).unwrap();
+    let loaded = cwl_session::read(&closed.path).unwrap();
     let original = recorded_result(&loaded.records, "r0");
     assert_eq!(recorded_result(&loaded.records, "k1"), original);
     let after_recall = &requests[18];
@@ -195,10 +195,11 @@ async fn self_gc_folds_to_sidecars_recalls_byte_exact_and_resumes_with_the_same_
     }
     .config(options(BUDGET).engine_budget());
     let counter = std::sync::Arc::new(cwl::O200k);
-    let replayed = session::replay(&loaded, &closed.path, counter.clone(), config.clone()).unwrap();
+    let replayed =
+        cwl_session::replay(&loaded, &closed.path, counter.clone(), config.clone()).unwrap();
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
     assert_eq!(replayed.context.name(), "self-gc");
-    let full = session::replay_all(&loaded, &closed.path, counter, config).unwrap();
+    let full = cwl_session::replay_all(&loaded, &closed.path, counter, config).unwrap();
     assert!(full.warnings.is_empty(), "{:?}", full.warnings);
     assert!(full.context.view().eq(replayed.context.view()));
     let last_request: Vec<Message> = replayed.context.view().cloned().collect();
@@ -313,7 +314,7 @@ async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_r
     );
     let closed = t.close();
     assert!(!closed.path.with_extension("sidecars").exists());
-    let loaded = session::read(&closed.path).unwrap();
+    let loaded = cwl_session::read(&closed.path).unwrap();
     let failed = loaded
         .records
         .iter()
@@ -340,7 +341,7 @@ async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_r
         ..Settings::default()
     }
     .config(options(BUDGET).engine_budget());
-    let replayed = session::replay_all(
+    let replayed = cwl_session::replay_all(
         &loaded,
         &closed.path,
         std::sync::Arc::new(cwl::O200k),
@@ -419,7 +420,7 @@ fn cwl_run_with_strategy_self_gc_takes_the_planner_model_from_the_config_file() 
         check_openai_request(&body);
         assert!(openai_request_tokens(&body) <= 6_000);
     }
-    let listed = session::list(sessions.path()).unwrap();
+    let listed = cwl_session::list(sessions.path()).unwrap();
     let sidecars = listed[0].path.with_extension("sidecars");
     assert!(
         std::fs::read_dir(&sidecars).unwrap().count() > 0,
@@ -462,8 +463,8 @@ fn run_with_options(options: &[&str]) -> Result<(usize, cwl::Record), String> {
         .iter()
         .filter(|r| r.body.contains(PLANNER))
         .count();
-    let listed = session::list(sessions.path()).unwrap();
-    let loaded = session::read(&listed[0].path).unwrap();
+    let listed = cwl_session::list(sessions.path()).unwrap();
+    let loaded = cwl_session::read(&listed[0].path).unwrap();
     let settings = loaded
         .records
         .iter()

@@ -15,10 +15,10 @@ use cwl_agent::agent::{
     Agent, AgentOptions, ApprovalMode, ApprovalRequest, Approver, Decision, Event, InvalidAnswer,
     ManualClock,
 };
-use cwl_agent::session::{self, Settings};
-use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::testing::{Reply, ScriptedServer};
+use cwl_session::Settings;
+use cwl_session::strategy::StrategyName;
 use futures_util::future::BoxFuture;
 use serde_json::json;
 use support::selfgc::*;
@@ -143,7 +143,7 @@ async fn a_pending_plan_commits_once_the_cache_expired_and_resume_rebuilds_the_v
         notes,
         view,
     } = run(AWAY).await;
-    let loaded = session::read(&closed.path).unwrap();
+    let loaded = cwl_session::read(&closed.path).unwrap();
     let records = &loaded.records;
 
     // The plan waited, the user was away, the gap was recorded, the plan
@@ -187,18 +187,18 @@ async fn a_pending_plan_commits_once_the_cache_expired_and_resume_rebuilds_the_v
 
     // Replays from the checkpoint and from the start give the same view.
     let counter = Arc::new(cwl::O200k);
-    let replayed = session::replay(&loaded, &closed.path, counter.clone(), config()).unwrap();
+    let replayed = cwl_session::replay(&loaded, &closed.path, counter.clone(), config()).unwrap();
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
     assert!(replayed.context.view().cloned().eq(view.iter().cloned()));
-    let full = session::replay_all(&loaded, &closed.path, counter.clone(), config()).unwrap();
+    let full = cwl_session::replay_all(&loaded, &closed.path, counter.clone(), config()).unwrap();
     assert!(full.warnings.is_empty(), "{:?}", full.warnings);
     assert!(full.context.view().cloned().eq(view.iter().cloned()));
     // The gap is what made it: the file without it replays to another view.
-    let mut without = session::read(&closed.path).unwrap();
+    let mut without = cwl_session::read(&closed.path).unwrap();
     without
         .records
         .retain(|(_, r)| !matches!(r, Record::Idle { .. }));
-    let other = session::replay_all(&without, &closed.path, counter, config()).unwrap();
+    let other = cwl_session::replay_all(&without, &closed.path, counter, config()).unwrap();
     assert!(!other.context.view().cloned().eq(view.iter().cloned()));
 
     // Resumed: the same view.
@@ -224,7 +224,7 @@ async fn a_pending_plan_commits_once_the_cache_expired_and_resume_rebuilds_the_v
 #[tokio::test]
 async fn without_the_gap_the_plan_stays_pending_and_nothing_is_recorded() {
     let Run { closed, notes, .. } = run(Duration::from_secs(2)).await;
-    let loaded = session::read(&closed.path).unwrap();
+    let loaded = cwl_session::read(&closed.path).unwrap();
     assert!(
         !loaded
             .records
@@ -340,7 +340,7 @@ async fn a_task_continued_after_the_cache_expired_commits_the_plan_that_waited()
     let view: Vec<Message> = resumed.context().view().cloned().collect();
     drop(resumed);
 
-    let loaded = session::read(&closed.path).unwrap();
+    let loaded = cwl_session::read(&closed.path).unwrap();
     let gaps: Vec<u64> = loaded
         .records
         .iter()
@@ -352,7 +352,7 @@ async fn a_task_continued_after_the_cache_expired_commits_the_plan_that_waited()
     assert_eq!(gaps.len(), 1, "{gaps:?}");
     assert!((7_200..7_300).contains(&gaps[0]), "{gaps:?}");
     let replayed =
-        session::replay_all(&loaded, &closed.path, Arc::new(cwl::O200k), config()).unwrap();
+        cwl_session::replay_all(&loaded, &closed.path, Arc::new(cwl::O200k), config()).unwrap();
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
     assert!(replayed.context.view().cloned().eq(view));
 }

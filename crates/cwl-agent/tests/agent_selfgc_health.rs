@@ -11,7 +11,6 @@ use std::time::Duration;
 use cwl::{Message, Usage};
 use cwl_agent::agent::{Agent, Event};
 use cwl_agent::cli;
-use cwl_agent::session;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::testing::{Reply, ScriptedServer};
 use serde_json::{Value, json};
@@ -134,10 +133,10 @@ async fn health_events_and_sessions_show_carry_self_gcs_figures_and_a_resume_agr
     assert_eq!(live["planner_failures"]["total"], 0);
 
     // `cwl sessions show` replays the file to the same figures.
-    let report = session::show::report(&closed.path).unwrap();
+    let report = cwl_agent::show::report(&closed.path).unwrap();
     assert_eq!(report.strategy, "self-gc");
     assert_eq!(report.health.as_ref(), Some(&live));
-    let shown = session::show::render(&report);
+    let shown = cwl_agent::show::render(&report);
     for expected in [
         "health\n",
         "  utilisation   ",
@@ -211,7 +210,7 @@ async fn a_failing_planner_is_counted_by_kind_and_raises_an_alert() {
     assert_eq!(failures["in_a_row"].as_u64(), Some(2 + errors));
     // Every planner call recorded in the file was answered (the server
     // saw more requests: the provider retried the 500s).
-    let recorded = session::read(&closed.path)
+    let recorded = cwl_session::read(&closed.path)
         .unwrap()
         .records
         .iter()
@@ -237,9 +236,9 @@ async fn a_failing_planner_is_counted_by_kind_and_raises_an_alert() {
         "the metrics event beside it"
     );
 
-    let report = session::show::report(&closed.path).unwrap();
+    let report = cwl_agent::show::report(&closed.path).unwrap();
     assert_eq!(report.health.as_ref(), Some(&live));
-    let shown = session::show::render(&report);
+    let shown = cwl_agent::show::render(&report);
     let line = format!(
         "  planner       {} gave no plan (1 timed out, {errors} failed, 1 malformed), {} in a row",
         2 + errors,

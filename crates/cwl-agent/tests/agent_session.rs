@@ -6,7 +6,6 @@ mod support;
 
 use cwl::{Block, Message, Record, Usage};
 use cwl_agent::agent::{Agent, AgentOptions, Event};
-use cwl_agent::session;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::testing::{Reply, ScriptedServer};
 use cwl_provider::{OpenAiConfig, OpenAiProvider, Request};
@@ -190,7 +189,7 @@ async fn a_multi_task_session_stays_within_budget_and_keeps_every_user_turn() {
         !raw.contains("<status>\\n"),
         "status blocks are never recorded"
     );
-    let loaded = session::read(&path).unwrap();
+    let loaded = cwl_session::read(&path).unwrap();
     assert_eq!(loaded.info.budget, BUDGET as u64);
     assert!(loaded.info.tools.iter().any(|t| t.name == "delimiter"));
     let messages: Vec<&Message> = loaded
@@ -258,7 +257,7 @@ async fn resuming_rebuilds_the_identical_view() {
     })
     .await;
     let path = agent.session_path();
-    let loaded = session::read(&path).unwrap();
+    let loaded = cwl_session::read(&path).unwrap();
     assert!(
         loaded
             .records
@@ -321,10 +320,10 @@ async fn resuming_rebuilds_the_identical_view() {
     assert_eq!(sent.len(), expected.len() + 1);
 
     // The file is one session: replaying it again matches the live state.
-    let reloaded = session::read(&path).unwrap();
+    let reloaded = cwl_session::read(&path).unwrap();
     assert!(reloaded.warnings.is_empty());
-    let config = session::Settings::default().config(resumed.options().engine_budget());
-    let replayed = session::replay(
+    let config = cwl_session::Settings::default().config(resumed.options().engine_budget());
+    let replayed = cwl_session::replay(
         &reloaded,
         &path,
         std::sync::Arc::new(cwl::O200k),
@@ -340,7 +339,7 @@ async fn resuming_rebuilds_the_identical_view() {
     assert_eq!(replayed.context.view().cloned().collect::<Vec<_>>(), live);
     assert_eq!(replayed.context.tokens(), resumed.context().tokens());
     let full =
-        session::replay_all(&reloaded, &path, std::sync::Arc::new(cwl::O200k), config).unwrap();
+        cwl_session::replay_all(&reloaded, &path, std::sync::Arc::new(cwl::O200k), config).unwrap();
     assert_eq!(full.context.view().cloned().collect::<Vec<_>>(), live);
     assert_eq!(full.context.tokens(), resumed.context().tokens());
 }
@@ -360,7 +359,7 @@ async fn calibration_uses_the_provider_count() {
     ];
     let mut t = Scripted::start(replies, options(20_000)).await;
     t.agent.run_task("list").await.unwrap();
-    let local = session::read(&t.agent.session_path())
+    let local = cwl_session::read(&t.agent.session_path())
         .unwrap()
         .records
         .iter()
@@ -524,11 +523,11 @@ async fn earlier_tasks_thinking_goes_where_the_model_drops_it() {
     let path = agent.session_path();
     drop(agent);
     // The session replays to the same view.
-    let loaded = session::read(&path).unwrap();
-    let config = session::Settings::default()
+    let loaded = cwl_session::read(&path).unwrap();
+    let config = cwl_session::Settings::default()
         .session_config(options(50_000).engine_budget(), &loaded.info.model);
     let replayed =
-        session::replay_all(&loaded, &path, std::sync::Arc::new(cwl::O200k), config).unwrap();
+        cwl_session::replay_all(&loaded, &path, std::sync::Arc::new(cwl::O200k), config).unwrap();
     assert_eq!(replayed.context.view().cloned().collect::<Vec<_>>(), view);
 
     // Claude Opus 4.5 keeps every turn's.

@@ -8,11 +8,11 @@ use clap::Parser;
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::Agent;
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::session::{self, Settings};
-use cwl_agent::strategy::StrategyName;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::ProviderKind;
 use cwl_provider::testing::{Reply, ScriptedServer};
+use cwl_session::Settings;
+use cwl_session::strategy::StrategyName;
 use serde_json::json;
 use support::*;
 
@@ -128,7 +128,7 @@ async fn cwm_keeps_a_long_task_within_budget_and_a_resume_shows_the_same_view() 
     );
 
     let closed = t.close();
-    let loaded = session::read(&closed.path).unwrap();
+    let loaded = cwl_session::read(&closed.path).unwrap();
     let settings = Settings::last(loaded.records.iter().map(|(_, r)| r)).unwrap();
     assert_eq!(settings.strategy, StrategyName::Cwm);
     assert!(
@@ -166,14 +166,14 @@ async fn cwm_keeps_a_long_task_within_budget_and_a_resume_shows_the_same_view() 
     drop(resumed);
 
     // The file replays to the same state from its checkpoint and from the start.
-    let reloaded = session::read(&closed.path).unwrap();
+    let reloaded = cwl_session::read(&closed.path).unwrap();
     let config = Settings::default().config(options(BUDGET).engine_budget());
     let counter = std::sync::Arc::new(cwl::O200k);
     let replayed =
-        session::replay(&reloaded, &closed.path, counter.clone(), config.clone()).unwrap();
+        cwl_session::replay(&reloaded, &closed.path, counter.clone(), config.clone()).unwrap();
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
     assert_eq!(replayed.context.name(), "cwm");
-    let full = session::replay_all(&reloaded, &closed.path, counter, config).unwrap();
+    let full = cwl_session::replay_all(&reloaded, &closed.path, counter, config).unwrap();
     assert!(full.warnings.is_empty(), "{:?}", full.warnings);
     assert!(full.context.view().eq(replayed.context.view()));
 }
@@ -225,11 +225,11 @@ fn run_takes_the_strategy_from_the_flag_or_the_config_file_and_resume_keeps_it()
     })
     .unwrap();
     let strategies = |sessions: &std::path::Path| -> Vec<(String, Vec<StrategyName>)> {
-        let mut all: Vec<_> = session::list(sessions)
+        let mut all: Vec<_> = cwl_session::list(sessions)
             .unwrap()
             .iter()
             .map(|listed| {
-                let loaded = session::read(&listed.path).unwrap();
+                let loaded = cwl_session::read(&listed.path).unwrap();
                 let names = loaded
                     .records
                     .iter()
@@ -253,7 +253,7 @@ fn run_takes_the_strategy_from_the_flag_or_the_config_file_and_resume_keeps_it()
 
     // A resume takes the session's strategy, not the config file's.
     std::fs::write(&config, "strategy = \"cwl\"\n").unwrap();
-    let first = session::list(sessions.path())
+    let first = cwl_session::list(sessions.path())
         .unwrap()
         .into_iter()
         .find(|s| s.first_task.as_deref() == Some("first"))
@@ -308,7 +308,7 @@ fn a_bad_strategy_is_refused_with_the_choices() {
         "{text}"
     );
     assert!(server.requests().is_empty(), "nothing was sent");
-    assert!(session::list(sessions.path()).unwrap().is_empty());
+    assert!(cwl_session::list(sessions.path()).unwrap().is_empty());
 }
 
 #[tokio::test]

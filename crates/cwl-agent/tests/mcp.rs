@@ -14,7 +14,6 @@ use cwl::{Message, Record, Usage};
 use cwl_agent::agent::Agent;
 use cwl_agent::mcp::testing::HttpServer;
 use cwl_agent::mcp::{self, McpServerConfig, McpServers, McpTransport};
-use cwl_agent::session;
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::secrets::{EnvDeny, Secrets};
 use cwl_provider::testing::{Reply, ScriptedServer};
@@ -100,7 +99,7 @@ fn replies(calls: &[(&str, &str, Value)]) -> Vec<Reply> {
 }
 
 fn results(path: &Path) -> Vec<(String, String, bool)> {
-    session::read(path)
+    cwl_session::read(path)
         .unwrap()
         .records
         .into_iter()
@@ -436,7 +435,7 @@ async fn a_resumed_session_offers_the_servers_tools_as_they_are_now() {
     assert!(now.contains(&"t__env".to_string()), "{now:?}");
     assert!(!now.contains(&"t__write_note".to_string()), "{now:?}");
     assert!(now.contains(&"read".to_string()) && now.contains(&"delimiter".to_string()));
-    let notes: Vec<String> = session::read(&path)
+    let notes: Vec<String> = cwl_session::read(&path)
         .unwrap()
         .records
         .into_iter()

@@ -11,10 +11,10 @@ use std::process::{Command, Stdio};
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::Agent;
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_agent::session::{self, SessionError, SessionWriter};
 use cwl_agent::tools::{ToolConfig, Toolbox};
 use cwl_provider::ProviderKind;
 use cwl_provider::testing::{Reply, ScriptedServer};
+use cwl_session::{SessionError, SessionWriter};
 use support::*;
 
 /// Set in the helper process that holds a session's lock.
@@ -41,7 +41,7 @@ fn valid_user_turns(path: &Path) -> Vec<String> {
             users.push(content);
         }
     }
-    let loaded = session::read(path).unwrap();
+    let loaded = cwl_session::read(path).unwrap();
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     users
 }
@@ -63,7 +63,7 @@ async fn a_second_writer_refuses_and_the_first_loses_nothing() {
     s.agent.run_task("first").await.unwrap();
     let path = s.agent.session_path();
     let id = s.agent.session_id();
-    let pid_file = session::pid_path(&path);
+    let pid_file = cwl_session::pid_path(&path);
     assert_eq!(
         std::fs::read_to_string(&pid_file).unwrap().trim(),
         std::process::id().to_string()
@@ -83,7 +83,7 @@ async fn a_second_writer_refuses_and_the_first_loses_nothing() {
         before,
         "the refused writer wrote nothing"
     );
-    let listed = session::list(s.sessions.path()).unwrap();
+    let listed = cwl_session::list(s.sessions.path()).unwrap();
     assert_eq!(listed.len(), 1, "listing works while the session is locked");
     assert_eq!(listed[0].tasks, 1);
 
@@ -134,7 +134,7 @@ fn a_concurrent_cwl_run_resume_fails_with_the_pid_and_writes_nothing() {
         prompt: None,
     })
     .unwrap();
-    let listed = session::list(sessions.path()).unwrap();
+    let listed = cwl_session::list(sessions.path()).unwrap();
     let (id, path) = (listed[0].id.clone(), listed[0].path.clone());
     let resume_args = || {
         let mut agent = args();
@@ -178,9 +178,9 @@ fn lock_holder_process() {
 #[test]
 fn the_lock_is_released_when_its_holder_is_killed() {
     let dir = tempfile::tempdir().unwrap();
-    let info = session::SessionInfo {
+    let info = cwl_session::SessionInfo {
         id: "s-kill".into(),
-        timestamp: session::now(),
+        timestamp: cwl_session::now(),
         cwd: dir.path().display().to_string(),
         provider: "openai".into(),
         model: "gpt-test".into(),
@@ -216,7 +216,7 @@ fn the_lock_is_released_when_its_holder_is_killed() {
     let (mut writer, loaded) = SessionWriter::reopen(&path).expect("kill -9 released the lock");
     assert_eq!(loaded.info.id, "s-kill");
     assert_eq!(
-        std::fs::read_to_string(session::pid_path(&path))
+        std::fs::read_to_string(cwl_session::pid_path(&path))
             .unwrap()
             .trim(),
         std::process::id().to_string(),
@@ -229,5 +229,5 @@ fn the_lock_is_released_when_its_holder_is_killed() {
         })
         .unwrap();
     drop(writer);
-    assert_eq!(session::read(&path).unwrap().records.len(), 1);
+    assert_eq!(cwl_session::read(&path).unwrap().records.len(), 1);
 }

@@ -97,8 +97,10 @@ fn main() -> ExitCode {
         Err(error) => {
             let line = cwl_agent::cli::error_line(&error);
             let _ = writeln!(std::io::stderr(), "cwl: error: {line}");
-            let lab_usage = error.chain().any(cwl_lab::cli::is_usage);
-            ExitCode::from(if lab_usage {
+            let front_usage = error
+                .chain()
+                .any(|e| cwl_lab::cli::is_usage(e) || cwl_proxy::cli::is_usage(e));
+            ExitCode::from(if front_usage {
                 cwl_agent::cli::USAGE
             } else {
                 cwl_agent::cli::exit_code(&error)

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use cwl::SideRequest;
-use cwl_agent::agent::side::side_call;
 use cwl_lab::cli::{ModelApi, ReplayArgs, SideEndpoint};
 use cwl_lab::side::{NoModel, SideError, SideModel};
+use cwl_provider::side::side_call;
 use cwl_provider::{AnthropicConfig, AnthropicProvider, OpenAiConfig, OpenAiProvider, Provider};
 
 /// A model server answering side requests, synchronously.

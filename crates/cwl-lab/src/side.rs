@@ -13,7 +13,7 @@ use cwl::SideRequest;
 pub mod testing;
 
 /// Side requests answered before one request at most: the agent's limit
-/// (`cwl_agent::agent::side::MAX_SIDE_CALLS`), so a strategy replays as it
+/// (`cwl_provider::side::MAX_SIDE_CALLS`), so a strategy replays as it
 /// runs.
 pub const MAX_SIDE_REQUESTS: usize = 4;
 

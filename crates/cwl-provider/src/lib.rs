@@ -22,6 +22,7 @@ pub mod models;
 pub mod openai;
 pub mod retry;
 pub mod secrets;
+pub mod side;
 mod sse;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -174,7 +174,7 @@ async fn main() -> Result<(), String> {
                 anthropic: Upstream::new(&upstream_url),
                 openai: Upstream::new(&upstream_url),
                 config: cwl::Config::with_budget(args.budget).residue_share(None),
-                strategy: cwl_agent::strategy::StrategyName::Cwl,
+                strategy: cwl_session::strategy::StrategyName::Cwl,
                 strategy_options: serde_json::Value::Null,
                 store: None,
                 max_body: DEFAULT_MAX_BODY,

@@ -9,14 +9,31 @@ use anyhow::Context as _;
 use clap::Args;
 
 use cwl::{Budget, Config, O200k, ResidueCap, Share};
-use cwl_agent::cli::UsageError;
-use cwl_agent::session::{Settings, default_dir};
-use cwl_agent::strategy::StrategyName;
+use cwl_session::strategy::StrategyName;
+use cwl_session::{Settings, default_dir};
 
 use crate::server::{DEFAULT_IDLE, DEFAULT_MAX_BODY, Options, Proxy, serve};
 use crate::side::DEFAULT_SIDE_TIMEOUT;
 use crate::store::Store;
 use crate::upstream::Upstream;
+
+/// `cwl proxy` was called wrongly: the `cwl` binary exits with its usage
+/// status.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+impl UsageError {
+    /// A usage error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        UsageError(message.into())
+    }
+}
+
+/// Whether `error` says `cwl proxy` was called wrongly.
+pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
+    error.is::<UsageError>()
+}
 
 /// The Anthropic API.
 pub const ANTHROPIC_API: &str = "https://api.anthropic.com";
@@ -138,7 +155,7 @@ impl ProxyArgs {
         config = config
             .residue_share(self.residue_share.0)
             .answer_share(self.answer_share.0);
-        let strategy_options = cwl_agent::strategy::parse_pairs(&self.strategy_options)?;
+        let strategy_options = cwl_session::strategy::parse_pairs(&self.strategy_options)?;
         self.strategy.resolve(&strategy_options)?;
         let store = if self.no_store {
             None

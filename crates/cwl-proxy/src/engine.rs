@@ -565,7 +565,7 @@ mod tests {
     use std::sync::Arc;
 
     use cwl::Config;
-    use cwl_agent::strategy::StrategyName;
+    use cwl_session::strategy::StrategyName;
 
     use super::*;
     use crate::wire::openai_chat::OpenAiChat;

@@ -68,7 +68,7 @@ impl Event {
         report: &Report,
     ) -> Self {
         Event {
-            timestamp: cwl_agent::session::now(),
+            timestamp: cwl_session::now(),
             api,
             conversation,
             route,

@@ -27,7 +27,7 @@
 use std::sync::OnceLock;
 
 use cwl::{Config, Message, RECALL, ToolSpec, TranscriptStore};
-use cwl_agent::strategy::StrategyName;
+use cwl_session::strategy::StrategyName;
 
 use crate::wire::{CallNames, Item, Wire};
 

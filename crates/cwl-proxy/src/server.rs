@@ -30,8 +30,8 @@ use rustc_hash::FxHashMap;
 use serde_json::value::RawValue;
 
 use cwl::{Config, NoSidecars, SidecarStore, TokenCounter};
-use cwl_agent::session::SidecarDir;
-use cwl_agent::strategy::StrategyName;
+use cwl_session::SidecarDir;
+use cwl_session::strategy::StrategyName;
 
 use crate::api::Api;
 use crate::body::Body;
@@ -584,7 +584,7 @@ impl Proxy {
         &self,
         tools: Vec<cwl::ToolSpec>,
         model: &str,
-    ) -> Result<Box<dyn cwl::Strategy>, cwl_agent::strategy::OptionError> {
+    ) -> Result<Box<dyn cwl::Strategy>, cwl_session::strategy::OptionError> {
         self.options.strategy.create_with(
             self.config(model),
             Arc::clone(&self.counter),

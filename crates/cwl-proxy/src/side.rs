@@ -25,7 +25,7 @@ use cwl_provider::{Api as ProviderApi, Request};
 use crate::api::Api;
 use crate::upstream::{Upstream, is_hop_by_hop};
 
-pub use cwl_agent::agent::side::MAX_SIDE_CALLS;
+pub use cwl_provider::side::MAX_SIDE_CALLS;
 
 /// The default longest wait for one side call.
 pub const DEFAULT_SIDE_TIMEOUT: Duration = Duration::from_secs(90);

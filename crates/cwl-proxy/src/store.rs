@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use cwl::{Message, Record, Report, ToolSpec};
-use cwl_agent::session::{Loaded, SessionError, SessionInfo, SessionWriter, Settings, new_id, now};
+use cwl_session::{Loaded, SessionError, SessionInfo, SessionWriter, Settings, new_id, now};
 
 /// Where conversations are written, and with what settings.
 #[derive(Debug, Clone)]
@@ -174,7 +174,7 @@ impl Log {
             return;
         }
         self.notes_written = Some(notes.to_string());
-        if let (path, Err(error)) = cwl_agent::session::write_notes(&session, notes) {
+        if let (path, Err(error)) = cwl_session::write_notes(&session, notes) {
             self.note(&format!(
                 "could not write the notes file {}: {error}",
                 path.display()

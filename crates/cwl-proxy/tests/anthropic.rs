@@ -663,10 +663,7 @@ async fn an_idle_conversation_is_rebuilt_from_its_session_to_the_same_view() {
                 .map(|s| s.text())
                 .collect::<Vec<_>>(),
         );
-        runs.push((
-            proxy.events(),
-            cwl_agent::session::list(dir.path()).unwrap(),
-        ));
+        runs.push((proxy.events(), cwl_session::list(dir.path()).unwrap()));
     }
     let (kept, resumed) = (&runs[0], &runs[1]);
     assert!(kept.0.iter().any(|e| !e.evicted.is_empty()));

@@ -11,11 +11,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cwl::Record;
-use cwl_agent::strategy::StrategyName;
 use cwl_proxy::event::Event;
 use cwl_proxy::server::{DEFAULT_MAX_BODY, Options, Proxy, serve};
 use cwl_proxy::store::Store;
 use cwl_proxy::upstream::Upstream;
+use cwl_session::strategy::StrategyName;
 use serde_json::json;
 use support::{Reply, Running, Scripted, Seen, quoted};
 
@@ -56,9 +56,9 @@ async fn start(openai: &Scripted, anthropic: &Scripted, store: &std::path::Path)
         openai: Upstream::new(&openai.url()),
         store: Some(Store::new(
             store.to_owned(),
-            cwl_agent::session::Settings {
+            cwl_session::Settings {
                 strategy,
-                ..cwl_agent::session::Settings::of(&config)
+                ..cwl_session::Settings::of(&config)
             },
             BUDGET,
         )),
@@ -136,7 +136,7 @@ async fn ten_reads() -> (Scripted, Scripted, tempfile::TempDir, Running, Vec<Str
 }
 
 /// The idle gaps a stored session recorded.
-fn gaps(loaded: &cwl_agent::session::Loaded) -> Vec<u64> {
+fn gaps(loaded: &cwl_session::Loaded) -> Vec<u64> {
     loaded
         .records
         .iter()
@@ -167,9 +167,9 @@ async fn a_waiting_plan_commits_after_the_cache_expired_and_a_rebuild_keeps_it()
     let after = main_requests(&openai.seen());
     assert!(after[10].contains(FOLDED), "{}", after[10]);
 
-    let sessions = cwl_agent::session::list(store.path()).unwrap();
+    let sessions = cwl_session::list(store.path()).unwrap();
     assert_eq!(sessions.len(), 1);
-    let loaded = cwl_agent::session::read(&sessions[0].path).unwrap();
+    let loaded = cwl_session::read(&sessions[0].path).unwrap();
     let gaps = gaps(&loaded);
     assert_eq!(gaps, [2], "the one gap that mattered is stored");
     assert!(loaded.records.iter().any(|(_, r)| matches!(
@@ -205,8 +205,8 @@ async fn a_conversation_rebuilt_after_the_cache_expired_commits_the_waiting_plan
     assert_eq!(routes.last(), Some(&"resume"), "{routes:?}");
     let last = main_requests(&openai.seen()).pop().unwrap();
     assert!(last.contains(FOLDED), "{last}");
-    let sessions = cwl_agent::session::list(store.path()).unwrap();
-    let loaded = cwl_agent::session::read(&sessions[0].path).unwrap();
+    let sessions = cwl_session::list(store.path()).unwrap();
+    let loaded = cwl_session::read(&sessions[0].path).unwrap();
     let gaps = gaps(&loaded);
     assert_eq!(gaps.len(), 1, "{gaps:?}");
     assert!(gaps[0] >= FORGET.as_secs(), "{gaps:?}");

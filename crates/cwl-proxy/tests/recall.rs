@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use cwl::{Message, Record};
-use cwl_agent::strategy::StrategyName;
 use cwl_proxy::event::{Event, RecallEvent};
+use cwl_session::strategy::StrategyName;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use support::{Reply, Scripted, Seen, quoted};
@@ -376,9 +376,9 @@ async fn converse(client: Client, idle: Duration, store: &Path) -> (Vec<Seen>, V
 }
 
 fn stored_messages(dir: &Path) -> Vec<Message> {
-    let sessions = cwl_agent::session::list(dir).unwrap();
+    let sessions = cwl_session::list(dir).unwrap();
     assert_eq!(sessions.len(), 1);
-    let loaded = cwl_agent::session::read(&sessions[0].path).unwrap();
+    let loaded = cwl_session::read(&sessions[0].path).unwrap();
     loaded
         .records
         .into_iter()

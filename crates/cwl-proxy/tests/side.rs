@@ -8,8 +8,8 @@ mod support;
 use std::time::Duration;
 
 use cwl::{Record, TokenCounter};
-use cwl_agent::strategy::StrategyName;
 use cwl_proxy::event::Event;
+use cwl_session::strategy::StrategyName;
 use serde_json::{Value, json};
 use support::{Reply, Running, Scripted, Seen, quoted};
 
@@ -171,10 +171,10 @@ fn side_events(proxy: &Running) -> Vec<cwl_proxy::side::SideCallEvent> {
 }
 
 fn stored(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Record>) {
-    let sessions = cwl_agent::session::list(dir).unwrap();
+    let sessions = cwl_session::list(dir).unwrap();
     assert_eq!(sessions.len(), 1);
     let path = sessions[0].path.clone();
-    let loaded = cwl_agent::session::read(&path).unwrap();
+    let loaded = cwl_session::read(&path).unwrap();
     (path, loaded.records.into_iter().map(|(_, r)| r).collect())
 }
 

@@ -36,7 +36,7 @@ async fn each_conversation_is_a_session_with_its_passes() {
         .await
         .unwrap();
 
-    let sessions = cwl_agent::session::list(dir.path()).unwrap();
+    let sessions = cwl_session::list(dir.path()).unwrap();
     assert_eq!(sessions.len(), 2);
     let events = proxy.events();
     let session = sessions
@@ -51,7 +51,7 @@ async fn each_conversation_is_a_session_with_its_passes() {
     );
     assert_eq!(session.first_task.as_deref(), Some("fix the parser"));
 
-    let loaded = cwl_agent::session::read(&session.path).unwrap();
+    let loaded = cwl_session::read(&session.path).unwrap();
     assert_eq!(loaded.info.tools[0].name, "Read");
     let records: Vec<&Record> = loaded.records.iter().map(|(_, r)| r).collect();
     assert!(matches!(records[0], Record::Settings { .. }));
@@ -123,9 +123,9 @@ async fn an_idle_conversation_whose_session_is_gone_starts_afresh() {
 /// Waits until the only session in `dir` holds a `calibrate` record.
 async fn calibrated(dir: &std::path::Path) -> (u64, u64) {
     for _ in 0..200 {
-        let sessions = cwl_agent::session::list(dir).unwrap();
+        let sessions = cwl_session::list(dir).unwrap();
         if let Some(session) = sessions.first() {
-            let loaded = cwl_agent::session::read(&session.path).unwrap();
+            let loaded = cwl_session::read(&session.path).unwrap();
             let found = loaded.records.iter().find_map(|(_, r)| match r {
                 Record::Calibrate { local, reported } => Some((*local, *reported)),
                 _ => None,

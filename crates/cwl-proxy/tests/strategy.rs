@@ -10,8 +10,8 @@ mod support;
 use std::time::Duration;
 
 use cwl::TokenCounter;
-use cwl_agent::session::Settings;
-use cwl_agent::strategy::StrategyName;
+use cwl_session::Settings;
+use cwl_session::strategy::StrategyName;
 use serde_json::Value;
 use support::{Scripted, quoted};
 
@@ -162,9 +162,9 @@ async fn within_budget_and_stored(strategy: StrategyName) -> Vec<Value> {
             .any(|e| !e.evicted.is_empty() || e.tokens_after < e.tokens_before)
     );
 
-    let sessions = cwl_agent::session::list(store.path()).unwrap();
+    let sessions = cwl_session::list(store.path()).unwrap();
     assert_eq!(sessions.len(), 1);
-    let loaded = cwl_agent::session::read(&sessions[0].path).unwrap();
+    let loaded = cwl_session::read(&sessions[0].path).unwrap();
     let settings = Settings::last(loaded.records.iter().map(|(_, r)| r)).unwrap();
     assert_eq!(settings.strategy, strategy);
     last

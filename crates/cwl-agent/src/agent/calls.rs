@@ -6,7 +6,6 @@ use cwl::{
 
 use super::approval::{self, Decision};
 use super::{Agent, AgentError, Event, limits};
-use crate::session;
 use crate::tools::{ExecContext, ToolOutput};
 
 /// What a call that did not run gets once the task is interrupted.
@@ -80,7 +79,7 @@ impl Agent {
                     ),
                 }
             } else if call.name == RECALL {
-                let sidecars = session::SidecarDir::of(self.writer.path());
+                let sidecars = cwl_session::SidecarDir::of(self.writer.path());
                 match self
                     .context
                     .recall_with(&call.arguments, &self.transcript(), &sidecars)
@@ -125,7 +124,7 @@ impl Agent {
                     _ => None,
                 };
                 self.writer.append(&Record::ToolStarted {
-                    timestamp: Some(session::now()),
+                    timestamp: Some(cwl_session::now()),
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                 })?;
@@ -225,7 +224,7 @@ impl Agent {
         };
         format!(
             "{} (The task was stopped by {cause} while this call was running{killed}.)",
-            session::MAY_HAVE_RUN
+            cwl_session::MAY_HAVE_RUN
         )
     }
 

@@ -25,7 +25,7 @@ use crate::tools::{ExecContext, Toolbox};
 use cwl_provider::{ModelInfo, Provider, Request};
 
 /// The tool's name.
-pub const DELEGATE: &str = "delegate";
+pub use cwl_session::DELEGATE;
 
 /// The tools a child may call.
 pub const READ_ONLY: [&str; 4] = ["read", "grep", "glob", "ls"];

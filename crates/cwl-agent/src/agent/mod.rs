@@ -16,7 +16,7 @@ pub mod delegate;
 mod event;
 mod interrupt;
 pub mod limits;
-pub mod side;
+
 pub mod status;
 mod turn;
 
@@ -26,11 +26,11 @@ use std::sync::Arc;
 use cwl::{Message, O200k, Record, ResidueCap, Share, Strategy, TokenCounter, TranscriptError};
 use serde::Serialize;
 
-use crate::session::{self, SessionError, SessionInfo, SessionWriter, Settings};
-use crate::strategy::{StrategyName, UnknownStrategy};
 use crate::tools::Toolbox;
 use cwl_provider::secrets::Redactor;
 use cwl_provider::{ModelInfo, Provider, ProviderError, ReasoningEffort};
+use cwl_session::strategy::{StrategyName, UnknownStrategy};
+use cwl_session::{SessionError, SessionInfo, SessionWriter, Settings};
 
 pub use approval::{
     ApprovalMode, ApprovalRequest, Approver, Decision, InvalidAnswer, JsonApprover,
@@ -227,7 +227,7 @@ pub enum AgentError {
     },
     /// The strategy refused its options.
     #[error(transparent)]
-    StrategyOptions(crate::strategy::OptionError),
+    StrategyOptions(cwl_session::strategy::OptionError),
     /// The session runs with a strategy this build does not offer.
     #[error("cannot resume: the session runs with an {0}")]
     Strategy(UnknownStrategy),
@@ -369,8 +369,8 @@ impl Agent {
             tools.push(delegate::delegate_spec());
         }
         let info = SessionInfo {
-            id: session::new_id(),
-            timestamp: session::now(),
+            id: cwl_session::new_id(),
+            timestamp: cwl_session::now(),
             cwd: toolbox.root().display().to_string(),
             provider: provider.name().to_string(),
             model: options.model.name.clone(),
@@ -442,7 +442,7 @@ impl Agent {
         let recorded = Settings::try_last(loaded.records.iter().map(|(_, record)| record))
             .map_err(AgentError::Strategy)?;
         let settings = options.settings(recorded.clone());
-        let replayed = session::replay_configured(
+        let replayed = cwl_session::replay_configured(
             &loaded,
             path,
             Arc::clone(&counter),
@@ -455,7 +455,7 @@ impl Agent {
         if recorded.as_ref() != Some(&settings) {
             writer.append(&settings.record())?;
         }
-        let since_response = session::since_last_response(&loaded);
+        let since_response = cwl_session::since_last_response(&loaded);
         let mut agent = Agent::assemble(
             provider,
             toolbox,
@@ -512,7 +512,7 @@ impl Agent {
                 None,
             )?;
         }
-        agent.unfinished = session::unfinished_task(&loaded);
+        agent.unfinished = cwl_session::unfinished_task(&loaded);
         agent.note(format!(
             "resumed session {} ({} earlier tasks, {} of {} tokens in view, {})",
             loaded.info.id,
@@ -665,7 +665,7 @@ impl Agent {
         let message = self.redactor().redact_message(message);
         let outcomes = self.context.push(message.clone())?;
         self.writer.append(&Record::Message {
-            timestamp: Some(session::now()),
+            timestamp: Some(cwl_session::now()),
             message,
             usage,
             cost_usd,
@@ -750,7 +750,7 @@ impl Agent {
     }
 
     /// Writes the strategy's working notes to the session's notes file
-    /// ([`session::notes_path`]) when they changed since last written; a
+    /// ([`cwl_session::notes_path`]) when they changed since last written; a
     /// temporary file renamed over it, so a reader never sees half. A
     /// file that cannot be written is noted and the run goes on (the
     /// notes stay in the strategy's state in the session file).
@@ -761,7 +761,7 @@ impl Agent {
         if self.notes_written.as_deref() == Some(notes.as_str()) {
             return Ok(());
         }
-        let (path, written) = session::write_notes(self.writer.path(), &notes);
+        let (path, written) = cwl_session::write_notes(self.writer.path(), &notes);
         self.notes_written = Some(notes);
         match written {
             Ok(()) => Ok(()),
@@ -773,8 +773,8 @@ impl Agent {
     }
 
     /// The session file as the store `recall` reads evicted messages from.
-    fn transcript(&self) -> session::SessionTranscript {
-        session::SessionTranscript::new(self.writer.path())
+    fn transcript(&self) -> cwl_session::SessionTranscript {
+        cwl_session::SessionTranscript::new(self.writer.path())
     }
 
     /// The redactor for the secret values the toolbox withholds.
@@ -786,7 +786,7 @@ impl Agent {
     fn note(&mut self, text: String) -> Result<(), AgentError> {
         let text = self.redactor().redact(&text).into_owned();
         self.writer.append(&Record::Note {
-            timestamp: Some(session::now()),
+            timestamp: Some(cwl_session::now()),
             text: text.clone(),
         })?;
         self.observer.event(&Event::Note { text });

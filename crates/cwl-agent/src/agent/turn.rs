@@ -5,7 +5,6 @@ use cwl::{Block, Message, Record};
 
 use super::status::{self, Status};
 use super::{Agent, AgentError, Event, TaskOutcome};
-use crate::session;
 use cwl_provider::{Request, Response, StopReason, StreamEvent};
 
 /// A model call ready to send: the messages (view plus status block) and
@@ -243,7 +242,7 @@ impl Agent {
     /// Runs the side calls the strategy asks for and records each answer
     /// (a failed one is also noted); CWL never asks.
     async fn side_calls(&mut self) -> Result<(), AgentError> {
-        let done = super::side::run_side_calls(
+        let done = cwl_provider::side::run_side_calls(
             self.provider.as_ref(),
             self.options
                 .planner_model
@@ -282,7 +281,7 @@ impl Agent {
     /// the view pointing to them is sent; a file that cannot be written is
     /// noted (recall then reads the payload from the transcript).
     pub(super) fn write_sidecars(&mut self) -> Result<(), AgentError> {
-        let sidecars = session::SidecarDir::of(self.writer.path());
+        let sidecars = cwl_session::SidecarDir::of(self.writer.path());
         for file in self.context.take_sidecars() {
             if let Err(error) = sidecars.write(&file) {
                 self.note(format!(

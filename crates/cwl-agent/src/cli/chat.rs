@@ -233,7 +233,6 @@ fn status(started: &Started) {
 mod tests {
     use super::*;
     use crate::cli::AgentArgs;
-    use crate::session;
     use cwl::{Message, Usage};
     use cwl_provider::ProviderKind;
     use cwl_provider::testing::{Reply, ScriptedServer};
@@ -299,7 +298,7 @@ mod tests {
         let requests = server.requests();
         assert_eq!(requests.len(), 2, "the second line was sent");
         let body = requests[1].body.clone();
-        assert!(body.contains(session::MAY_HAVE_RUN), "{body}");
+        assert!(body.contains(cwl_session::MAY_HAVE_RUN), "{body}");
         assert!(body.contains("stopped by SIGINT"), "{body}");
         assert!(body.contains("next"), "{body}");
         let pid: i32 = std::fs::read_to_string(work.path().join("sleep.pid"))
@@ -308,8 +307,8 @@ mod tests {
             .parse()
             .unwrap();
         assert!(crate::tools::gone(pid), "the command's sleep {pid} is gone");
-        let listed = session::list(sessions.path()).unwrap();
-        let loaded = session::read(&listed[0].path).unwrap();
+        let listed = cwl_session::list(sessions.path()).unwrap();
+        let loaded = cwl_session::read(&listed[0].path).unwrap();
         let notes: Vec<&str> = loaded
             .records
             .iter()
@@ -324,7 +323,7 @@ mod tests {
             "{notes:?}"
         );
         assert_eq!(
-            session::unfinished_task(&loaded),
+            cwl_session::unfinished_task(&loaded),
             None,
             "the second turn finished"
         );
@@ -387,7 +386,7 @@ mod tests {
         let last = requests[1].json().to_string();
         assert!(!last.contains("bogus"), "{last}");
         assert!(last.contains("/etc/hosts is wrong"), "{last}");
-        let listed = session::list(sessions.path()).unwrap();
+        let listed = cwl_session::list(sessions.path()).unwrap();
         assert_eq!(listed[0].tasks, 2);
         assert_eq!(listed[0].first_task.as_deref(), Some("hello"));
     }

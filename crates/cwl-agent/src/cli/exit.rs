@@ -11,9 +11,9 @@
 
 use crate::agent::AgentError;
 use crate::config::ConfigError;
-use crate::session::SessionError;
 use crate::tools::ToolboxError;
 use cwl_provider::ProviderError;
+use cwl_session::SessionError;
 
 /// Exit status of a runtime failure.
 pub const RUNTIME: u8 = 1;

@@ -23,7 +23,6 @@ use super::setup::{Started, start};
 use super::signals::EXIT_INTERRUPTED;
 use crate::agent::status::human_tokens;
 use crate::agent::{Agent, AgentError, ApprovalMode, Interrupt};
-use crate::session;
 use crate::tui::{
     App, Effect, Forward, FromAgent, Job, Reset, Screen, TerminalGuard, UiApprover, draw, engine,
 };
@@ -411,7 +410,7 @@ impl Worker {
 
     async fn resume(&mut self, name: &str, dir: &std::path::Path) {
         let current = self.started.agent.session_path();
-        match session::find(dir, name) {
+        match cwl_session::find(dir, name) {
             Ok(path) if path == current => {
                 self.say(FromAgent::Error(format!(
                     "/resume {name}: that is this session"
@@ -450,7 +449,7 @@ impl Worker {
 
 /// `/sessions`: the most recent saved sessions.
 fn sessions(dir: &std::path::Path, current: &str) -> FromAgent {
-    match session::list(dir) {
+    match cwl_session::list(dir) {
         Ok(list) if list.is_empty() => FromAgent::Output("no saved sessions".into()),
         Ok(list) => {
             let mut text = String::new();

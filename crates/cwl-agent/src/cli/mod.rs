@@ -115,7 +115,7 @@ pub struct AgentArgs {
     /// side-channel planner folds, masks and prunes indexed objects).
     /// Default: the config file's, else cwl (a resumed session keeps its own).
     #[arg(long, value_name = "NAME")]
-    pub strategy: Option<crate::strategy::StrategyName>,
+    pub strategy: Option<cwl_session::strategy::StrategyName>,
 
     /// The model for the strategy's side calls (Self-GC's planner), on the
     /// same provider. Default: the config file's, else the session's model.

@@ -11,7 +11,7 @@ use super::exit::UsageError;
 use super::setup::start;
 use super::signals::{self, EXIT_INTERRUPTED, Signals};
 use crate::agent::{AgentError, ApprovalMode};
-use crate::{config, session};
+use crate::config;
 
 pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let tasks = tasks(&args)?;
@@ -77,9 +77,9 @@ fn check_unfinished(args: &RunArgs) -> anyhow::Result<()> {
     };
     let file = config::load(args.agent.config.as_deref())?;
     let dir = super::setup::session_dir(args.agent.session_dir.clone(), &file)?;
-    let path = session::find(&dir, name)?;
-    let loaded = session::read(&path)?;
-    if session::unfinished_task(&loaded).is_none() {
+    let path = cwl_session::find(&dir, name)?;
+    let loaded = cwl_session::read(&path)?;
+    if cwl_session::unfinished_task(&loaded).is_none() {
         return Err(UsageError::new(format!(
             "no task given, and session {} has no unfinished task to continue (its last task ended with an answer): pass PROMPT or --task TEXT",
             loaded.info.id

@@ -9,7 +9,7 @@ use super::{SessionsArgs, SessionsCommand, ShowArgs};
 use crate::agent::status::human_tokens;
 use crate::config;
 use crate::render::describe::shorten;
-use crate::session::{self, SessionSummary};
+use cwl_session::SessionSummary;
 
 pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
     let file = config::load(args.config.as_deref())?;
@@ -24,7 +24,7 @@ pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
     if let Some(SessionsCommand::Show(show)) = args.command {
         return show_one(&show, &dir);
     }
-    let mut sessions = session::list(&dir)?;
+    let mut sessions = cwl_session::list(&dir)?;
     if args.limit > 0 {
         sessions.truncate(args.limit);
     }
@@ -45,12 +45,12 @@ pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
 /// `cwl sessions show ID`: the session with that id, unique id prefix or
 /// file path.
 fn show_one(show: &ShowArgs, dir: &Path) -> anyhow::Result<()> {
-    let path = session::find(dir, &show.id)?;
-    let report = session::show::report(&path)?;
+    let path = cwl_session::find(dir, &show.id)?;
+    let report = crate::show::report(&path)?;
     let text = if show.json {
         serde_json::to_string(&report)? + "\n"
     } else {
-        session::show::render(&report)
+        crate::show::render(&report)
     };
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(())

@@ -16,13 +16,13 @@ use crate::agent::{
 use crate::config::{self, FileConfig};
 use crate::mcp::{self, McpServers};
 use crate::render::{RenderOptions, Renderer, Summary};
-use crate::session::{self, SessionInfo};
 use crate::tools::{Sandbox, ToolConfig, Toolbox, sandbox};
 use cwl_provider::secrets::Secrets;
 use cwl_provider::{
     AnthropicConfig, AnthropicProvider, ModelTable, OpenAiConfig, OpenAiProvider, Provider,
     ProviderError, ProviderKind, anthropic,
 };
+use cwl_session::SessionInfo;
 
 /// Default model per provider.
 fn default_model(kind: ProviderKind) -> &'static str {
@@ -67,7 +67,7 @@ pub(super) fn lock(renderer: &Mutex<Renderer>) -> std::sync::MutexGuard<'_, Rend
 pub(super) fn session_dir(flag: Option<PathBuf>, file: &FileConfig) -> anyhow::Result<PathBuf> {
     match flag.or_else(|| file.session_dir.clone()) {
         Some(dir) => Ok(dir),
-        None => Ok(session::default_dir()?),
+        None => Ok(cwl_session::default_dir()?),
     }
 }
 
@@ -77,8 +77,8 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     let dir = session_dir(args.session_dir.clone(), &file)?;
     let resumed = match &args.resume {
         Some(name) => {
-            let path = session::find(&dir, name)?;
-            let info = session::read(&path)?.info;
+            let path = cwl_session::find(&dir, name)?;
+            let info = cwl_session::read(&path)?.info;
             Some((path, info))
         }
         None => None,
@@ -201,7 +201,7 @@ pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     options.strategy = setting(args.strategy, &file.strategy, from_file, "strategy")?;
     options.strategy_options = if !args.strategy_options.is_empty() {
         Some(
-            crate::strategy::parse_pairs(&args.strategy_options)
+            cwl_session::strategy::parse_pairs(&args.strategy_options)
                 .map_err(|e| UsageError::new(e.to_string()))?,
         )
     } else if from_file {

@@ -77,7 +77,7 @@ pub async fn run_with(
     let git = repo::create(dir.path()).context("cannot write the demo repository")?;
     let session_dir = match options.session_dir {
         Some(dir) => dir,
-        None => crate::session::default_dir()?,
+        None => cwl_session::default_dir()?,
     };
     let toolbox = Toolbox::new(dir.path(), ToolConfig::default())?;
     let info = |renderer: &Arc<Mutex<Renderer>>, text: &str| {

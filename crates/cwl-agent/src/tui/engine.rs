@@ -10,7 +10,7 @@ use cwl::{EpisodeState, O200k, Origin, Report, Strategy};
 
 use super::screen::EpisodeRow;
 use crate::agent::status::human_tokens;
-use crate::session::{SessionTranscript, SidecarDir};
+use cwl_session::{SessionTranscript, SidecarDir};
 
 /// The engine's episodes as panel rows, oldest first: those the model
 /// annotated and those `recall` brought back (unannotated segments are
@@ -83,7 +83,7 @@ pub fn episodes_text(context: &dyn Strategy) -> String {
 /// context's size, to show the order the next pass will follow). The copy
 /// is of the session's own strategy, counted as the agent counts (o200k).
 pub fn preview(context: &dyn Strategy) -> Result<(Report, bool), String> {
-    let mut copy = crate::strategy::copy(context, Arc::new(O200k))?;
+    let mut copy = cwl_session::strategy::copy(context, Arc::new(O200k))?;
     let over = context.tokens() > context.budget();
     if !over {
         copy.set_budget(context.tokens().saturating_sub(1));
@@ -174,8 +174,8 @@ pub fn recall_text(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::strategy::StrategyName;
     use cwl::{Block, Config, Context, EpisodeKind, Level, Message, ToolCall};
+    use cwl_session::strategy::StrategyName;
     use serde_json::json;
 
     fn call(id: &str, name: &str, arguments: serde_json::Value) -> Block {
@@ -328,7 +328,7 @@ mod tests {
             cwm.view().cloned().eq(before.iter().cloned()),
             "the session's view is untouched"
         );
-        let mut real = crate::strategy::copy(cwm.as_ref(), Arc::new(O200k)).unwrap();
+        let mut real = cwl_session::strategy::copy(cwm.as_ref(), Arc::new(O200k)).unwrap();
         assert_eq!(real.enforce(), report, "the preview is the cwm pass itself");
 
         let error =

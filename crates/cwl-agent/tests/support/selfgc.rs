@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use cwl::{Message, Usage};
 use cwl_agent::agent::AgentOptions;
-use cwl_agent::strategy::StrategyName;
 use cwl_provider::testing::{Reply, ScriptedServer};
+use cwl_session::strategy::StrategyName;
 
 /// A phrase of the planner contract: how a request is told to be the
 /// planner's.

@@ -24,6 +24,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod asking;
 mod sse;
 
 use std::collections::VecDeque;

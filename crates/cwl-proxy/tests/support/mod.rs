@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use cwl_agent::strategy::StrategyName;
+use cwl_session::strategy::StrategyName;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -332,9 +332,9 @@ pub async fn proxy_configured(
         store: store.map(|dir| {
             Store::new(
                 dir.to_owned(),
-                cwl_agent::session::Settings {
+                cwl_session::Settings {
                     strategy,
-                    ..cwl_agent::session::Settings::of(&config)
+                    ..cwl_session::Settings::of(&config)
                 },
                 budget,
             )

@@ -105,7 +105,7 @@ pub fn read(path: &Path) -> Result<Loaded, SessionError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::SessionWriter;
+    use crate::SessionWriter;
     use cwl::Message;
 
     fn info(id: &str) -> SessionInfo {

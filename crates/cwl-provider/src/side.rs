@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cwl::{Block, Message, SideRequest, Strategy};
 
-use cwl_provider::{Provider, Request};
+use crate::{Provider, Request};
 
 /// Side calls run before one model call at most: a strategy that keeps
 /// asking cannot hold the loop up longer than this many timeouts.
@@ -75,128 +75,16 @@ pub async fn run_side_calls(
     done
 }
 
-/// A strategy for tests that asks for side calls: CWL with a queue of
-/// planner requests, keeping the answers it is given.
-#[cfg(test)]
-pub(crate) mod asking {
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
-
-    use cwl::{Config, Context, Estimate, Message, SideRequest, Strategy};
-
-    /// The answers a strategy was given, by request id.
-    pub(crate) type Answers = Arc<Mutex<Vec<(u64, Result<String, String>)>>>;
-
-    /// CWL asking for `count` planner calls, one at a time.
-    #[derive(Debug)]
-    pub(crate) struct Asking {
-        pub(crate) context: Context,
-        pub(crate) asked: Vec<SideRequest>,
-        pub(crate) answers: Answers,
-    }
-
-    impl Asking {
-        pub(crate) fn new(count: u64, timeout: Duration) -> Self {
-            let context = Context::new(Config::with_budget(1_000), Arc::new(Estimate), Vec::new());
-            let asked = (1..=count)
-                .map(|id| SideRequest {
-                    id,
-                    purpose: "planner".to_string(),
-                    messages: vec![Message::user(format!("plan {id}"))],
-                    timeout,
-                    max_output_tokens: Some(100),
-                })
-                .rev()
-                .collect();
-            Asking {
-                context,
-                asked,
-                answers: Answers::default(),
-            }
-        }
-    }
-
-    impl Strategy for Asking {
-        fn name(&self) -> &'static str {
-            "asking"
-        }
-        fn push(
-            &mut self,
-            message: Message,
-        ) -> Result<Vec<cwl::DelimiterOutcome>, cwl::TranscriptError> {
-            self.context.push(message)
-        }
-        fn annotate(
-            &mut self,
-            annotation: cwl::Annotation,
-        ) -> Result<cwl::Accepted, cwl::DelimiterError> {
-            self.context.annotate(annotation)
-        }
-        fn enforce(&mut self) -> cwl::Report {
-            self.context.enforce()
-        }
-        fn view_sources(&self) -> Box<dyn Iterator<Item = (cwl::Source, &Message)> + '_> {
-            Box::new(self.context.view_sources())
-        }
-        fn tools(&self) -> &[cwl::ToolSpec] {
-            self.context.tools()
-        }
-        fn tokens(&self) -> usize {
-            self.context.tokens()
-        }
-        fn counted_tokens(&self) -> usize {
-            self.context.counted_tokens()
-        }
-        fn budget(&self) -> usize {
-            self.context.budget()
-        }
-        fn set_budget(&mut self, budget: usize) {
-            self.context.set_budget(budget)
-        }
-        fn config(&self) -> &Config {
-            self.context.config()
-        }
-        fn calibration_offset(&self) -> i64 {
-            self.context.calibration_offset()
-        }
-        fn calibrate(&mut self, local: usize, reported: usize) {
-            self.context.calibrate(local, reported)
-        }
-        fn graph(&self) -> &cwl::Graph {
-            self.context.graph()
-        }
-        fn pending_calls(&self) -> Vec<&str> {
-            self.context.pending_calls()
-        }
-        fn recall(
-            &self,
-            arguments: &str,
-            store: &dyn cwl::TranscriptStore,
-        ) -> Result<String, String> {
-            Strategy::recall(&self.context, arguments, store)
-        }
-        fn save(&self) -> Result<cwl::Saved, serde_json::Error> {
-            Strategy::save(&self.context)
-        }
-        fn side_request(&mut self) -> Option<SideRequest> {
-            self.asked.pop()
-        }
-        fn side_result(&mut self, id: u64, result: Result<String, String>) {
-            self.answers.lock().unwrap().push((id, result));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use cwl::Usage;
 
-    use super::asking::Asking;
     use super::*;
-    use cwl_provider::testing::{Reply, ScriptedServer};
-    use cwl_provider::{OpenAiConfig, OpenAiProvider, RetryPolicy};
+    use crate::testing::asking::Asking;
+    use crate::testing::{Reply, ScriptedServer};
+    use crate::{OpenAiConfig, OpenAiProvider, RetryPolicy};
 
     fn provider(server: &ScriptedServer) -> OpenAiProvider {
         OpenAiProvider::new(

@@ -78,7 +78,7 @@ impl TranscriptStore for SessionTranscript {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{SessionInfo, SessionWriter};
+    use crate::{SessionInfo, SessionWriter};
 
     #[test]
     fn positions_count_message_records_only() {

@@ -5,7 +5,7 @@
 use cwl::{Message, Record, Usage};
 use serde::Serialize;
 
-use crate::agent::delegate::DELEGATE;
+use crate::DELEGATE;
 
 /// Usage summed over some model calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]

@@ -128,7 +128,7 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{SessionInfo, SessionWriter};
+    use crate::{SessionInfo, SessionWriter};
     use cwl::Usage;
 
     #[test]

@@ -1,5 +1,11 @@
-//! The session store: one append-only JSONL file per session, one
-//! [`cwl::Record`] a line.
+//! Session files for cwl: one append-only JSONL file per session, one
+//! [`cwl::Record`] a line, written, locked, checkpointed, resumed and
+//! listed here; and which strategy manages a session's context
+//! ([`strategy`]), since a session records it and resuming rebuilds it.
+//! The agent and the proxy both keep their sessions with this crate.
+//!
+//! It depends on the engine and the strategies only: never on a provider,
+//! the agent, a tool or a front end.
 //!
 //! The file keeps everything: the header (model, budget, tools), every
 //! message in order (also those the engine later evicts from the view),
@@ -26,10 +32,9 @@ mod list;
 mod read;
 mod resume;
 mod settings;
-pub mod show;
-mod show_selfgc;
 mod sidecars;
 mod store;
+pub mod strategy;
 mod transcript;
 mod usage;
 
@@ -48,6 +53,10 @@ pub use sidecars::SidecarDir;
 pub use store::{SessionWriter, new_id, notes_path, pid_path, write_notes};
 pub use transcript::SessionTranscript;
 pub use usage::{SessionUsage, Spent, session_usage};
+
+/// The name of the agent's `delegate` tool: its results are a child run's
+/// answers, whose usage a session counts apart.
+pub const DELEGATE: &str = "delegate";
 
 /// Why a session file could not be written, read or replayed.
 #[derive(Debug, thiserror::Error)]

@@ -1,15 +1,17 @@
 //! `cwl sessions show`: one session's state and its strategy's health,
 //! read by replaying its file (nothing is written).
 
+mod selfgc;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cwl::{O200k, Record};
 use serde::Serialize;
 
-use super::{SessionError, SessionUsage, Settings, notes_path, read, replay, session_usage};
 use crate::agent::STATUS_RESERVE;
 use crate::agent::status::human_tokens;
+use cwl_session::{SessionError, SessionUsage, Settings, notes_path, read, replay, session_usage};
 
 /// What `cwl sessions show` tells about a session.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -130,7 +132,7 @@ pub fn render(report: &SessionReport) -> String {
         return with_warnings(out, report);
     };
     if report.strategy == cwl_selfgc::strategy::NAME {
-        out.push_str(&super::show_selfgc::render(health));
+        out.push_str(&selfgc::render(health));
         return with_warnings(out, report);
     }
     let compression = &health["compression"];
@@ -206,7 +208,7 @@ pub fn render(report: &SessionReport) -> String {
 /// `usage 12 requests · 40.1k in (12k cached) / 2.3k out · $0.0123`, with
 /// the sub-agents' share when there is one.
 fn usage_line(usage: &SessionUsage) -> String {
-    let spent = |s: &super::Spent| {
+    let spent = |s: &cwl_session::Spent| {
         let cached = if s.cached_input_tokens > 0 {
             format!(" ({} cached)", human_tokens(s.cached_input_tokens as usize))
         } else {

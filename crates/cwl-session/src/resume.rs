@@ -481,7 +481,7 @@ pub fn find(dir: &Path, name: &str) -> Result<PathBuf, SessionError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{SessionInfo, SessionWriter, read};
+    use crate::{SessionInfo, SessionWriter, read};
     use cwl::{Block, Context, Estimate, ToolCall};
 
     fn info() -> SessionInfo {
@@ -709,7 +709,7 @@ mod tests {
 
     #[test]
     fn recorded_side_calls_go_back_to_the_strategy_at_the_same_point() {
-        use crate::agent::side::asking::Asking;
+        use cwl_provider::testing::asking::Asking;
         let dir = tempfile::tempdir().unwrap();
         let mut writer = SessionWriter::create(dir.path(), &info()).unwrap();
         writer.append(&message(Message::user("task"))).unwrap();
