@@ -4,6 +4,10 @@
 //!
 //! The `cwl` binary is a thin front over [`cli`]: `cwl run`, `cwl chat`,
 //! `cwl sessions` and `cwl demo` are the `run_*` functions there.
+//!
+//! It depends on the engine, the strategies, `cwl-infer`, `cwl-provider`
+//! and `cwl-session`; never on the lab, the proxy or the full-screen UI
+//! (`cwl-tui` is a front over it).
 
 pub mod agent;
 pub mod cli;
@@ -14,4 +18,3 @@ pub mod prompt;
 pub mod render;
 pub mod show;
 pub mod tools;
-pub mod tui;

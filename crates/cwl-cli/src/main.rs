@@ -81,7 +81,7 @@ fn main() -> ExitCode {
     });
     let result = match command {
         Command::Run(args) => cwl_agent::cli::run_run(args),
-        Command::Chat(args) => cwl_agent::cli::run_chat(args),
+        Command::Chat(args) => cwl_tui::run_chat(args),
         Command::Sessions(args) => cwl_agent::cli::run_sessions(args),
         Command::Demo(args) => cwl_agent::cli::run_demo(args),
         Command::Evict(args) => evict::run(args),

@@ -22,6 +22,10 @@
 //! - [`strategy`]: the manager as a [`cwl::Strategy`] the agent runs
 //!   (`--strategy cwm`): zones, summaries asked through side requests,
 //!   working notes, scored eviction as the backstop, health.
+//!
+//! It depends on the engine only (`cwl`): its summaries are side requests
+//! through the [`cwl::Strategy`] seam, so it never depends on a provider,
+//! the session store, the agent or a front end.
 
 pub mod budgets;
 pub mod checkpoint;

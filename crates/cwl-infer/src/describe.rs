@@ -2,6 +2,7 @@
 //! whether it only reads, and a short deterministic label for inferred
 //! episode descriptions (`read src/a.rs`, `searched "foo" in src`).
 
+use cwl::shorten;
 use serde_json::Value;
 
 use super::shell;
@@ -169,7 +170,7 @@ pub fn call_info(name: &str, arguments: &str) -> CallInfo {
         };
         return CallInfo {
             access,
-            label: format!("ran `{}`", clip(first_line(&command), 60)),
+            label: format!("ran `{}`", shorten(first_line(&command), 60)),
         };
     }
     if EDITOR_TOOLS.contains(&lower.as_str()) {
@@ -192,7 +193,7 @@ pub fn call_info(name: &str, arguments: &str) -> CallInfo {
         return CallInfo {
             access: Access::Read,
             label: match task {
-                Some(task) => format!("delegated \"{}\"", clip(first_line(task), 60)),
+                Some(task) => format!("delegated \"{}\"", shorten(first_line(task), 60)),
                 None => format!("used {name}"),
             },
         };
@@ -211,8 +212,8 @@ pub fn call_info(name: &str, arguments: &str) -> CallInfo {
     }
     if READ_TOOLS.contains(&lower.as_str()) {
         let label = match (pattern, path) {
-            (Some(p), Some(dir)) => format!("searched \"{}\" in {}", clip(p, 40), dir),
-            (Some(p), None) => format!("searched \"{}\"", clip(p, 40)),
+            (Some(p), Some(dir)) => format!("searched \"{}\" in {}", shorten(p, 40), dir),
+            (Some(p), None) => format!("searched \"{}\"", shorten(p, 40)),
             (None, Some(path))
                 if lower.contains("ls") || lower.contains("list") || lower == "tree" =>
             {
@@ -270,16 +271,6 @@ fn shell_command(args: &Value) -> Option<String> {
 
 fn first_line(text: &str) -> &str {
     text.trim().lines().next().unwrap_or("")
-}
-
-/// `text` cut to at most `max` characters, marked with `…` when cut.
-pub fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 #[cfg(test)]
@@ -398,6 +389,6 @@ mod tests {
             call_info("bash", r#"{"command":"git log -3\nmore"}"#).label,
             "ran `git log -3`"
         );
-        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(shorten("abcdef", 4), "abc…");
     }
 }

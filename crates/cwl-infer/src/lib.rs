@@ -36,12 +36,15 @@
 //! annotations are applied out of band ([`cwl::Context::annotate`]) and
 //! cost no tokens. This is also what lets CWL run under harnesses that do
 //! not annotate.
+//!
+//! It depends on the engine only (`cwl`): never on a provider, the session
+//! store, the agent or a front end.
 
 mod describe;
 pub mod shell;
 pub mod touch;
 
-pub use describe::{Access, CallInfo, call_info, clip};
+pub use describe::{Access, CallInfo, call_info};
 
 use cwl::{Annotation, DELIMITER, EpisodeKind, Message};
 
@@ -247,7 +250,7 @@ fn describe(calls: usize, labels: &[String]) -> String {
         out.push_str(if i == 0 { " " } else { "; " });
         out.push_str(label);
     }
-    clip(&out, MAX_DESCRIPTION)
+    cwl::shorten(&out, MAX_DESCRIPTION)
 }
 
 #[cfg(test)]

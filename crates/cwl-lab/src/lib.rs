@@ -9,6 +9,10 @@
 //! for scale tests ([`synth`]); `cwl sweep` measures the engine's
 //! low-water trade-off against the baselines ([`sweep`]). [`cli`] holds the command-line arguments and
 //! entry points the `cwl` binary wires.
+//!
+//! It depends on the engine, the strategies, `cwl-infer` and
+//! `cwl-provider` (for the one price table); never on the agent, the
+//! session store or the proxy.
 pub mod import;
 pub mod judge;
 

@@ -15,6 +15,10 @@
 //! sessions ([`store`]); each request can be reported as an [`event`].
 //! Strategies that fold content the model can bring back get a `recall`
 //! tool the proxy adds and answers itself ([`recall`]).
+//!
+//! It depends on the engine, `cwl-infer`, `cwl-provider` (side calls) and
+//! `cwl-session` (its conversations are sessions); never on the agent or
+//! the lab (only its tests use the lab).
 
 pub mod api;
 pub mod body;

@@ -52,6 +52,10 @@
 //! let restored = SelfGc::restore(&saved.state, Arc::new(Estimate)).unwrap();
 //! assert!(restored.view().eq(gc.view()));
 //! ```
+//!
+//! It depends on the engine only (`cwl`): its planner calls go through the
+//! [`cwl::Strategy`] side-request seam, so it never depends on a provider,
+//! the session store, the agent or a front end.
 
 pub mod annotate;
 mod billed;

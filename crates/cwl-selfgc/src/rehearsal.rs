@@ -352,7 +352,9 @@ impl Projector<'_> {
                                 .call
                                 .as_ref()
                                 .and_then(|(at, id)| call_of(&self.messages[*at], id))
-                                .map(|(name, arguments)| format!("{name} {}", clip(arguments, 80)))
+                                .map(|(name, arguments)| {
+                                    format!("{name} {}", cwl::shorten(arguments, 81))
+                                })
                                 .unwrap_or_else(|| result.tool_name.clone());
                             if let Some(user) = object
                                 .parent
@@ -460,13 +462,6 @@ fn call_of<'a>(message: &'a Message, id: &str) -> Option<(&'a str, &'a str)> {
         .tool_calls()
         .find(|call| call.id == id)
         .map(|call| (call.name.as_str(), call.arguments.as_str()))
-}
-
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
 }
 
 /// `text` with its middle elided: the first and last

@@ -86,7 +86,7 @@ fn summarize(path: &Path) -> Result<SessionSummary, SessionError> {
             if let Message::User { content } = message {
                 tasks += 1;
                 if first_task.is_none() {
-                    first_task = Some(shorten(content, 60));
+                    first_task = Some(first_line_shortened(content, 60));
                 }
             }
         }
@@ -111,18 +111,17 @@ fn summarize(path: &Path) -> Result<SessionSummary, SessionError> {
 }
 
 /// The first line of `text`, cut to `max` characters with an ellipsis.
-pub(crate) fn shorten(text: &str, max: usize) -> String {
+pub(crate) fn first_line_shortened(text: &str, max: usize) -> String {
     let line = text
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
-    if line.chars().count() <= max && !text.trim().contains('\n') {
-        return line.to_string();
+    if text.trim().contains('\n') {
+        cwl::shorten(&format!("{line}…"), max)
+    } else {
+        cwl::shorten(line, max)
     }
-    let mut out: String = line.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 #[cfg(test)]
@@ -171,8 +170,8 @@ mod tests {
     }
 
     #[test]
-    fn shorten_cuts_long_text() {
-        assert_eq!(shorten("short", 10), "short");
-        assert_eq!(shorten("abcdefghijkl", 5), "abcd…");
+    fn first_line_shortened_cuts_long_text() {
+        assert_eq!(first_line_shortened("short", 10), "short");
+        assert_eq!(first_line_shortened("abcdefghijkl", 5), "abcd…");
     }
 }

@@ -34,6 +34,9 @@
 //! assert_eq!(request.len(), 4);
 //! # Ok::<(), cwl::TranscriptError>(())
 //! ```
+//!
+//! It depends on no other crate of the workspace, and never on a provider,
+//! a tool, the file system or a front end.
 
 pub mod budget;
 pub mod checkpoint;
@@ -57,6 +60,7 @@ mod repeats;
 pub mod report;
 pub mod strategy;
 mod term_index;
+pub mod text;
 pub mod tokens;
 mod uses;
 
@@ -79,4 +83,5 @@ pub use recall::{RECALL, RecallError, TranscriptStore, recall_spec};
 pub use record::{Record, Usage};
 pub use report::{EpisodeReport, LevelReport, Report};
 pub use strategy::{Health, NoSidecars, Saved, SideRequest, SidecarFile, SidecarStore, Strategy};
+pub use text::shorten;
 pub use tokens::{Estimate, O200k, TokenCounter};

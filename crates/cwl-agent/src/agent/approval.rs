@@ -15,7 +15,6 @@ use std::str::FromStr;
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 
-use crate::render::describe;
 use crate::tools::Toolbox;
 
 /// Which tool calls ask for approval before they run.
@@ -205,7 +204,7 @@ fn parse_reply(line: &str, request: &ApprovalRequest) -> Result<Decision, Invali
     let reply: Reply = serde_json::from_str(line.trim()).map_err(|e| {
         InvalidAnswer(format!(
             "approval reply is not {REPLY_FORM}: {e}; got {:?}",
-            describe::shorten(line.trim(), 80)
+            cwl::shorten(line.trim(), 80)
         ))
     })?;
     if let Some(id) = reply.id.filter(|id| *id != request.id) {

@@ -715,7 +715,7 @@ impl Agent {
             checkpoint.window_id,
             checkpoint.state_version,
             checkpoint.responses,
-            crate::render::describe::shorten(&checkpoint.task_goal, 80)
+            cwl::shorten(&checkpoint.task_goal, 80)
         ))
     }
 

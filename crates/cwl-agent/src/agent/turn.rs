@@ -48,7 +48,7 @@ impl Agent {
         let task = self.begin(&text);
         self.note(format!(
             "continuing the unfinished task: {}",
-            crate::render::describe::shorten(&crate::render::describe::one_line(&text), 80)
+            cwl::shorten(&crate::render::describe::one_line(&text), 80)
         ))?;
         self.work(task).await
     }

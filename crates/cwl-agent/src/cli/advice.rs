@@ -6,7 +6,7 @@ use crate::agent::{Agent, AgentError};
 
 /// The advice after `error` stopped a task of `agent`'s session; `command`
 /// is the one to continue with (`cwl run` or `cwl chat`).
-pub(super) fn after_failure(error: &AgentError, agent: &Agent, command: &str) -> String {
+pub fn after_failure(error: &AgentError, agent: &Agent, command: &str) -> String {
     let id = agent.session_id();
     match error {
         AgentError::WindowExceeded { tokens, limit } => {

@@ -1,5 +1,5 @@
-//! `cwl chat`: the full-screen UI on a terminal (`fullscreen`), else a
-//! line REPL over the same loop as `cwl run`.
+//! `cwl chat` as lines: a REPL over the same loop as `cwl run`. On a
+//! terminal the binary runs the full-screen UI instead (`cwl-tui`).
 
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
@@ -61,9 +61,6 @@ fn parse_line(line: &str) -> Line<'_> {
 }
 
 pub(super) async fn chat(args: ChatArgs) -> anyhow::Result<()> {
-    if super::fullscreen::wanted(&args) {
-        return super::fullscreen::fullscreen(args).await;
-    }
     let interactive = std::io::stdin().is_terminal();
     let lines = StdinLines::shared();
     let next_line = move || -> BoxFuture<'static, anyhow::Result<Option<String>>> {

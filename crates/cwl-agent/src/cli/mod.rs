@@ -9,14 +9,13 @@
 //! | `cwl sessions` | [`SessionsArgs`] | [`run_sessions`] |
 //! | `cwl demo`     | [`DemoArgs`]     | [`run_demo`]     |
 
-mod advice;
+pub mod advice;
 mod chat;
 mod exit;
-mod fullscreen;
 mod lines;
 mod run;
 mod sessions;
-mod setup;
+pub mod setup;
 mod signals;
 
 use std::path::PathBuf;
@@ -344,8 +343,8 @@ pub fn run_run(args: RunArgs) -> anyhow::Result<()> {
     runtime()?.block_on(run::run(args))
 }
 
-/// Runs `cwl chat`. Ctrl-C cancels the running turn and returns to the
-/// prompt; at the prompt, a second Ctrl-C in a row (or SIGTERM at any time)
+/// Runs `cwl chat` as lines (the full-screen UI is `cwl_tui::run_chat`).
+/// Ctrl-C cancels the running turn and returns to the prompt; at the prompt, a second Ctrl-C in a row (or SIGTERM at any time)
 /// ends the session and exits with [`EXIT_INTERRUPTED`].
 pub fn run_chat(args: ChatArgs) -> anyhow::Result<()> {
     runtime()?.block_on(chat::chat(args))
@@ -370,7 +369,8 @@ pub fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
     })
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// The runtime every command runs its async work on.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context as _;
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -388,10 +388,10 @@ fn parse_effort(text: &str) -> Result<ReasoningEffort, String> {
     }
 }
 
-/// `cwl chat` arguments for the unit tests: the scripted server, scratch
+/// `cwl chat` arguments for tests: the scripted server, scratch
 /// directories, an empty config file, approvals off (even on a terminal).
-#[cfg(test)]
-pub(crate) fn test_chat_args(
+#[cfg(any(test, feature = "testing"))]
+pub fn test_chat_args(
     server: &cwl_provider::testing::ScriptedServer,
     work: &std::path::Path,
     sessions: &std::path::Path,

@@ -8,7 +8,7 @@ use super::setup::session_dir;
 use super::{SessionsArgs, SessionsCommand, ShowArgs};
 use crate::agent::status::human_tokens;
 use crate::config;
-use crate::render::describe::shorten;
+use cwl::shorten;
 use cwl_session::SessionSummary;
 
 pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {

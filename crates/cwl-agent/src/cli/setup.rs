@@ -33,16 +33,18 @@ fn default_model(kind: ProviderKind) -> &'static str {
 }
 
 /// A started (or resumed) agent and its renderer.
-pub(super) struct Started {
-    pub(super) agent: Agent,
-    pub(super) renderer: Arc<Mutex<Renderer>>,
+pub struct Started {
+    /// The agent, ready for its first task.
+    pub agent: Agent,
+    /// What prints the agent's events (lines or JSON).
+    pub renderer: Arc<Mutex<Renderer>>,
     /// The MCP servers whose tools the agent offers (ended when dropped).
     pub(super) _mcp: McpServers,
 }
 
 impl Started {
     /// Prints the end-of-run summary.
-    pub(super) fn summary(&self) {
+    pub fn summary(&self) {
         let path = self.agent.session_path();
         lock(&self.renderer).summary(&Summary {
             stats: self.agent.stats(),
@@ -52,7 +54,7 @@ impl Started {
     }
 
     /// Prints a line on stderr (a JSON note with --json).
-    pub(super) fn info(&self, text: &str) {
+    pub fn info(&self, text: &str) {
         lock(&self.renderer).info(text);
     }
 }
@@ -72,7 +74,7 @@ pub(super) fn session_dir(flag: Option<PathBuf>, file: &FileConfig) -> anyhow::R
 }
 
 /// Builds the agent `args` describe: a new session, or the resumed one.
-pub(super) async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
+pub async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     let file = config::load(args.config.as_deref())?;
     let dir = session_dir(args.session_dir.clone(), &file)?;
     let resumed = match &args.resume {

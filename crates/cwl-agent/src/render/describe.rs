@@ -1,5 +1,6 @@
 //! One-line descriptions of tool calls, results and evictions.
 
+use cwl::shorten;
 use cwl::{EpisodeReport, Level};
 use serde_json::Value;
 
@@ -127,16 +128,6 @@ pub fn dependencies<S: AsRef<str>>(names: &[S]) -> String {
 /// Text on one line: newlines and runs of spaces become one space.
 pub fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// At most `max` characters, with an ellipsis when cut.
-pub fn shorten(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 #[cfg(test)]

@@ -256,7 +256,7 @@ impl Renderer {
     fn human(&mut self, event: &Event) {
         match event {
             Event::TaskStarted { task, text } => {
-                let first = describe::shorten(&describe::one_line(text), 80);
+                let first = cwl::shorten(&describe::one_line(text), 80);
                 self.line(Some(Style::Good), &format!("── task {task}: {first}"));
             }
             Event::TextDelta { text } => self.text(text),
@@ -305,7 +305,7 @@ impl Renderer {
                 description,
             } => {
                 let text = match description {
-                    Some(d) => format!("⟨/{kind}⟩ {name}: {}", describe::shorten(&describe::one_line(d), 90)),
+                    Some(d) => format!("⟨/{kind}⟩ {name}: {}", cwl::shorten(&describe::one_line(d), 90)),
                     None => format!("⟨/{kind}⟩ {name}"),
                 };
                 self.line(Some(Style::Episode), &text);
@@ -361,7 +361,7 @@ impl Renderer {
                     &format!(
                         "↻ attempt {attempt} failed, retrying in {:.1}s{discarded}: {}",
                         *wait_ms as f64 / 1000.0,
-                        describe::shorten(reason, 120)
+                        cwl::shorten(reason, 120)
                     ),
                 );
             }

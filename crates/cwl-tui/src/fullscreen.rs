@@ -1,4 +1,4 @@
-//! `cwl chat` on a terminal: the full-screen UI ([`crate::tui`]).
+//! `cwl chat` on a terminal: the loop that runs the full-screen UI.
 //!
 //! The agent lives on a worker task that runs one [`Job`] at a time and
 //! reports through a channel; the UI loop reads keys (on a thread of its
@@ -17,19 +17,19 @@ use ratatui::crossterm::event::{
 };
 use tokio::sync::mpsc;
 
-use super::ChatArgs;
-use super::advice::after_failure;
-use super::setup::{Started, start};
-use super::signals::EXIT_INTERRUPTED;
-use crate::agent::status::human_tokens;
-use crate::agent::{Agent, AgentError, ApprovalMode, Interrupt};
-use crate::tui::{
+use crate::{
     App, Effect, Forward, FromAgent, Job, Reset, Screen, TerminalGuard, UiApprover, draw, engine,
 };
+use cwl_agent::agent::status::human_tokens;
+use cwl_agent::agent::{Agent, AgentError, ApprovalMode, Interrupt};
+use cwl_agent::cli::ChatArgs;
+use cwl_agent::cli::EXIT_INTERRUPTED;
+use cwl_agent::cli::advice::after_failure;
+use cwl_agent::cli::setup::{Started, start};
 
 /// Whether `cwl chat` opens the full-screen UI: not asked for plain lines
 /// or JSON, and both stdin and stdout are terminals.
-pub(super) fn wanted(args: &ChatArgs) -> bool {
+pub(crate) fn wanted(args: &ChatArgs) -> bool {
     !args.plain
         && !args.agent.json
         && std::io::stdin().is_terminal()
@@ -38,7 +38,7 @@ pub(super) fn wanted(args: &ChatArgs) -> bool {
 
 /// Runs the chat full screen until `/quit` (exit 0), a second Ctrl-C or
 /// SIGTERM (exit 130); the terminal is given back in every case.
-pub(super) async fn fullscreen(args: ChatArgs) -> anyhow::Result<()> {
+pub(crate) async fn fullscreen(args: ChatArgs) -> anyhow::Result<()> {
     let mut started = start(&args.agent).await?;
     let (ui, mut from_agent) = mpsc::unbounded_channel();
     attach(&mut started, &ui);
@@ -441,7 +441,7 @@ impl Worker {
             }
             Err(error) => self.say(FromAgent::Error(format!(
                 "/resume {name}: {}",
-                super::error_line(&error)
+                cwl_agent::cli::error_line(&error)
             ))),
         }
     }
@@ -458,9 +458,7 @@ fn sessions(dir: &std::path::Path, current: &str) -> FromAgent {
                 let first = s
                     .first_task
                     .as_deref()
-                    .map(|t| {
-                        crate::render::describe::shorten(&crate::render::describe::one_line(t), 50)
-                    })
+                    .map(|t| cwl::shorten(&cwl_agent::render::describe::one_line(t), 50))
                     .unwrap_or_default();
                 text.push_str(&format!(
                     "{}{this} · {} · {} tasks · {first}\n",
@@ -482,8 +480,8 @@ fn sessions(dir: &std::path::Path, current: &str) -> FromAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::Event;
     use cwl::{Message, Usage};
+    use cwl_agent::agent::Event;
     use cwl_provider::testing::{Reply, ScriptedServer};
 
     fn args(
@@ -491,7 +489,7 @@ mod tests {
         work: &std::path::Path,
         sessions: &std::path::Path,
     ) -> ChatArgs {
-        crate::cli::test_chat_args(server, work, sessions)
+        cwl_agent::cli::test_chat_args(server, work, sessions)
     }
 
     /// The worker's messages for one job, up to its `Done`.

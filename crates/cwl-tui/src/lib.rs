@@ -8,11 +8,12 @@
 //! always gives it back. The loop that ties them together is in the CLI
 //! (`cli::fullscreen`).
 //!
-//! [`Event`]: crate::agent::Event
+//! [`Event`]: cwl_agent::agent::Event
 
 mod app;
 mod bridge;
 pub mod engine;
+mod fullscreen;
 mod input;
 mod screen;
 mod terminal;
@@ -24,3 +25,16 @@ pub use input::{Action, COMMANDS, Editor, Request, complete, parse};
 pub use screen::{Entry, EpisodeRow, Gauge, Screen};
 pub use terminal::{TerminalGuard, restore};
 pub use view::{conversation_width, draw};
+
+use cwl_agent::cli::ChatArgs;
+
+/// Runs `cwl chat`: full screen when stdin and stdout are terminals (and
+/// neither `--plain` nor `--json` is given), else as lines
+/// ([`cwl_agent::cli::run_chat`]).
+pub fn run_chat(args: ChatArgs) -> anyhow::Result<()> {
+    if fullscreen::wanted(&args) {
+        cwl_agent::cli::runtime()?.block_on(fullscreen::fullscreen(args))
+    } else {
+        cwl_agent::cli::run_chat(args)
+    }
+}

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use cwl::{EpisodeKind, Level};
-use cwl_agent::tui::{Entry, EpisodeRow, Screen, draw};
+use cwl_tui::{Entry, EpisodeRow, Screen, draw};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Gauge as Bar, Paragraph};
 
 use super::screen::{Entry, RESULT_ROWS, Screen, wrap};
-use crate::agent::status::human_tokens;
+use cwl_agent::agent::status::human_tokens;
 
 /// Lines of the input box shown at most; longer input shows its end.
 const INPUT_ROWS: usize = 5;
@@ -195,7 +195,7 @@ fn entry_lines(entry: &Entry, width: usize, expanded: bool) -> Vec<Line<'static>
             } else {
                 Style::default().fg(Color::Yellow)
             };
-            let call = crate::render::describe::call(name, arguments);
+            let call = cwl_agent::render::describe::call(name, arguments);
             let one_line: String = call.split_whitespace().collect::<Vec<_>>().join(" ");
             let head: String = format!("{mark} {one_line}").chars().take(width).collect();
             let mut rows = vec![Line::styled(head, style)];
@@ -311,9 +311,9 @@ fn draw_gauge(frame: &mut Frame<'_>, area: Rect, screen: &Screen) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::Event;
-    use crate::tui::Screen;
+    use crate::Screen;
     use cwl::{EpisodeReport, Level, LevelReport, Usage};
+    use cwl_agent::agent::Event;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
 
@@ -424,12 +424,12 @@ mod tests {
         insta::assert_snapshot!(render(&screen, 100, 12));
     }
 
-    fn key(app: &mut crate::tui::App, code: ratatui::crossterm::event::KeyCode) {
+    fn key(app: &mut crate::App, code: ratatui::crossterm::event::KeyCode) {
         use ratatui::crossterm::event::{KeyEvent, KeyModifiers};
         app.key(KeyEvent::new(code, KeyModifiers::NONE));
     }
 
-    fn typed(app: &mut crate::tui::App, text: &str) {
+    fn typed(app: &mut crate::App, text: &str) {
         use ratatui::crossterm::event::KeyCode;
         for c in text.chars() {
             key(app, KeyCode::Char(c));
@@ -439,9 +439,9 @@ mod tests {
 
     #[test]
     fn unknown_command_error_while_a_turn_runs() {
-        let mut app = crate::tui::App::new(scripted(), 100, 14);
+        let mut app = crate::App::new(scripted(), 100, 14);
         typed(&mut app, "fix the tests");
-        app.from_agent(crate::tui::FromAgent::Event(Event::TaskStarted {
+        app.from_agent(crate::FromAgent::Event(Event::TaskStarted {
             task: 2,
             text: "fix the tests".into(),
         }));
@@ -452,8 +452,8 @@ mod tests {
     #[test]
     fn scrolled_view_with_tool_output_expanded() {
         use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-        let mut app = crate::tui::App::new(scripted(), 100, 14);
-        app.from_agent(crate::tui::FromAgent::Event(Event::ToolResult {
+        let mut app = crate::App::new(scripted(), 100, 14);
+        app.from_agent(crate::FromAgent::Event(Event::ToolResult {
             id: "c3".into(),
             name: "bash".into(),
             arguments: "{\"command\":\"cargo test\"}".into(),
@@ -463,7 +463,7 @@ mod tests {
                 .collect(),
         }));
         for i in 0..8 {
-            app.from_agent(crate::tui::FromAgent::Event(Event::Note {
+            app.from_agent(crate::FromAgent::Event(Event::Note {
                 text: format!("note {i}"),
             }));
         }
@@ -475,7 +475,7 @@ mod tests {
 
     #[test]
     fn a_large_paste_shows_its_last_lines_and_its_size() {
-        let mut app = crate::tui::App::new(scripted(), 100, 20);
+        let mut app = crate::App::new(scripted(), 100, 20);
         let pasted: String = (1..=40).map(|i| format!("pasted line {i}\n")).collect();
         app.paste(&pasted);
         app.paste("and more");

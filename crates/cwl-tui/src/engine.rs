@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cwl::{EpisodeState, O200k, Origin, Report, Strategy};
 
 use super::screen::EpisodeRow;
-use crate::agent::status::human_tokens;
+use cwl_agent::agent::status::human_tokens;
 use cwl_session::{SessionTranscript, SidecarDir};
 
 /// The engine's episodes as panel rows, oldest first: those the model
@@ -50,7 +50,7 @@ pub fn episodes_text(context: &dyn Strategy) -> String {
             .iter()
             .map(|&d| graph.episode(d).name())
             .collect();
-        let deps = crate::render::describe::dependencies(&deps);
+        let deps = cwl_agent::render::describe::dependencies(&deps);
         let state = match (e.state(), e.level()) {
             (EpisodeState::Active, _) => "active".to_string(),
             (_, Some(level)) => format!("evicted to {}", level.label()),

@@ -13,6 +13,8 @@
 
 #![cfg(target_os = "linux")]
 
+// The agent's test helpers, shared rather than copied.
+#[path = "../../cwl-agent/tests/support/mod.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -51,7 +53,7 @@ fn cwl_chat_process() {
         },
         plain: false,
     };
-    match cli::run_chat(args) {
+    match cwl_tui::run_chat(args) {
         Ok(()) => std::process::exit(0),
         Err(error) => {
             eprintln!("cwl: error: {}", cli::error_line(&error));
@@ -69,7 +71,7 @@ const PANIC_ENV: &str = "CWL_TEST_PANIC_CHILD";
 #[ignore = "helper process for the tmux test"]
 fn panic_process() {
     let trigger = PathBuf::from(std::env::var(PANIC_ENV).expect("run by the tests"));
-    let _guard = cwl_agent::tui::TerminalGuard::enter().unwrap();
+    let _guard = cwl_tui::TerminalGuard::enter().unwrap();
     println!("the terminal is taken");
     while !trigger.exists() {
         std::thread::sleep(Duration::from_millis(20));

@@ -5,7 +5,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
 use super::app::FromAgent;
-use crate::agent::{ApprovalRequest, Approver, Decision, Event, InvalidAnswer, Observer};
+use cwl_agent::agent::{ApprovalRequest, Approver, Decision, Event, InvalidAnswer, Observer};
 
 /// Sends every event to the UI.
 pub struct Forward(pub mpsc::UnboundedSender<FromAgent>);

@@ -9,8 +9,8 @@ use tokio::sync::oneshot;
 use super::input::{Action, COMMANDS, Editor, Request, parse};
 use super::screen::{Entry, EpisodeRow, Screen};
 use super::view::conversation_width;
-use crate::agent::status::human_tokens;
-use crate::agent::{ApprovalRequest, Decision, Event};
+use cwl_agent::agent::status::human_tokens;
+use cwl_agent::agent::{ApprovalRequest, Decision, Event};
 
 /// Work for the agent, done one at a time by the front end's worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,7 +190,7 @@ impl App {
                 self.screen.apply(&event);
             }
             FromAgent::Ask(request, answer) => {
-                self.screen.approval = Some(crate::render::describe::call(
+                self.screen.approval = Some(cwl_agent::render::describe::call(
                     &request.name,
                     &request.arguments,
                 ));
@@ -264,7 +264,7 @@ impl App {
         }
         if self.screen.busy {
             if self.cancelling {
-                return Some(Effect::Quit(crate::cli::EXIT_INTERRUPTED));
+                return Some(Effect::Quit(cwl_agent::cli::EXIT_INTERRUPTED));
             }
             self.cancelling = true;
             self.note("cancelling the turn… (Ctrl-C again exits)");
@@ -272,7 +272,7 @@ impl App {
         }
         self.idle_interrupts += 1;
         if self.idle_interrupts > 1 {
-            return Some(Effect::Quit(crate::cli::EXIT_INTERRUPTED));
+            return Some(Effect::Quit(cwl_agent::cli::EXIT_INTERRUPTED));
         }
         self.note("Ctrl-C again (or /quit) exits; the session is saved");
         None
@@ -432,14 +432,14 @@ mod tests {
         assert_eq!(ctrl_c(&mut app), None, "a key in between starts over");
         assert_eq!(
             ctrl_c(&mut app),
-            Some(Effect::Quit(crate::cli::EXIT_INTERRUPTED))
+            Some(Effect::Quit(cwl_agent::cli::EXIT_INTERRUPTED))
         );
         let mut app = App::new(Screen::new("m", "s", 1000), 120, 40);
         typed(&mut app, "work");
         assert_eq!(ctrl_c(&mut app), Some(Effect::Interrupt));
         assert_eq!(
             ctrl_c(&mut app),
-            Some(Effect::Quit(crate::cli::EXIT_INTERRUPTED)),
+            Some(Effect::Quit(cwl_agent::cli::EXIT_INTERRUPTED)),
             "a second one while cancelling exits"
         );
     }

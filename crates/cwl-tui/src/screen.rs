@@ -2,7 +2,7 @@
 
 use cwl::{EpisodeKind, Level};
 
-use crate::agent::Event;
+use cwl_agent::agent::Event;
 
 /// One item of the conversation pane.
 #[derive(Debug, Clone, PartialEq)]
@@ -205,7 +205,7 @@ impl Screen {
             Event::ApprovalRequest {
                 name, arguments, ..
             } => {
-                self.approval = Some(crate::render::describe::call(name, arguments));
+                self.approval = Some(cwl_agent::render::describe::call(name, arguments));
             }
             Event::ToolResult {
                 name,
@@ -231,7 +231,7 @@ impl Screen {
                 kind,
                 dependencies,
             } => {
-                let deps = crate::render::describe::dependencies(dependencies);
+                let deps = cwl_agent::render::describe::dependencies(dependencies);
                 self.entries
                     .push(Entry::Episode(format!("▶ {kind} {name}{deps}")));
                 self.close_active();
