@@ -8,7 +8,13 @@
 //!   referenced scores 0.3 ("cold start"). The seed's code returns
 //!   `1 - exp(-idle / 5)`, which evicts the most recently used first and
 //!   contradicts its own docstring ("least-recently-referenced blocks score
-//!   lowest"); we follow the docstring;
+//!   lowest"); we follow the docstring. A tool result's anchors are those
+//!   of its output text, not of its call's arguments: a later command
+//!   naming the same file does not refresh it. As `exp(-7/5) < 0.3 <
+//!   exp(-6/5)`, an output none of whose anchors a later turn named
+//!   outlasts every block last referenced more than 6 turns ago, however
+//!   old it is (a log slice the model quotes from memory long after
+//!   stays; a file read whose names its edits used goes);
 //! - `priority`: `0.30·recency(exp(-age/15)) + 0.25·semantic + 0.20·source
 //!   + 0.15·reuse + 0.10·explicit`, semantic fixed at its no-embedding
 //!   default 0.5, source prestige user 1.0 / assistant 0.5 / tool result
@@ -315,6 +321,13 @@ mod tests {
             Scorer::Lru.score(&block(ContentType::ToolResult, 0, Some(2), 1), 10)
                 < Scorer::Lru.score(&referenced, 10),
             "less recently referenced scores lower"
+        );
+        assert!(
+            Scorer::Lru.score(&block(ContentType::ToolResult, 0, Some(3), 1), 10)
+                < Scorer::Lru.score(&b, 10)
+                && Scorer::Lru.score(&block(ContentType::ToolResult, 0, Some(4), 1), 10)
+                    > Scorer::Lru.score(&b, 10),
+            "never referenced outlasts referenced 7 turns ago, not 6"
         );
         assert_eq!(Scorer::Type.score(&b, 9), 0.0);
         assert!((Scorer::Type.score(&b, 4) - 0.5).abs() < 1e-12);
