@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use cwl::{Budget, Config, Estimate, O200k, ResidueCap, Share, TokenCounter, ToolClass, openai};
+use cwl::{Budget, Estimate, O200k, TokenCounter, ToolClass, openai};
 use serde_json::{Value, json};
 
 use cwl_agent::cli::UsageError;
@@ -25,47 +25,8 @@ pub struct EvictArgs {
     /// Token budget: tokens (80000, 80k, 1.5M) or a share of --window (50%).
     #[arg(long, short, default_value = "80000", value_parser = parse_budget)]
     budget: Budget,
-    /// Where the pass stops once the transcript is over the budget, as a
-    /// share of it: 0.8 or 80% evicts down to 80% of the budget; 1 stops as
-    /// soon as it fits (the paper's rule).
-    #[arg(long, value_name = "SHARE", default_value = "80%", value_parser = parse_share)]
-    low_water: Share,
-    /// The share of the budget residues of evicted episodes and the user
-    /// turns of finished tasks may take; past it the oldest fold into one
-    /// index line. `off` keeps them all (user turns are never evicted).
-    #[arg(long, value_name = "SHARE|off", default_value = "15%", value_parser = parse_residue_cap)]
-    residue_share: ResidueCap,
-    /// Episodes reaching into the transcript's most recent share of the
-    /// budget (0.1 or 10%) are evicted only after every older one; `off`
-    /// evicts by age alone (the paper).
-    #[arg(long, value_name = "SHARE|off", default_value = "10%", value_parser = parse_residue_cap)]
-    keep_recent: ResidueCap,
-    /// An old episode at least this share of whose lines a later one
-    /// repeats (a file read again, a command rerun) is evicted before any
-    /// other; `off` keeps the paper's order.
-    #[arg(long, value_name = "SHARE|off", default_value = "50%", value_parser = parse_residue_cap)]
-    superseded: ResidueCap,
-    /// A tool output of more than 768 tokens at least this share of whose
-    /// lines a later output repeats (a file read again after an edit) is
-    /// stubbed before anything else; `off` keeps the paper's order.
-    #[arg(long, value_name = "SHARE|off", default_value = "100%", value_parser = parse_residue_cap)]
-    restated: ResidueCap,
-    /// Unannotated answers between episodes (text without tool use) may
-    /// take this share of the budget before the oldest go first; `off`
-    /// keeps them until the acts are gone (the paper).
-    #[arg(long, value_name = "SHARE|off", default_value = "15%", value_parser = parse_residue_cap)]
-    answer_share: ResidueCap,
-    /// `stub`: before removing anything, old acts are reduced to their calls
-    /// (tool outputs stubbed, text beside the calls dropped), oldest first,
-    /// and old episodes then go least recently used first; `keep`: the
-    /// paper's order.
-    #[arg(long, value_name = "stub|keep", default_value = "stub")]
-    act_outputs: cwl::ActOutputs,
-    /// `drop`: a plan tool's call (TodoWrite, update_plan: each carries the
-    /// whole plan) and its result go first once the same tool is called
-    /// again; `keep`: they stay with their episode (the paper).
-    #[arg(long, value_name = "drop|keep", default_value = "drop")]
-    plans: cwl::PlanCalls,
+    #[command(flatten)]
+    engine: cwl::EngineSettings,
     /// The model's context window in tokens, for a percentage budget.
     #[arg(long, value_name = "TOKENS", value_parser = parse_window)]
     window: Option<usize>,
@@ -103,16 +64,6 @@ enum Tokenizer {
 fn parse_budget(text: &str) -> Result<Budget, String> {
     text.parse()
         .map_err(|error: cwl::BudgetError| error.to_string())
-}
-
-fn parse_share(text: &str) -> Result<Share, String> {
-    text.parse()
-        .map_err(|error: cwl::ShareError| error.to_string())
-}
-
-fn parse_residue_cap(text: &str) -> Result<ResidueCap, String> {
-    text.parse()
-        .map_err(|error: cwl::ShareError| format!("{error}, or `off`"))
 }
 
 fn parse_class(text: &str) -> Result<(String, ToolClass), String> {
@@ -158,15 +109,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<()> {
         Tokenizer::O200k => Arc::new(O200k::new()),
         Tokenizer::Estimate => Arc::new(Estimate),
     };
-    let mut config = Config::with_budget(budget)
-        .low_water(args.low_water)
-        .residue_share(args.residue_share.0)
-        .keep_recent(args.keep_recent.0)
-        .superseded(args.superseded.0)
-        .restated(args.restated.0)
-        .answer_share(args.answer_share.0)
-        .stub_act_outputs(args.act_outputs.stubbed())
-        .superseded_plans(args.plans.dropped());
+    let mut config = args.engine.config(budget);
     for (name, class) in &args.classes {
         config.classes.set(name, *class);
     }

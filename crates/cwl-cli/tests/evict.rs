@@ -444,3 +444,106 @@ fn a_model_that_drops_earlier_reasoning_gets_it_taken_out() {
         "--model overrides it"
     );
 }
+
+/// The flags that turn every refinement off: Algorithm 1 spelled out, as
+/// it was before `--preset paper`.
+const PAPER_FLAGS: [&str; 16] = [
+    "--low-water",
+    "1",
+    "--residue-share",
+    "off",
+    "--keep-recent",
+    "off",
+    "--superseded",
+    "off",
+    "--restated",
+    "off",
+    "--answer-share",
+    "off",
+    "--act-outputs",
+    "keep",
+    "--plans",
+    "keep",
+];
+
+/// A `cwl gen` session as an OpenAI-shape transcript: its tools and
+/// messages, in order.
+fn generated_transcript() -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gen.jsonl");
+    let output = cwl(
+        &[
+            "gen",
+            "--tasks",
+            "6",
+            "--seed",
+            "3",
+            "-o",
+            path.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut tools = Vec::new();
+    let mut messages = Vec::new();
+    for line in std::fs::read_to_string(&path).unwrap().lines() {
+        match serde_json::from_str::<cwl::Record>(line).unwrap() {
+            cwl::Record::Session { tools: given, .. } => tools = given,
+            cwl::Record::Message { message, .. } => messages.push(message),
+            _ => {}
+        }
+    }
+    assert!(messages.len() > 50, "a session long enough to evict from");
+    json!({"tools": cwl::openai::to_tools(&tools), "messages": cwl::openai::to_messages(&messages)})
+}
+
+#[test]
+fn the_paper_preset_is_the_seven_flags_byte_for_byte() {
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/transcript.json"
+    ))
+    .unwrap();
+    for (input, budget) in [
+        (example, "400"),
+        (generated_transcript().to_string(), "20k"),
+    ] {
+        let flags: Vec<&str> = ["evict", "--budget", budget]
+            .into_iter()
+            .chain(PAPER_FLAGS)
+            .collect();
+        let by_flags = cwl(&flags, &input);
+        let by_preset = cwl(&["evict", "--budget", budget, "--preset", "paper"], &input);
+        let by_default = cwl(&["evict", "--budget", budget], &input);
+        assert!(
+            by_flags.status.success(),
+            "{}",
+            String::from_utf8_lossy(&by_flags.stderr)
+        );
+        assert_eq!(by_preset.stdout, by_flags.stdout, "budget {budget}");
+        assert_ne!(
+            by_default.stdout, by_flags.stdout,
+            "the preset changes something at {budget}"
+        );
+        let overridden = cwl(
+            &[
+                "evict",
+                "--budget",
+                budget,
+                "--preset",
+                "paper",
+                "--low-water",
+                "80%",
+            ],
+            &input,
+        );
+        assert_ne!(
+            overridden.stdout, by_preset.stdout,
+            "a flag overrides its preset"
+        );
+    }
+}

@@ -211,30 +211,9 @@ pub struct ReplayArgs {
     /// clear-tool-uses: replay the edit as an event whose clears persist while the prompt grows back to the trigger, instead of as the API applies it, to every request (past the trigger, each request keeps only the latest --clear-keep results).
     #[arg(long)]
     pub clear_as_event: bool,
-    /// cwl: a pass that starts over the budget evicts down to this share of it (0.8 or 80%; 1 = the paper's stop-as-soon-as-it-fits), so the cached prefix changes in rare batches.
-    #[arg(long, value_name = "SHARE", default_value_t = cwl::Config::default().low_water)]
-    pub low_water: cwl::Share,
-    /// cwl: residues and finished tasks' user turns may take this share of the budget before the oldest fold into one index line (0.15 or 15%), or `off` (the paper: user turns are never evicted).
-    #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().residue_share))]
-    pub residue_share: cwl::ResidueCap,
-    /// cwl: episodes reaching into the view's most recent share of the budget (0.1 or 10%) are evicted only after every older one, or `off` (the paper: by age alone).
-    #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().keep_recent))]
-    pub keep_recent: cwl::ResidueCap,
-    /// cwl: an old episode at least this share of whose lines a later episode in the view repeats (a file read again, a command rerun) goes before any other (0.5 or 50%), or `off` (the paper's order).
-    #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().superseded))]
-    pub superseded: cwl::ResidueCap,
-    /// cwl: a tool output of more than 768 tokens at least this share of whose lines a later output in the view repeats (a file read again after an edit, log lines a later search shows) is stubbed before anything else (1 or 100%: every line), or `off` (the paper's order).
-    #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().restated))]
-    pub restated: cwl::ResidueCap,
-    /// cwl: unannotated answers between episodes (text without tool use) may take this share of the budget (0.15 or 15%) before the oldest go first, or `off` (the paper: kept until the acts are exhausted).
-    #[arg(long, value_name = "SHARE|off", default_value_t = cwl::ResidueCap(cwl::Config::default().answer_share))]
-    pub answer_share: cwl::ResidueCap,
-    /// cwl: `stub` reduces old acts to their calls (tool outputs stubbed, text beside the calls dropped), oldest first, before anything is removed, and then takes old episodes least recently used first (the longest since the model last named something they hold); `keep` is the paper's order.
-    #[arg(long, value_name = "stub|keep", default_value_t = cwl::ActOutputs::of(cwl::Config::default().stub_act_outputs))]
-    pub act_outputs: cwl::ActOutputs,
-    /// cwl: `drop` takes a plan tool's call (TodoWrite, update_plan: each carries the whole plan) and its result first in a pass once the same tool is called again; `keep` leaves them with their episode (the paper).
-    #[arg(long, value_name = "drop|keep", default_value_t = cwl::PlanCalls::of(cwl::Config::default().superseded_plans))]
-    pub plans: cwl::PlanCalls,
+    /// The engine's eviction settings (`cwl`).
+    #[command(flatten)]
+    pub engine: cwl::EngineSettings,
 }
 
 /// The model `cwl gen` names by default: priced like claude-sonnet-4-5, and
@@ -350,6 +329,7 @@ impl ReplayArgs {
             clear_inputs: self.clear_inputs,
             every_request: !self.clear_as_event,
         };
+        let engine = self.engine.config(budget);
         let config = ReplayConfig {
             policies,
             policy: PolicyConfig {
@@ -358,14 +338,14 @@ impl ReplayArgs {
                 mask_turns: self.mask_turns,
                 compact,
                 clear,
-                low_water: self.low_water,
-                residue_share: self.residue_share.0,
-                keep_recent: self.keep_recent.0,
-                superseded: self.superseded.0,
-                restated: self.restated.0,
-                answer_share: self.answer_share.0,
-                stub_act_outputs: self.act_outputs.stubbed(),
-                superseded_plans: self.plans.dropped(),
+                low_water: engine.low_water,
+                residue_share: engine.residue_share,
+                keep_recent: engine.keep_recent,
+                superseded: engine.superseded,
+                restated: engine.restated,
+                answer_share: engine.answer_share,
+                stub_act_outputs: engine.stub_act_outputs,
+                superseded_plans: engine.superseded_plans,
                 reasoning: ::cwl::ReasoningScope::AllTurns,
             },
             pricing: Arc::new(pricing),

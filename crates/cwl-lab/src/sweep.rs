@@ -60,7 +60,7 @@ fn aggregate(
 ) -> anyhow::Result<(ReplayReport, Vec<(PolicyKind, Stats)>)> {
     let mut args = args.clone();
     args.policy = policies;
-    args.low_water = low_water;
+    args.engine.low_water = Some(low_water);
     let (report, _) = replay_files(&args)?;
     if let Some(skipped) = report.skipped.first() {
         bail!("cannot replay {}: {}", skipped.path, skipped.why);
@@ -136,7 +136,11 @@ pub fn sweep(args: &SweepArgs) -> anyhow::Result<Sweep> {
     }
     if !baselines.is_empty() {
         eprintln!("sweep: {} baselines", baselines.len());
-        let (_, aggregate) = aggregate(&args.replay, baselines.join(","), args.replay.low_water)?;
+        let (_, aggregate) = aggregate(
+            &args.replay,
+            baselines.join(","),
+            args.replay.engine.config(0).low_water,
+        )?;
         for (kind, stats) in aggregate {
             rows.push(SweepRow {
                 policy: kind.name().into(),

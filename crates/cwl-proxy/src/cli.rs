@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 
-use cwl::{Budget, Config, O200k, ResidueCap, Share};
+use cwl::{Budget, EngineSettings, O200k, ResidueCap};
 use cwl_session::strategy::StrategyName;
 use cwl_session::{Settings, default_dir};
 
@@ -68,20 +68,12 @@ pub struct ProxyArgs {
     /// Token budget τ of every conversation's prompt (80000, 80k, 1.5M).
     #[arg(long, value_name = "TOKENS", default_value = "80k")]
     pub budget: Budget,
-    /// Where a pass that starts over the budget stops, as a share of it (0.8 or 80%) [default: 80%].
-    #[arg(long, value_name = "SHARE")]
-    pub low_water: Option<Share>,
-    /// Share of the budget residues and finished user turns may take before the oldest fold
-    /// into one index line, or `off` (the default). With a share, the proxy adds a `recall` tool
-    /// to requests that offer tools, so the model can bring folded items back; a client that
-    /// offers none, or defines its own `recall`, could not, hence off by default.
-    #[arg(long, value_name = "SHARE", default_value = "off")]
-    pub residue_share: ResidueCap,
-    /// Share of the budget the client's answers between episodes (text without tool use) may
-    /// take before the oldest go first, down to half of it (default 15%), or `off` (the paper:
-    /// kept until the acts are gone). Nothing is folded, so it needs no `recall`.
-    #[arg(long, value_name = "SHARE|off", default_value = "15%")]
-    pub answer_share: ResidueCap,
+    /// The engine's eviction settings. Here `--residue-share` is off unless given, whatever
+    /// the preset: with a share, the proxy adds a `recall` tool to requests that offer tools,
+    /// so the model can bring folded items back; a client that offers none, or defines its
+    /// own `recall`, could not.
+    #[command(flatten)]
+    pub engine: EngineSettings,
     /// What manages each conversation's context: `cwl` (inferred episodes, the paper's order),
     /// `cwm` (the context-window manager: lowest-scored blocks first past 75% of the budget) or
     /// `self-gc` (Self-GC: planner calls fold, mask and prune old results, and a budget backstop
@@ -148,13 +140,11 @@ impl ProxyArgs {
             )
             .into());
         }
-        let mut config = Config::with_budget(budget);
-        if let Some(low_water) = self.low_water {
-            config = config.low_water(low_water);
-        }
-        config = config
-            .residue_share(self.residue_share.0)
-            .answer_share(self.answer_share.0);
+        let engine = EngineSettings {
+            residue_share: self.engine.residue_share.or(Some(ResidueCap(None))),
+            ..self.engine
+        };
+        let config = engine.config(budget);
         let strategy_options = cwl_session::strategy::parse_pairs(&self.strategy_options)?;
         self.strategy.resolve(&strategy_options)?;
         let store = if self.no_store {
@@ -255,6 +245,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+    use cwl::{Config, Share};
 
     #[derive(Debug, Parser)]
     struct Cli {
@@ -296,6 +287,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("lots"), "{error}");
+    }
+
+    #[test]
+    fn a_preset_applies_and_residues_stay_unfolded_unless_asked() {
+        let paper = options(&["--preset", "paper"]).unwrap();
+        assert_eq!(paper.config, Config::paper(80_000));
+        let default = options(&["--preset", "default"]).unwrap();
+        assert_eq!(default.config.residue_share, None);
+        assert_eq!(default.config.low_water, Config::default().low_water);
+        let folded = options(&["--preset", "paper", "--residue-share", "10%"]).unwrap();
+        assert_eq!(folded.config.residue_share, Some(Share::new(0.1).unwrap()));
     }
 
     #[test]

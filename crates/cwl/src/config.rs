@@ -119,8 +119,10 @@ impl std::fmt::Display for Share {
 }
 
 /// A share that can be switched off, as users write it: `0.15`, `15%` or
-/// `off` (a residue cap, a recent working set).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// `off` (a residue cap, a recent working set). Saved as its share, or
+/// `null` when off.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct ResidueCap(pub Option<Share>);
 
 impl std::str::FromStr for ResidueCap {
@@ -146,7 +148,8 @@ impl std::fmt::Display for ResidueCap {
 /// What a pass does with old acts before it removes anything: the value of
 /// `--act-outputs` ([`Config::stub_act_outputs`]).
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ActOutputs {
     /// Reduce them to their calls first (outputs stubbed, prose dropped),
     /// oldest first; then old episodes go least recently used first, and
@@ -201,7 +204,8 @@ impl std::fmt::Display for ActOutputs {
 /// What a pass does with plan calls a later call of the same plan tool
 /// superseded: the value of `--plans` ([`Config::superseded_plans`]).
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum PlanCalls {
     /// They go first, with their results.
     Drop,
