@@ -35,18 +35,7 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        let config = Config::default();
-        Settings {
-            low_water: config.low_water,
-            residue_share: config.residue_share,
-            keep_recent: config.keep_recent,
-            superseded: config.superseded,
-            restated: config.restated,
-            answer_share: config.answer_share,
-            stub_act_outputs: config.stub_act_outputs,
-            strategy: StrategyName::default(),
-            strategy_options: serde_json::Value::Null,
-        }
+        Settings::of(&Config::default())
     }
 }
 
