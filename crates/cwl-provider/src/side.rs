@@ -14,6 +14,19 @@ use crate::{Provider, Request};
 /// asking cannot hold the loop up longer than this many timeouts.
 pub const MAX_SIDE_CALLS: usize = 4;
 
+/// The provider request of a side call: its messages to `model`, no tools,
+/// no cache breakpoint, no reasoning setting.
+pub fn request_of<'a>(model: &'a str, request: &'a SideRequest) -> Request<'a> {
+    Request {
+        model,
+        messages: &request.messages,
+        tools: &[],
+        max_output_tokens: request.max_output_tokens,
+        cache_breakpoint: None,
+        reasoning: None,
+    }
+}
+
 /// Runs `request` through `provider` for `model`, never waiting longer
 /// than its timeout: the model's text, or why there is none.
 pub async fn side_call(
@@ -21,14 +34,7 @@ pub async fn side_call(
     model: &str,
     request: &SideRequest,
 ) -> Result<String, String> {
-    let call = Request {
-        model,
-        messages: &request.messages,
-        tools: &[],
-        max_output_tokens: request.max_output_tokens,
-        cache_breakpoint: None,
-        reasoning: None,
-    };
+    let call = request_of(model, request);
     match tokio::time::timeout(request.timeout, provider.complete(&call)).await {
         Err(_) => Err(format!(
             "the {} call timed out after {:.1}s",

@@ -18,9 +18,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use cwl::{Block, Message, SideRequest};
+use cwl_provider::Api as ProviderApi;
 use cwl_provider::anthropic::Anthropic;
 use cwl_provider::openai::OpenAi;
-use cwl_provider::{Api as ProviderApi, Request};
 
 use crate::api::Api;
 use crate::upstream::{Upstream, is_hop_by_hop};
@@ -202,14 +202,7 @@ impl SideCaller {
 /// The body of a side call for `api`: the request's messages, no tools,
 /// not streamed.
 pub fn body(api: Api, model: &str, request: &SideRequest, base: &str) -> Value {
-    let call = Request {
-        model,
-        messages: &request.messages,
-        tools: &[],
-        max_output_tokens: request.max_output_tokens,
-        cache_breakpoint: None,
-        reasoning: None,
-    };
+    let call = cwl_provider::side::request_of(model, request);
     let mut body = match api {
         Api::Anthropic => Anthropic::body(&call, base.contains(Anthropic::PUBLIC_HOST)),
         Api::OpenAiChat => OpenAi::body(&call, base.contains(OpenAi::PUBLIC_HOST)),
