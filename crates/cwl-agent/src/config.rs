@@ -12,6 +12,7 @@
 //! budget = "80k"                  # tokens, 80k, 1.5M or 50% of the window
 //! session_dir = "/home/me/cwl-sessions"
 //! max_turns = 200
+//! preset = "default"              # eviction settings to start from: "default" or "paper"
 //! low_water = "80%"               # where an eviction pass stops (share of budget)
 //! residue_share = "15%"           # room for residues and old user turns, or "off"
 //! keep_recent = "10%"             # recent work evicted last, or "off"
@@ -19,6 +20,7 @@
 //! restated = "100%"               # tool outputs a later one repeats stubbed first, or "off"
 //! answer_share = "15%"            # room for answers between episodes, or "off"
 //! act_outputs = "stub"            # old acts reduced to their calls first, or "keep"
+//! plans = "drop"                  # a plan tool's earlier calls go first, or "keep"
 //! strategy = "cwl"                # what manages the context: "cwl", "cwm" or "self-gc"
 //! planner_model = "gpt-4o-mini"   # the model of side calls (Self-GC's planner)
 //! strategy_options = { trigger = 0.4 }  # the strategy's own settings (see --strategy-option)
@@ -70,6 +72,8 @@ pub struct FileConfig {
     pub session_dir: Option<PathBuf>,
     /// Model calls a task may take.
     pub max_turns: Option<usize>,
+    /// Where the eviction settings start (`default` or `paper`).
+    pub preset: Option<String>,
     /// Low-water mark (`0.8`, `80%`).
     pub low_water: Option<String>,
     /// Residue cap (`0.15`, `15%`, `off`).
@@ -84,6 +88,8 @@ pub struct FileConfig {
     pub answer_share: Option<String>,
     /// Old acts' outputs first (`stub` or `keep`).
     pub act_outputs: Option<String>,
+    /// A plan tool's earlier calls first (`drop` or `keep`).
+    pub plans: Option<String>,
     /// What manages the context (`cwl`, `cwm` or `self-gc`).
     pub strategy: Option<String>,
     /// The model of the strategy's side calls (Self-GC's planner).

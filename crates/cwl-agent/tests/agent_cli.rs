@@ -177,6 +177,7 @@ fn the_config_file_sets_models_and_budgets() {
         restated: Some(cwl::Share::new(0.9).unwrap()),
         answer_share: None,
         stub_act_outputs: false,
+        superseded_plans: true,
         strategy: cwl_session::strategy::StrategyName::Cwl,
         strategy_options: serde_json::Value::Null,
     };
@@ -217,6 +218,86 @@ fn the_config_file_sets_models_and_budgets() {
     })
     .unwrap_err();
     assert!(format!("{error:#}").contains("budgett"), "{error:#}");
+}
+
+/// The settings the last record of the only session in `sessions` fixes.
+fn recorded_settings(sessions: &Path) -> cwl_session::Settings {
+    let listed = cwl_session::list(sessions).unwrap();
+    assert_eq!(listed.len(), 1);
+    let loaded = cwl_session::read(&listed[0].path).unwrap();
+    cwl_session::Settings::last(loaded.records.iter().map(|(_, r)| r)).unwrap()
+}
+
+#[test]
+fn presets_and_plans_layer_flags_over_the_config_file_and_the_session() {
+    let (_rt, server) = server(vec![answer("one"), answer("two")]);
+    let work = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let config = sessions.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "preset = \"paper\"\nlow_water = \"90%\"\nplans = \"keep\"\n",
+    )
+    .unwrap();
+    let mut args = agent_args(&server, work.path(), sessions.path(), &config);
+    args.engine.answer_share = Some("20%".parse().unwrap());
+    cli::run_run(RunArgs {
+        agent: args,
+        tasks: vec!["go".into()],
+        prompt: None,
+    })
+    .unwrap();
+    let paper = cwl_session::Settings::of(&cwl::Config::paper(1_000));
+    let wanted = cwl_session::Settings {
+        low_water: cwl::Share::new(0.9).unwrap(),
+        answer_share: Some(cwl::Share::new(0.2).unwrap()),
+        ..paper.clone()
+    };
+    assert!(!wanted.superseded_plans, "the file's plans, as the paper's");
+    assert_eq!(recorded_settings(sessions.path()), wanted);
+
+    // A resumed session keeps its own: the config file no longer counts,
+    // and a flag given changes only what it names.
+    std::fs::write(&config, "preset = \"default\"\n").unwrap();
+    let mut resume = agent_args(&server, work.path(), sessions.path(), &config);
+    resume.resume = Some(cwl_session::list(sessions.path()).unwrap()[0].id.clone());
+    resume.engine.plans = Some(cwl::PlanCalls::Drop);
+    cli::run_run(RunArgs {
+        agent: resume,
+        tasks: vec!["again".into()],
+        prompt: None,
+    })
+    .unwrap();
+    let resumed = cwl_session::Settings {
+        superseded_plans: true,
+        ..wanted
+    };
+    assert_eq!(recorded_settings(sessions.path()), resumed);
+
+    std::fs::write(&config, "preset = \"algorithm-1\"\n").unwrap();
+    let error = cli::run_run(RunArgs {
+        agent: agent_args(&server, work.path(), sessions.path(), &config),
+        tasks: vec!["go".into()],
+        prompt: None,
+    })
+    .unwrap_err();
+    let error = format!("{error:#}");
+    assert!(
+        error.contains("config file: preset: unknown preset `algorithm-1`"),
+        "{error}"
+    );
+    std::fs::write(&config, "plans = \"forget\"\n").unwrap();
+    let error = cli::run_run(RunArgs {
+        agent: agent_args(&server, work.path(), sessions.path(), &config),
+        tasks: vec!["go".into()],
+        prompt: None,
+    })
+    .unwrap_err();
+    assert!(
+        format!("{error:#}").contains("config file: plans"),
+        "{error:#}"
+    );
+    assert_eq!(server.requests().len(), 2, "a bad file sends nothing");
 }
 
 #[test]

@@ -319,11 +319,11 @@ async fn old_session_files_without_checkpoints_or_settings_still_resume() {
 #[tokio::test]
 async fn eviction_settings_are_recorded_and_kept_on_resume() {
     let mut custom = options(BUDGET);
-    custom.low_water = Some(Share::new(0.5).unwrap());
-    custom.residue_share = Some(ResidueCap(None));
-    custom.superseded = Some(ResidueCap(Some(Share::new(0.3).unwrap())));
-    custom.restated = Some(ResidueCap(None));
-    custom.answer_share = Some(ResidueCap(Some(Share::new(0.2).unwrap())));
+    custom.engine.low_water = Some(Share::new(0.5).unwrap());
+    custom.engine.residue_share = Some(ResidueCap(None));
+    custom.engine.superseded = Some(ResidueCap(Some(Share::new(0.3).unwrap())));
+    custom.engine.restated = Some(ResidueCap(None));
+    custom.engine.answer_share = Some(ResidueCap(Some(Share::new(0.2).unwrap())));
     let script = explore("a", "find-login", "src/auth.rs");
     let mut t = Scripted::start(openai_replies(&script), custom).await;
     t.agent.run_task("Read the auth code.").await.unwrap();
@@ -335,6 +335,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
         restated: None,
         answer_share: Some(Share::new(0.2).unwrap()),
         stub_act_outputs: true,
+        superseded_plans: true,
         strategy: cwl_session::strategy::StrategyName::Cwl,
         strategy_options: serde_json::Value::Null,
     };
@@ -365,7 +366,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
 
     // A flag changes one of them: noted and recorded for later resumes.
     let mut changed = options(BUDGET);
-    changed.residue_share = Some(ResidueCap(Some(Share::new(0.2).unwrap())));
+    changed.engine.residue_share = Some(ResidueCap(Some(Share::new(0.2).unwrap())));
     let (agent, notes) = resume(&server, &t, changed);
     let now = Settings {
         residue_share: Some(Share::new(0.2).unwrap()),
@@ -373,7 +374,7 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
     };
     assert_eq!(Settings::of(agent.context().config()), now);
     assert!(
-        notes.iter().any(|e| matches!(e, Event::Note { text } if text.contains("eviction settings changed from low-water 50%, residue share off, keep recent 10%, superseded 30%, restated off, answer share 20%, act outputs stub to low-water 50%, residue share 20%, keep recent 10%, superseded 30%, restated off, answer share 20%, act outputs stub"))),
+        notes.iter().any(|e| matches!(e, Event::Note { text } if text.contains("eviction settings changed from low-water 50%, residue share off, keep recent 10%, superseded 30%, restated off, answer share 20%, act outputs stub, plans drop to low-water 50%, residue share 20%, keep recent 10%, superseded 30%, restated off, answer share 20%, act outputs stub, plans drop"))),
         "{notes:?}"
     );
     drop(agent);

@@ -5,8 +5,8 @@ use cwl::{Config, Record, Share, Strategy};
 
 use crate::strategy::{StrategyName, UnknownStrategy};
 
-/// The low-water mark, residue and answer caps, recent working set,
-/// superseded and restated shares of a session, and its strategy with that strategy's settings.
+/// The eviction settings of a session (low-water mark, caps and shares,
+/// act outputs and plans), and its strategy with that strategy's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Where a pass that starts over τ stops, as a share of τ.
@@ -26,6 +26,8 @@ pub struct Settings {
     pub answer_share: Option<Share>,
     /// Whether old acts' outputs are stubbed before any removal.
     pub stub_act_outputs: bool,
+    /// Whether a plan tool's earlier calls go first once it is called again.
+    pub superseded_plans: bool,
     /// The strategy managing the context.
     pub strategy: StrategyName,
     /// The strategy's own settings as given (null: its defaults; see
@@ -50,6 +52,7 @@ impl Settings {
             .restated(self.restated)
             .answer_share(self.answer_share)
             .stub_act_outputs(self.stub_act_outputs)
+            .superseded_plans(self.superseded_plans)
     }
 
     /// The engine configuration with these settings and `budget` for a
@@ -71,6 +74,7 @@ impl Settings {
             restated: config.restated,
             answer_share: config.answer_share,
             stub_act_outputs: config.stub_act_outputs,
+            superseded_plans: config.superseded_plans,
             strategy: StrategyName::Cwl,
             strategy_options: serde_json::Value::Null,
         }
@@ -95,6 +99,7 @@ impl Settings {
             restated: self.restated,
             answer_share: self.answer_share,
             stub_act_outputs: self.stub_act_outputs,
+            superseded_plans: self.superseded_plans,
             strategy: self.strategy.as_str().to_string(),
             strategy_options: self.strategy_options.clone(),
         }
@@ -120,6 +125,7 @@ impl Settings {
             restated,
             answer_share,
             stub_act_outputs,
+            superseded_plans,
             strategy,
             strategy_options,
         }) = records
@@ -137,6 +143,7 @@ impl Settings {
             restated: *restated,
             answer_share: *answer_share,
             stub_act_outputs: *stub_act_outputs,
+            superseded_plans: *superseded_plans,
             strategy: strategy.parse()?,
             strategy_options: strategy_options.clone(),
         }))
@@ -147,14 +154,15 @@ impl std::fmt::Display for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "low-water {}, residue share {}, keep recent {}, superseded {}, restated {}, answer share {}, act outputs {}",
+            "low-water {}, residue share {}, keep recent {}, superseded {}, restated {}, answer share {}, act outputs {}, plans {}",
             self.low_water,
             cwl::ResidueCap(self.residue_share),
             cwl::ResidueCap(self.keep_recent),
             cwl::ResidueCap(self.superseded),
             cwl::ResidueCap(self.restated),
             cwl::ResidueCap(self.answer_share),
-            cwl::ActOutputs::of(self.stub_act_outputs)
+            cwl::ActOutputs::of(self.stub_act_outputs),
+            cwl::PlanCalls::of(self.superseded_plans)
         )?;
         if self.strategy != StrategyName::Cwl {
             write!(f, ", strategy {}", self.strategy)?;

@@ -15,6 +15,10 @@ fn default_keep_recent() -> Option<Share> {
 fn default_strategy() -> String {
     "cwl".to_string()
 }
+
+fn default_superseded_plans() -> bool {
+    Config::default().superseded_plans
+}
 use crate::message::{Message, ToolSpec};
 
 /// The current version of the session file format.
@@ -119,6 +123,11 @@ pub enum Record {
         /// written before it existed ran without it.
         #[serde(default)]
         stub_act_outputs: bool,
+        /// Whether a plan tool's earlier calls go first once it is called
+        /// again (`--plans drop`). Files written before it existed were
+        /// resumed with the default.
+        #[serde(default = "default_superseded_plans")]
+        superseded_plans: bool,
         /// The strategy managing the context (`cwl`, `cwm`; see
         /// `cwl::Strategy`). Files written before it existed ran CWL.
         #[serde(default = "default_strategy")]

@@ -19,6 +19,23 @@ pub enum Preset {
     Default,
 }
 
+impl std::str::FromStr for Preset {
+    type Err = PresetError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "paper" => Ok(Preset::Paper),
+            "default" => Ok(Preset::Default),
+            _ => Err(PresetError(text.to_string())),
+        }
+    }
+}
+
+/// A preset name that is neither `paper` nor `default`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown preset `{0}`: expected `paper` or `default`")]
+pub struct PresetError(String);
+
 impl Preset {
     /// The preset's configuration for `budget`.
     pub fn config(self, budget: usize) -> Config {

@@ -23,7 +23,7 @@ mod turn;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cwl::{Message, O200k, Record, ResidueCap, Share, Strategy, TokenCounter, TranscriptError};
+use cwl::{Message, O200k, Record, Strategy, TokenCounter, TranscriptError};
 use serde::Serialize;
 
 use crate::tools::Toolbox;
@@ -63,30 +63,10 @@ pub struct AgentOptions {
     pub reasoning: Option<ReasoningEffort>,
     /// Whether the status block shows `git status --short`.
     pub git_status: bool,
-    /// Where a pass that starts over the budget stops, as a share of it
-    /// (`None`: the resumed session's, else [`cwl::DEFAULT_LOW_WATER`]).
-    pub low_water: Option<Share>,
-    /// The share of the budget residues and finished tasks' user turns may
-    /// take before the oldest fold into an index line (`None`: the resumed
-    /// session's, else [`cwl::DEFAULT_RESIDUE_SHARE`]).
-    pub residue_share: Option<ResidueCap>,
-    /// The recent working set as a share of the budget (`None`: the resumed
-    /// session's, else [`cwl::DEFAULT_KEEP_RECENT`]).
-    pub keep_recent: Option<ResidueCap>,
-    /// The share of an old episode's lines a later one must repeat for it
-    /// to go first (`None`: the resumed session's, else
-    /// [`cwl::DEFAULT_SUPERSEDED`]).
-    pub superseded: Option<ResidueCap>,
-    /// The share of a tool output's lines later outputs must repeat for it
-    /// to be stubbed first (`None`: the resumed session's, else
-    /// [`cwl::DEFAULT_RESTATED`]).
-    pub restated: Option<ResidueCap>,
-    /// The share of τ unannotated answers between episodes may take
-    /// (`None`: the resumed session's, else [`cwl::DEFAULT_ANSWER_SHARE`]).
-    pub answer_share: Option<ResidueCap>,
-    /// Whether old acts' outputs are stubbed before any removal (`None`:
-    /// the resumed session's, else stubbed).
-    pub act_outputs: Option<cwl::ActOutputs>,
+    /// The eviction settings given (flags over the config file's): each
+    /// one given wins over a resumed session's, whose own stand for the
+    /// rest (a new session: the defaults, [`cwl::Config::default`]).
+    pub engine: cwl::EngineSettings,
     /// The strategy managing the context (`None`: the resumed session's,
     /// else CWL).
     pub strategy: Option<StrategyName>,
@@ -113,13 +93,7 @@ impl AgentOptions {
             max_output_tokens: None,
             reasoning: None,
             git_status: true,
-            low_water: None,
-            residue_share: None,
-            keep_recent: None,
-            superseded: None,
-            restated: None,
-            answer_share: None,
-            act_outputs: None,
+            engine: cwl::EngineSettings::default(),
             strategy: None,
             strategy_options: None,
             side_timeout: None,
@@ -131,22 +105,15 @@ impl AgentOptions {
     /// (a resumed session's), else the defaults.
     pub fn settings(&self, recorded: Option<Settings>) -> Settings {
         let base = recorded.unwrap_or_default();
+        let engine = self.engine.apply(base.config(self.budget));
         Settings {
-            low_water: self.low_water.unwrap_or(base.low_water),
-            residue_share: self.residue_share.map_or(base.residue_share, |cap| cap.0),
-            keep_recent: self.keep_recent.map_or(base.keep_recent, |cap| cap.0),
-            superseded: self.superseded.map_or(base.superseded, |cap| cap.0),
-            restated: self.restated.map_or(base.restated, |cap| cap.0),
-            answer_share: self.answer_share.map_or(base.answer_share, |cap| cap.0),
-            stub_act_outputs: self
-                .act_outputs
-                .map_or(base.stub_act_outputs, cwl::ActOutputs::stubbed),
             strategy: self.strategy.unwrap_or(base.strategy),
             strategy_options: match (&self.strategy_options, self.strategy) {
                 (Some(options), _) => options.clone(),
                 (None, Some(strategy)) if strategy != base.strategy => serde_json::Value::Null,
                 (None, _) => base.strategy_options,
             },
+            ..Settings::of(&engine)
         }
     }
 

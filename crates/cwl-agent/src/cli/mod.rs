@@ -21,7 +21,7 @@ mod signals;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use cwl::{Budget, ResidueCap, Share};
+use cwl::Budget;
 
 use crate::agent::ApprovalMode;
 use crate::tools::Sandbox;
@@ -56,57 +56,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "TOKENS|Nk|N%")]
     pub budget: Option<Budget>,
 
-    /// Where an eviction pass stops once the context is over the budget, as
-    /// a share of it: 0.8 or 80% evicts down to 80% of the budget, so the
-    /// cached prompt prefix changes in rare batches; 1 stops as soon as it
-    /// fits. Default: 80% (a resumed session keeps its own).
-    #[arg(long, value_name = "SHARE")]
-    pub low_water: Option<Share>,
-
-    /// The share of the budget that residues of evicted episodes and the
-    /// user turns of finished tasks may take; past it the oldest fold into
-    /// one index line (names only, `recall` brings them back). `off` keeps
-    /// them all. Default: 15% (a resumed session keeps its own).
-    #[arg(long, value_name = "SHARE|off")]
-    pub residue_share: Option<ResidueCap>,
-
-    /// Episodes reaching into the most recent share of the budget (0.1 or
-    /// 10%) are evicted only after every older one, so the model keeps its
-    /// latest edits and results; `off` evicts by age alone (the paper).
-    /// Default: 10% (a resumed session keeps its own).
-    #[arg(long, value_name = "SHARE|off")]
-    pub keep_recent: Option<ResidueCap>,
-
-    /// An old episode at least this share of whose lines a later one in the
-    /// view repeats (a file read again, a command rerun) is evicted before
-    /// any other, so the newer copy stays; `off` keeps the paper's order.
-    /// Default: 50% (a resumed session keeps its own).
-    #[arg(long, value_name = "SHARE|off")]
-    pub superseded: Option<ResidueCap>,
-
-    /// A tool output of more than 768 tokens at least this share of whose
-    /// lines a later output in the view repeats (a file read again after an
-    /// edit, log lines a later search shows) is stubbed before anything
-    /// else, so the newer copy stays; `off` keeps the paper's order.
-    /// Default: 100% (a resumed session keeps its own).
-    #[arg(long, value_name = "SHARE|off")]
-    pub restated: Option<ResidueCap>,
-
-    /// Answers between episodes (text without tool use) may take this
-    /// share of the budget; past it the oldest go first, down to half of
-    /// it. `off` keeps them until the acts are gone (the paper's rule).
-    /// Default: 15% (a resumed session keeps its own).
-    #[arg(long, value_name = "SHARE|off")]
-    pub answer_share: Option<ResidueCap>,
-
-    /// `stub`: before an eviction pass removes anything, old acts are
-    /// reduced to their calls (tool outputs stubbed, text beside the calls
-    /// dropped), oldest first, while the calls (what the model wrote) stay,
-    /// and old episodes then go least recently used first; `keep`: the
-    /// paper's order.
-    /// Default: stub (a resumed session keeps its own).
-    #[arg(long, value_name = "stub|keep")]
-    pub act_outputs: Option<cwl::ActOutputs>,
+    /// The eviction settings; a resumed session keeps its own, except
+    /// those given here.
+    #[command(
+        flatten,
+        next_help_heading = "Eviction (a resumed session keeps its own unless given)"
+    )]
+    pub engine: cwl::EngineSettings,
 
     /// What manages the context: `cwl` (episodes the model marks, evicted
     /// in the paper's order), `cwm` (the context-window manager: pressure
@@ -417,6 +373,7 @@ pub fn test_chat_args(
 mod tests {
     use super::*;
     use clap::Parser;
+    use cwl::{ResidueCap, Share};
 
     #[derive(Debug, Parser)]
     struct Run {
@@ -457,8 +414,8 @@ mod tests {
         assert_eq!(run.tasks, ["one", "two"]);
         assert_eq!(run.prompt.as_deref(), Some("first"));
         assert_eq!(run.agent.reasoning, Some(ReasoningEffort::High));
-        assert_eq!(run.agent.low_water, Some(Share::new(0.6).unwrap()));
-        assert_eq!(run.agent.residue_share, Some(ResidueCap(None)));
+        assert_eq!(run.agent.engine.low_water, Some(Share::new(0.6).unwrap()));
+        assert_eq!(run.agent.engine.residue_share, Some(ResidueCap(None)));
         assert_eq!(
             run.agent.stream_idle_timeout,
             Some(std::time::Duration::from_millis(200))

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
-use cwl::Budget;
+use cwl::{Budget, EngineSettings};
 
 use super::AgentArgs;
 use super::exit::UsageError;
@@ -105,23 +105,8 @@ pub async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         .unwrap_or_else(|| default_model(kind).to_string());
     let mut model = ModelTable::with_overrides(file.models.clone()).lookup(&model_name);
     model.name = model_name;
-    let budget = match (&args.budget, &file.budget, header) {
-        (Some(budget), _, _) => *budget,
-        (None, _, Some(h)) => Budget::Tokens(usize::try_from(h.budget).unwrap_or(usize::MAX)),
-        (None, Some(text), None) => config_value(text.parse::<Budget>(), "budget")?,
-        (None, None, None) => Budget::Tokens(cwl::DEFAULT_BUDGET),
-    };
-    let window = usize::try_from(model.context_window).ok();
-    let budget = budget
-        .resolve(window)
-        .map_err(|error| UsageError::new(error.to_string()))?;
-    let max_turns = match (args.max_turns, file.max_turns) {
-        (Some(0), _) => return Err(UsageError::new("--max-turns must be at least 1").into()),
-        (None, Some(0)) => {
-            return Err(UsageError::new("config file: max_turns must be at least 1").into());
-        }
-        (flag, file) => flag.or(file).unwrap_or(DEFAULT_MAX_TURNS),
-    };
+    let budget = budget(args, &file, header, &model)?;
+    let max_turns = max_turns(args, &file)?;
     let cwd = match (&args.cwd, header) {
         (Some(cwd), _) => cwd.clone(),
         (None, Some(h)) if PathBuf::from(&h.cwd).is_dir() => PathBuf::from(&h.cwd),
@@ -155,6 +140,11 @@ pub async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     };
     let provider = provider(kind, base_url, idle_timeout)
         .map_err(|error| missing_key_hint(error, guessed(args, &file, header)))?;
+    let mut options = options(args, &file, header, kind, model)?;
+    options.budget = budget;
+    options.max_turns = max_turns;
+    // A side call (a strategy's summary) silent this long is given up too.
+    options.side_timeout = Some(idle_timeout);
     // Last of the checks that can refuse the command: servers start only
     // for an agent that will run.
     mcp::check_unique(&file.mcp_servers)
@@ -167,70 +157,6 @@ pub async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     )
     .await;
     mcp.register(&mut toolbox);
-    let mut options = AgentOptions::new(model);
-    options.budget = budget;
-    options.max_turns = max_turns;
-    options.reasoning = args.reasoning;
-    // A resumed session keeps its own settings unless a flag says otherwise.
-    let from_file = header.is_none();
-    options.low_water = setting(args.low_water, &file.low_water, from_file, "low_water")?;
-    options.residue_share = setting(
-        args.residue_share,
-        &file.residue_share,
-        from_file,
-        "residue_share",
-    )?;
-    options.keep_recent = setting(
-        args.keep_recent,
-        &file.keep_recent,
-        from_file,
-        "keep_recent",
-    )?;
-    options.superseded = setting(args.superseded, &file.superseded, from_file, "superseded")?;
-    options.restated = setting(args.restated, &file.restated, from_file, "restated")?;
-    options.answer_share = setting(
-        args.answer_share,
-        &file.answer_share,
-        from_file,
-        "answer_share",
-    )?;
-    options.act_outputs = setting(
-        args.act_outputs,
-        &file.act_outputs,
-        from_file,
-        "act_outputs",
-    )?;
-    options.strategy = setting(args.strategy, &file.strategy, from_file, "strategy")?;
-    options.strategy_options = if !args.strategy_options.is_empty() {
-        Some(
-            cwl_session::strategy::parse_pairs(&args.strategy_options)
-                .map_err(|e| UsageError::new(e.to_string()))?,
-        )
-    } else if from_file {
-        file.strategy_options.clone()
-    } else {
-        None
-    };
-    if let Some(given) = &options.strategy_options
-        && (from_file || options.strategy.is_some())
-    {
-        options
-            .strategy
-            .unwrap_or_default()
-            .resolve(given)
-            .map_err(|e| UsageError::new(e.to_string()))?;
-    }
-    // A side call (a strategy's summary) silent this long is given up too.
-    options.side_timeout = Some(idle_timeout);
-    // Not a session setting: a resumed session takes the file's too.
-    options.planner_model = args
-        .planner_model
-        .clone()
-        .or_else(|| file.planner_model.clone());
-    if kind == ProviderKind::Anthropic {
-        let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
-        options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;
-    }
     let renderer = Arc::new(Mutex::new(Renderer::stdio(RenderOptions::detect(
         args.json,
     ))));
@@ -425,21 +351,113 @@ fn config_value<T, E: std::fmt::Display>(parsed: Result<T, E>, key: &str) -> Res
     parsed.map_err(|error| UsageError::new(format!("config file: {key}: {error}")))
 }
 
-/// An eviction setting: the flag's value, else the config file's (only for
-/// a new session: a resumed one keeps its own), else none.
-fn setting<T>(
-    flag: Option<T>,
-    file: &Option<String>,
-    from_file: bool,
-    key: &str,
-) -> anyhow::Result<Option<T>>
-where
-    T: std::str::FromStr,
-    T::Err: std::error::Error + Send + Sync + 'static,
-{
-    match (flag, file) {
-        (Some(value), _) => Ok(Some(value)),
-        (None, Some(text)) if from_file => Ok(Some(config_value(text.parse(), key)?)),
-        _ => Ok(None),
+/// The budget in tokens: the flag's, else the resumed session's, else the
+/// config file's, else the default; a share resolved against `model`'s
+/// window.
+fn budget(
+    args: &AgentArgs,
+    file: &FileConfig,
+    header: Option<&SessionInfo>,
+    model: &cwl_provider::ModelInfo,
+) -> anyhow::Result<usize> {
+    let budget = match (&args.budget, &file.budget, header) {
+        (Some(budget), _, _) => *budget,
+        (None, _, Some(h)) => Budget::Tokens(usize::try_from(h.budget).unwrap_or(usize::MAX)),
+        (None, Some(text), None) => config_value(text.parse::<Budget>(), "budget")?,
+        (None, None, None) => Budget::Tokens(cwl::DEFAULT_BUDGET),
+    };
+    let window = usize::try_from(model.context_window).ok();
+    Ok(budget
+        .resolve(window)
+        .map_err(|error| UsageError::new(error.to_string()))?)
+}
+
+/// Model calls a task may take: the flag's, else the config file's, else
+/// the default; zero is refused.
+fn max_turns(args: &AgentArgs, file: &FileConfig) -> Result<usize, UsageError> {
+    match (args.max_turns, file.max_turns) {
+        (Some(0), _) => Err(UsageError::new("--max-turns must be at least 1")),
+        (None, Some(0)) => Err(UsageError::new("config file: max_turns must be at least 1")),
+        (flag, file) => Ok(flag.or(file).unwrap_or(DEFAULT_MAX_TURNS)),
     }
+}
+
+/// The agent's options for `model` but its budget, turns and side
+/// timeout: eviction settings and strategy given by flags over the config
+/// file's (a resumed session keeps its own unless a flag says otherwise),
+/// the planner model and the answer's reserve.
+fn options(
+    args: &AgentArgs,
+    file: &FileConfig,
+    header: Option<&SessionInfo>,
+    kind: ProviderKind,
+    model: cwl_provider::ModelInfo,
+) -> anyhow::Result<AgentOptions> {
+    let from_file = header.is_none();
+    let mut options = AgentOptions::new(model);
+    options.reasoning = args.reasoning;
+    options.engine = if from_file {
+        args.engine.over(file_engine(file)?)
+    } else {
+        args.engine
+    };
+    options.strategy = match (args.strategy, &file.strategy) {
+        (Some(strategy), _) => Some(strategy),
+        (None, Some(text)) if from_file => Some(config_value(text.parse(), "strategy")?),
+        _ => None,
+    };
+    options.strategy_options = if !args.strategy_options.is_empty() {
+        Some(
+            cwl_session::strategy::parse_pairs(&args.strategy_options)
+                .map_err(|e| UsageError::new(e.to_string()))?,
+        )
+    } else if from_file {
+        file.strategy_options.clone()
+    } else {
+        None
+    };
+    if let Some(given) = &options.strategy_options
+        && (from_file || options.strategy.is_some())
+    {
+        options
+            .strategy
+            .unwrap_or_default()
+            .resolve(given)
+            .map_err(|e| UsageError::new(e.to_string()))?;
+    }
+    // Not a session setting: a resumed session takes the file's too.
+    options.planner_model = args
+        .planner_model
+        .clone()
+        .or_else(|| file.planner_model.clone());
+    if kind == ProviderKind::Anthropic {
+        let thinking = args.reasoning.map_or(0, |r| r.thinking_budget());
+        options.output_reserve = (anthropic::DEFAULT_MAX_TOKENS + thinking) as usize;
+    }
+    Ok(options)
+}
+
+/// The config file's eviction settings, each one parsed or a usage error
+/// naming its key.
+fn file_engine(file: &FileConfig) -> Result<EngineSettings, UsageError> {
+    fn parse<T>(text: &Option<String>, key: &str) -> Result<Option<T>, UsageError>
+    where
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+    {
+        text.as_deref()
+            .map(|text| config_value(text.parse(), key))
+            .transpose()
+    }
+    Ok(EngineSettings {
+        preset: parse(&file.preset, "preset")?,
+        low_water: parse(&file.low_water, "low_water")?,
+        residue_share: parse(&file.residue_share, "residue_share")?,
+        keep_recent: parse(&file.keep_recent, "keep_recent")?,
+        superseded: parse(&file.superseded, "superseded")?,
+        restated: parse(&file.restated, "restated")?,
+        answer_share: parse(&file.answer_share, "answer_share")?,
+        act_outputs: parse(&file.act_outputs, "act_outputs")?,
+        plans: parse(&file.plans, "plans")?,
+    })
 }
