@@ -20,12 +20,13 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+use cwl::Meter;
 use cwl::strategy::{Health, Saved, SideRequest, Strategy};
 use cwl::tokens::{block_tokens, message_tokens};
 use cwl::{
-    Accepted, Annotation, Block, Checkpoint, Config, Context, DELIMITER, DelimiterError,
-    DelimiterOutcome, Graph, Message, PaperOrder, ReasoningScope, Report, Source, TokenCounter,
-    ToolCall, ToolSpec, TranscriptError, TranscriptStore,
+    Block, Checkpoint, Config, Context, DELIMITER, DelimiterOutcome, Message, PaperOrder,
+    ReasoningScope, Report, Source, TokenCounter, ToolCall, ToolSpec, TranscriptError,
+    TranscriptStore,
 };
 use serde::{Deserialize, Serialize};
 
@@ -80,7 +81,7 @@ enum Part {
 
 /// The context-window manager's state for one session.
 pub struct Cwm {
-    config: Config,
+    meter: Meter,
     counter: Arc<dyn TokenCounter>,
     /// The messages' skeletons (texts emptied, delimiter calls kept):
     /// answers the delimiter protocol and checks call/result pairing.
@@ -88,8 +89,6 @@ pub struct Cwm {
     entries: Vec<Entry>,
     pushes: u64,
     total: usize,
-    offset: i64,
-    calibrated: bool,
     turn: u64,
     refs: HashMap<String, Refs>,
     /// Calls evicted before their result came: the result is dropped.
@@ -116,7 +115,7 @@ pub struct Cwm {
 impl std::fmt::Debug for Cwm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cwm")
-            .field("budget", &self.config.budget)
+            .field("budget", &self.meter.config().budget)
             .field("tokens", &self.tokens())
             .field("messages", &self.entries.len())
             .field("evictions", &self.evictions)
@@ -166,14 +165,12 @@ impl Cwm {
         let total = shadow.tools_tokens();
         Cwm {
             monitor: Monitor::new(config.budget),
-            config,
+            meter: Meter::new(config),
             counter,
             shadow,
             entries: Vec::new(),
             pushes: 0,
             total,
-            offset: 0,
-            calibrated: false,
             turn: 0,
             refs: HashMap::new(),
             dropped: HashSet::new(),
@@ -195,7 +192,7 @@ impl Cwm {
     /// thresholds, summary sizes, timeouts; `enabled: false` evicts only).
     pub fn with_compression(mut self, options: CompressionOptions) -> Self {
         self.thresholds = options.zones;
-        self.monitor = Monitor::new(self.config.budget).with_thresholds(options.zones);
+        self.monitor = Monitor::new(self.meter.config().budget).with_thresholds(options.zones);
         self.compression = options;
         self
     }
@@ -234,14 +231,12 @@ impl Cwm {
             .map_err(|e| e.to_string())?;
         Ok(Cwm {
             monitor: Monitor::new(state.config.budget).with_thresholds(state.compression.zones),
-            config: state.config,
+            meter: Meter::restore(state.config, state.offset, state.calibrated),
             counter,
             shadow,
             entries: state.entries,
             pushes: state.pushes,
             total: state.total,
-            offset: state.offset,
-            calibrated: state.calibrated,
             turn: state.turn,
             refs: state.refs,
             dropped: state.dropped,
@@ -270,7 +265,7 @@ impl Cwm {
 
     /// Where eviction starts and what it frees down to.
     fn limit(&self) -> usize {
-        (self.config.budget as f64 * self.thresholds.orange) as usize
+        (self.meter.config().budget as f64 * self.thresholds.orange) as usize
     }
 
     /// Index of the latest response: it and what follows are in flight.
@@ -584,7 +579,9 @@ impl Strategy for Cwm {
             Message::ToolResult(result) if self.dropped.remove(&result.call_id) => {
                 return Ok(outcomes);
             }
-            Message::User { .. } if self.config.reasoning == ReasoningScope::CurrentTurn => {
+            Message::User { .. }
+                if self.meter.config().reasoning == ReasoningScope::CurrentTurn =>
+            {
                 self.drop_earlier_reasoning();
             }
             Message::System { content } => {
@@ -609,10 +606,6 @@ impl Strategy for Cwm {
         Ok(outcomes)
     }
 
-    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
-        self.shadow.annotate(annotation)
-    }
-
     fn enforce(&mut self) -> Report {
         let before = self.tokens();
         let limit = self.limit();
@@ -625,9 +618,9 @@ impl Strategy for Cwm {
             self.evictions += 1;
         }
         let after = self.tokens();
-        let reported = self.calibrated.then_some(after);
+        let reported = self.meter.calibrated().then_some(after);
         self.reading = Some(self.monitor.measure(self.total, reported));
-        let budget = self.config.budget;
+        let budget = self.meter.config().budget;
         let met = after <= budget;
         let in_flight: usize = self.entries[self.in_flight()..]
             .iter()
@@ -678,45 +671,24 @@ impl Strategy for Cwm {
         )
     }
 
-    fn tools(&self) -> &[ToolSpec] {
-        self.shadow.tools()
+    fn meter(&self) -> &Meter {
+        &self.meter
     }
 
-    fn tokens(&self) -> usize {
-        cwl::tokens::calibrated(self.total, self.offset)
+    fn meter_mut(&mut self) -> &mut Meter {
+        &mut self.meter
+    }
+
+    fn episodes(&self) -> &Context {
+        &self.shadow
+    }
+
+    fn episodes_mut(&mut self) -> &mut Context {
+        &mut self.shadow
     }
 
     fn counted_tokens(&self) -> usize {
         self.total
-    }
-
-    fn budget(&self) -> usize {
-        self.config.budget
-    }
-
-    fn set_budget(&mut self, budget: usize) {
-        self.config.budget = budget;
-    }
-
-    fn config(&self) -> &Config {
-        &self.config
-    }
-
-    fn calibration_offset(&self) -> i64 {
-        self.offset
-    }
-
-    fn calibrate(&mut self, local: usize, reported: usize) {
-        self.offset = reported as i64 - local as i64;
-        self.calibrated = true;
-    }
-
-    fn graph(&self) -> &Graph {
-        self.shadow.graph()
-    }
-
-    fn pending_calls(&self) -> Vec<&str> {
-        self.shadow.pending_calls()
     }
 
     fn recall(&self, _: &str, _: &dyn TranscriptStore) -> Result<String, String> {
@@ -731,13 +703,13 @@ impl Strategy for Cwm {
         let state = State {
             strategy: NAME.to_string(),
             version: STATE_VERSION,
-            config: self.config.clone(),
+            config: self.meter.config().clone(),
             shadow,
             entries: self.entries.clone(),
             pushes: self.pushes,
             total: self.total,
-            offset: self.offset,
-            calibrated: self.calibrated,
+            offset: self.meter.offset(),
+            calibrated: self.meter.calibrated(),
             turn: self.turn,
             refs: self.refs.clone(),
             dropped: self.dropped.clone(),
@@ -772,7 +744,7 @@ impl Strategy for Cwm {
             zone: metrics.zone,
             velocity: reading.velocity,
             turns_until_red: reading.turns_until_red,
-            provider_counted: self.calibrated,
+            provider_counted: self.meter.calibrated(),
             evictions: self.evictions,
             alerts,
         })

@@ -72,7 +72,7 @@ impl Context {
     pub fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
             version: CHECKPOINT_VERSION,
-            config: self.config.clone(),
+            config: self.meter.config().clone(),
             tools: self.tools.clone(),
             tools_tokens: self.tools_tokens,
             entries: self.entries.clone(),
@@ -85,7 +85,7 @@ impl Context {
             plans: self.plans.clone(),
             next_seq: self.next_seq,
             total: self.total,
-            offset: self.offset,
+            offset: self.meter.offset(),
         }
     }
 
@@ -102,7 +102,13 @@ impl Context {
             });
         }
         Ok(Context {
-            config: checkpoint.config,
+            // A checkpoint keeps the offset alone; zero reads as never
+            // calibrated, which changes no count.
+            meter: crate::meter::Meter::restore(
+                checkpoint.config,
+                checkpoint.offset,
+                checkpoint.offset != 0,
+            ),
             counter,
             evictor,
             tools: checkpoint.tools,
@@ -117,7 +123,6 @@ impl Context {
             plans: checkpoint.plans,
             next_seq: checkpoint.next_seq,
             total: checkpoint.total,
-            offset: checkpoint.offset,
         })
     }
 }

@@ -16,6 +16,7 @@ use crate::graph::{
     Applied, EpisodeId, Graph, HOLDS_BULK, HOLDS_INTERMEDIATE, HOLDS_REASONING, HOLDS_RESULTS,
 };
 use crate::message::{Block, Message, ToolSpec};
+use crate::meter::Meter;
 use crate::plans::Plans;
 use crate::protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind};
 use crate::reasoning::ReasoningScope;
@@ -193,7 +194,7 @@ pub(crate) struct Pending {
 /// so replaying the same pushes, annotations, calibrations and enforcements
 /// rebuilds the same view byte for byte (that is how sessions resume).
 pub struct Context {
-    pub(crate) config: Config,
+    pub(crate) meter: Meter,
     pub(crate) counter: Arc<dyn TokenCounter>,
     pub(crate) evictor: Arc<dyn Evictor>,
     pub(crate) tools: Vec<ToolSpec>,
@@ -210,13 +211,12 @@ pub struct Context {
     pub(crate) plans: Plans,
     pub(crate) next_seq: u64,
     pub(crate) total: usize,
-    pub(crate) offset: i64,
 }
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
-            .field("budget", &self.config.budget)
+            .field("budget", &self.meter.config().budget)
             .field("tokens", &self.tokens())
             .field("messages", &self.entries.len())
             .field("episodes", &self.graph.episodes().len())
@@ -230,7 +230,7 @@ impl Context {
     pub fn new(config: Config, counter: Arc<dyn TokenCounter>, tools: Vec<ToolSpec>) -> Self {
         let tools_tokens = tokens::tools_tokens(counter.as_ref(), &tools);
         Context {
-            config,
+            meter: Meter::new(config),
             counter,
             evictor: Arc::new(PaperOrder),
             tools,
@@ -245,7 +245,6 @@ impl Context {
             plans: Plans::default(),
             next_seq: 2,
             total: tools_tokens,
-            offset: 0,
         }
     }
 
@@ -272,7 +271,7 @@ impl Context {
             Message::System { .. } | Message::User { .. } => {
                 let base = tokens::message_tokens(self.counter.as_ref(), &message);
                 if matches!(message, Message::User { .. }) {
-                    if self.config.reasoning == ReasoningScope::CurrentTurn {
+                    if self.meter.config().reasoning == ReasoningScope::CurrentTurn {
                         self.drop_earlier_reasoning();
                     }
                     if self.graph.started() {
@@ -303,10 +302,12 @@ impl Context {
                     let holds = HOLDS_RESULTS | role_holds(pending.role);
                     self.graph
                         .touch(owner, seq, MESSAGE_OVERHEAD + tokens, holds);
-                    if let (Some(share), Role::Call(_)) = (self.config.superseded, pending.role) {
+                    if let (Some(share), Role::Call(_)) =
+                        (self.meter.config().superseded, pending.role)
+                    {
                         self.repeats.text(owner, &result.content, share);
                     }
-                    if let Some(share) = self.config.restated {
+                    if let Some(share) = self.meter.config().restated {
                         if tokens > RESTATED_MIN_TOKENS {
                             self.restated.text(seq, &result.content, share);
                         } else {
@@ -393,7 +394,7 @@ impl Context {
     /// The prompt's token count: view plus tool definitions, calibrated by
     /// the provider's reports.
     pub fn tokens(&self) -> usize {
-        crate::tokens::calibrated(self.total, self.offset)
+        self.meter.tokens(self.total)
     }
 
     /// The local count, before calibration.
@@ -403,17 +404,17 @@ impl Context {
 
     /// The budget τ.
     pub fn budget(&self) -> usize {
-        self.config.budget
+        self.meter.config().budget
     }
 
     /// Changes the budget for later passes.
     pub fn set_budget(&mut self, budget: usize) {
-        self.config.budget = budget;
+        self.meter.set_budget(budget);
     }
 
     /// The configuration in force.
     pub fn config(&self) -> &Config {
-        &self.config
+        self.meter.config()
     }
 
     /// The episode graph.
@@ -442,13 +443,13 @@ impl Context {
 
     /// The calibration offset in force: provider count minus local count.
     pub fn calibration_offset(&self) -> i64 {
-        self.offset
+        self.meter.offset()
     }
 
     /// Calibrates the count with the provider's figure for a request the
     /// engine counted as `local` tokens; the difference applies from now on.
     pub fn calibrate(&mut self, local: usize, reported: usize) {
-        self.offset = reported as i64 - local as i64;
+        self.meter.calibrate(local, reported);
     }
 
     /// Takes the reasoning of the turn that a new user message ends out of
@@ -564,7 +565,7 @@ impl Context {
                 }
                 Block::ToolCall(call) => (
                     self.graph.owner_at(seq),
-                    Role::Call(self.config.classes.class(&call.name)),
+                    Role::Call(self.meter.config().classes.class(&call.name)),
                 ),
                 Block::Text { .. } => (self.graph.owner_at(seq), Role::Text),
                 Block::Reasoning { .. } => (self.graph.owner_at(seq), Role::Reasoning),
@@ -584,9 +585,9 @@ impl Context {
             }
             let plan = match block {
                 Block::ToolCall(call)
-                    if self.config.superseded_plans
+                    if self.meter.config().superseded_plans
                         && matches!(role, Role::Call(_))
-                        && self.config.classes.is_plan(&call.name) =>
+                        && self.meter.config().classes.is_plan(&call.name) =>
                 {
                     self.plans.called(&call.name, seq, &call.id);
                     true
@@ -596,7 +597,7 @@ impl Context {
             if let Some(owner) = owner {
                 self.graph.touch(owner, seq, tokens, role_holds(role));
                 if let (Some(share), Role::Text | Role::Call(_), false) =
-                    (self.config.superseded, role, plan)
+                    (self.meter.config().superseded, role, plan)
                 {
                     self.repeats.block(owner, block, share);
                 }

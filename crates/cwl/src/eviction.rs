@@ -35,12 +35,12 @@ impl Context {
     ///
     /// Call before every model call.
     pub fn enforce(&mut self) -> Report {
-        let budget = self.config.budget;
+        let budget = self.meter.config().budget;
         let mut report = Report {
             tokens_before: self.tokens(),
             tokens_after: 0,
             budget,
-            floor: self.config.floor().min(budget),
+            floor: self.meter.config().floor().min(budget),
             budget_met: true,
             deferred: false,
             first_changed: None,
@@ -58,20 +58,20 @@ impl Context {
         // A catch-up pass (more than a whole budget over its floor: a long
         // transcript evicted at once) removes nearly every old act anyway;
         // stubbing their outputs first would only double the work.
-        let stub =
-            self.config.stub_act_outputs && self.tokens().saturating_sub(report.floor) <= budget;
+        let stub = self.meter.config().stub_act_outputs
+            && self.tokens().saturating_sub(report.floor) <= budget;
         let stub_tokens = if stub {
             self.counter.count(OUTPUT_STUB)
         } else {
             0
         };
-        let restated_stub_tokens = match self.config.restated {
+        let restated_stub_tokens = match self.meter.config().restated {
             Some(_) => self.counter.count(RESTATED_STUB),
             None => 0,
         };
         let mut reported: std::collections::HashMap<EpisodeId, usize> = Default::default();
         let mut residues_grew = true;
-        let mut text_cap = self.config.answer_cap();
+        let mut text_cap = self.meter.config().answer_cap();
         loop {
             if residues_grew && let Some((seq, count)) = self.fold_residues() {
                 earliest(&mut changed, seq);
@@ -93,7 +93,7 @@ impl Context {
                 continue;
             }
             if !floor_reached
-                && self.config.reasoning == ReasoningScope::CurrentTurn
+                && self.meter.config().reasoning == ReasoningScope::CurrentTurn
                 && let Some(target) = self.graph.oldest_reasoning_before(recent)
             {
                 // No stub size: only reasoning blocks go, calls and outputs stay.
@@ -125,7 +125,7 @@ impl Context {
             if self.graph.is_loose_text(target) {
                 // Trimmed once past the cap, then down to half of it, so the
                 // front of the prompt changes in rare batches.
-                text_cap = self.config.answer_cap().map(|cap| cap / 2);
+                text_cap = self.meter.config().answer_cap().map(|cap| cap / 2);
             }
             let episode = self.graph.episode(target);
             let levels = evictor.levels(episode.kind());
@@ -142,7 +142,7 @@ impl Context {
             self.graph.mark(target, level, removed.tokens);
             residues_grew = level == Level::Removed;
             if level == Level::Removed {
-                if let Some(share) = self.config.superseded {
+                if let Some(share) = self.meter.config().superseded {
                     self.repeats.removed(target, share);
                 }
                 self.uses.removed(target);
@@ -180,9 +180,10 @@ impl Context {
     /// tokens begin (`u64::MAX` when the working set is off).
     fn recent_start(&self) -> u64 {
         let Some(keep) = self
-            .config
+            .meter
+            .config()
             .keep_recent
-            .map(|share| share.of(self.config.budget))
+            .map(|share| share.of(self.meter.config().budget))
         else {
             return u64::MAX;
         };
@@ -332,7 +333,7 @@ impl Context {
             self.insert_residue(first, target, text);
             earliest(&mut changed, first);
         }
-        if let Some(share) = self.config.restated {
+        if let Some(share) = self.meter.config().restated {
             for seq in outputs_gone {
                 self.restated.removed(seq, share);
             }
@@ -347,7 +348,7 @@ impl Context {
     /// its episode, what went and its stream position. The stub counts
     /// `stub_tokens`.
     fn stub_restated(&mut self, stub_tokens: usize) -> Option<(EpisodeId, LevelReport, u64)> {
-        let share = self.config.restated?;
+        let share = self.meter.config().restated?;
         let worth = RESTATED_MIN_TOKENS.max(2 * stub_tokens);
         let frontier = self.graph.frontier();
         let (index, owner) = self.restated.superseded().find_map(|seq| {
@@ -431,7 +432,7 @@ impl Context {
                         self.total -= answer.meta[0].tokens as usize + answer.base as usize;
                         answer.message = None;
                         removed.blocks = 1;
-                        if let Some(share) = self.config.restated {
+                        if let Some(share) = self.meter.config().restated {
                             self.restated.removed(answer.seq, share);
                         }
                     }

@@ -121,12 +121,17 @@ impl Context {
     /// more than their cap, down to the low-water share of it. Returns the
     /// stream position of the first change and how many items folded.
     pub(crate) fn fold_residues(&mut self) -> Option<(u64, usize)> {
-        let cap = self.config.residue_cap()?;
+        let cap = self.meter.config().residue_cap()?;
         if self.residues.tokens() <= cap {
             return None;
         }
         let line_budget = (cap / 4).max(64);
-        let target = self.config.low_water.of(cap).saturating_sub(line_budget);
+        let target = self
+            .meter
+            .config()
+            .low_water
+            .of(cap)
+            .saturating_sub(line_budget);
         let mut changed: Option<u64> = None;
         let mut folded = Vec::new();
         while self.residues.items_tokens > target {

@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::context::{Accepted, Context, DelimiterOutcome, Source, TranscriptError};
 use crate::graph::Graph;
 use crate::message::{Message, ToolSpec};
+use crate::meter::Meter;
 use crate::protocol::{Annotation, DelimiterError, EpisodeKind};
 use crate::recall::TranscriptStore;
 use crate::report::Report;
@@ -109,11 +110,6 @@ pub trait Strategy: Send + fmt::Debug {
     /// answered in order (one outcome each); on error nothing changes.
     fn push(&mut self, message: Message) -> Result<Vec<DelimiterOutcome>, TranscriptError>;
 
-    /// Applies an annotation out of band, between messages, for harnesses
-    /// that infer episodes instead of letting the model call `delimiter`
-    /// (the proxy); the graph is unchanged on error.
-    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError>;
-
     /// Brings the prompt under the budget, before a model call.
     fn enforce(&mut self) -> Report;
 
@@ -138,47 +134,82 @@ pub trait Strategy: Send + fmt::Debug {
         Box::new(self.view_sources().map(|(_, message)| message))
     }
 
+    /// The local count of the prompt (view and tools), before calibration.
+    fn counted_tokens(&self) -> usize;
+
+    /// The configuration in force and the calibration of the count.
+    fn meter(&self) -> &Meter;
+
+    /// The meter, to change the budget or calibrate.
+    fn meter_mut(&mut self) -> &mut Meter;
+
+    /// The engine that answers `delimiter` calls, pairs tool calls with
+    /// results and holds the tool definitions: CWL is its own, the other
+    /// strategies keep one beside their view.
+    fn episodes(&self) -> &Context;
+
+    /// The episode engine, to annotate.
+    fn episodes_mut(&mut self) -> &mut Context;
+
+    /// Applies an annotation out of band, between messages, for harnesses
+    /// that infer episodes instead of letting the model call `delimiter`
+    /// (the proxy); the graph is unchanged on error.
+    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
+        self.episodes_mut().annotate(annotation)
+    }
+
     /// The tool definitions offered with every request.
-    fn tools(&self) -> &[ToolSpec];
+    fn tools(&self) -> &[ToolSpec] {
+        self.episodes().tools()
+    }
 
     /// The prompt's token count (view and tools), calibrated by the
     /// provider's reports.
-    fn tokens(&self) -> usize;
-
-    /// The local count, before calibration.
-    fn counted_tokens(&self) -> usize;
+    fn tokens(&self) -> usize {
+        self.meter().tokens(self.counted_tokens())
+    }
 
     /// The budget τ.
-    fn budget(&self) -> usize;
+    fn budget(&self) -> usize {
+        self.meter().budget()
+    }
 
     /// Changes the budget for later passes.
-    fn set_budget(&mut self, budget: usize);
+    fn set_budget(&mut self, budget: usize) {
+        self.meter_mut().set_budget(budget);
+    }
 
     /// The engine configuration in force (budget, eviction settings, tool
     /// classes).
-    fn config(&self) -> &Config;
+    fn config(&self) -> &Config {
+        self.meter().config()
+    }
 
     /// The calibration offset in force: provider count minus local count.
-    fn calibration_offset(&self) -> i64;
+    fn calibration_offset(&self) -> i64 {
+        self.meter().offset()
+    }
 
     /// Calibrates the count with the provider's figure for a request
     /// counted as `local` tokens.
-    fn calibrate(&mut self, local: usize, reported: usize);
+    fn calibrate(&mut self, local: usize, reported: usize) {
+        self.meter_mut().calibrate(local, reported);
+    }
 
     /// The episodes the model marked with `delimiter`.
-    fn graph(&self) -> &Graph;
+    fn graph(&self) -> &Graph {
+        self.episodes().graph()
+    }
 
     /// The annotated episode being worked in, if any.
     fn active_episode(&self) -> Option<(&str, EpisodeKind)> {
-        let graph = self.graph();
-        graph.active().map(|id| {
-            let episode = graph.episode(id);
-            (episode.name(), episode.kind())
-        })
+        self.episodes().active_episode()
     }
 
     /// Ids of tool calls still waiting for their result, oldest first.
-    fn pending_calls(&self) -> Vec<&str>;
+    fn pending_calls(&self) -> Vec<&str> {
+        self.episodes().pending_calls()
+    }
 
     /// Whether everything before the first episode stays for good (CWL's
     /// prologue): the harness then limits what may join it. Strategies
@@ -258,10 +289,6 @@ impl Strategy for Context {
         Context::push(self, message)
     }
 
-    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
-        Context::annotate(self, annotation)
-    }
-
     fn enforce(&mut self) -> Report {
         Context::enforce(self)
     }
@@ -274,48 +301,24 @@ impl Strategy for Context {
         Box::new(Context::view(self))
     }
 
-    fn tools(&self) -> &[ToolSpec] {
-        Context::tools(self)
-    }
-
-    fn tokens(&self) -> usize {
-        Context::tokens(self)
-    }
-
     fn counted_tokens(&self) -> usize {
         Context::counted_tokens(self)
     }
 
-    fn budget(&self) -> usize {
-        Context::budget(self)
+    fn meter(&self) -> &Meter {
+        &self.meter
     }
 
-    fn set_budget(&mut self, budget: usize) {
-        Context::set_budget(self, budget);
+    fn meter_mut(&mut self) -> &mut Meter {
+        &mut self.meter
     }
 
-    fn config(&self) -> &Config {
-        Context::config(self)
+    fn episodes(&self) -> &Context {
+        self
     }
 
-    fn calibration_offset(&self) -> i64 {
-        Context::calibration_offset(self)
-    }
-
-    fn calibrate(&mut self, local: usize, reported: usize) {
-        Context::calibrate(self, local, reported);
-    }
-
-    fn graph(&self) -> &Graph {
-        Context::graph(self)
-    }
-
-    fn active_episode(&self) -> Option<(&str, EpisodeKind)> {
-        Context::active_episode(self)
-    }
-
-    fn pending_calls(&self) -> Vec<&str> {
-        Context::pending_calls(self)
+    fn episodes_mut(&mut self) -> &mut Context {
+        self
     }
 
     fn keeps_prologue(&self) -> bool {

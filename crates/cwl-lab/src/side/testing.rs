@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use cwl::strategy::Saved;
 use cwl::{
-    Accepted, Annotation, Config, Context, DelimiterError, DelimiterOutcome, Graph, Message,
-    Report, SideRequest, Source, Strategy, ToolSpec, TranscriptError, TranscriptStore,
+    Context, DelimiterOutcome, Message, Report, SideRequest, Source, Strategy, TranscriptError,
+    TranscriptStore,
 };
 
 /// The answers an [`Asking`] strategy was given: `(request id, result)`.
@@ -86,10 +86,6 @@ impl Strategy for Asking {
         Ok(outcomes)
     }
 
-    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
-        self.context.annotate(annotation)
-    }
-
     fn enforce(&mut self) -> Report {
         self.enforced += 1;
         self.context.enforce()
@@ -108,44 +104,24 @@ impl Strategy for Asking {
         Box::new(self.context.view_sources())
     }
 
-    fn tools(&self) -> &[ToolSpec] {
-        self.context.tools()
+    fn meter(&self) -> &cwl::Meter {
+        Strategy::meter(&self.context)
     }
 
-    fn tokens(&self) -> usize {
-        self.context.tokens()
+    fn meter_mut(&mut self) -> &mut cwl::Meter {
+        Strategy::meter_mut(&mut self.context)
+    }
+
+    fn episodes(&self) -> &Context {
+        &self.context
+    }
+
+    fn episodes_mut(&mut self) -> &mut Context {
+        &mut self.context
     }
 
     fn counted_tokens(&self) -> usize {
         self.context.counted_tokens()
-    }
-
-    fn budget(&self) -> usize {
-        self.context.budget()
-    }
-
-    fn set_budget(&mut self, budget: usize) {
-        self.context.set_budget(budget);
-    }
-
-    fn config(&self) -> &Config {
-        self.context.config()
-    }
-
-    fn calibration_offset(&self) -> i64 {
-        self.context.calibration_offset()
-    }
-
-    fn calibrate(&mut self, local: usize, reported: usize) {
-        self.context.calibrate(local, reported);
-    }
-
-    fn graph(&self) -> &Graph {
-        self.context.graph()
-    }
-
-    fn pending_calls(&self) -> Vec<&str> {
-        self.context.pending_calls()
     }
 
     fn recall(&self, arguments: &str, store: &dyn TranscriptStore) -> Result<String, String> {

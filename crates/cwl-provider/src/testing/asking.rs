@@ -52,47 +52,26 @@ impl Strategy for Asking {
     ) -> Result<Vec<cwl::DelimiterOutcome>, cwl::TranscriptError> {
         self.context.push(message)
     }
-    fn annotate(
-        &mut self,
-        annotation: cwl::Annotation,
-    ) -> Result<cwl::Accepted, cwl::DelimiterError> {
-        self.context.annotate(annotation)
-    }
     fn enforce(&mut self) -> cwl::Report {
         self.context.enforce()
     }
     fn view_sources(&self) -> Box<dyn Iterator<Item = (cwl::Source, &Message)> + '_> {
         Box::new(self.context.view_sources())
     }
-    fn tools(&self) -> &[cwl::ToolSpec] {
-        self.context.tools()
-    }
-    fn tokens(&self) -> usize {
-        self.context.tokens()
-    }
     fn counted_tokens(&self) -> usize {
         self.context.counted_tokens()
     }
-    fn budget(&self) -> usize {
-        self.context.budget()
+    fn meter(&self) -> &cwl::Meter {
+        Strategy::meter(&self.context)
     }
-    fn set_budget(&mut self, budget: usize) {
-        self.context.set_budget(budget)
+    fn meter_mut(&mut self) -> &mut cwl::Meter {
+        Strategy::meter_mut(&mut self.context)
     }
-    fn config(&self) -> &Config {
-        self.context.config()
+    fn episodes(&self) -> &Context {
+        &self.context
     }
-    fn calibration_offset(&self) -> i64 {
-        self.context.calibration_offset()
-    }
-    fn calibrate(&mut self, local: usize, reported: usize) {
-        self.context.calibrate(local, reported)
-    }
-    fn graph(&self) -> &cwl::Graph {
-        self.context.graph()
-    }
-    fn pending_calls(&self) -> Vec<&str> {
-        self.context.pending_calls()
+    fn episodes_mut(&mut self) -> &mut Context {
+        &mut self.context
     }
     fn recall(&self, arguments: &str, store: &dyn cwl::TranscriptStore) -> Result<String, String> {
         Strategy::recall(&self.context, arguments, store)

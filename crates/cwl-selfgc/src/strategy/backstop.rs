@@ -17,11 +17,11 @@ impl SelfGc {
     /// The hard backstop: over τ, prunes the oldest tool results, then
     /// whole old conversations, down to the low-water mark.
     pub(super) fn backstop(&mut self) -> Option<String> {
-        let budget = self.config.budget;
+        let budget = self.meter.config().budget;
         if self.tokens() <= budget {
             return None;
         }
-        let floor = (budget as f64 * self.config.low_water.get()) as usize;
+        let floor = (budget as f64 * self.meter.config().low_water.get()) as usize;
         let mut need = self.tokens().saturating_sub(floor);
         let in_flight = self.in_flight();
         let latest = self.table.latest_user();
@@ -40,7 +40,7 @@ impl SelfGc {
         let mut prunes: Vec<Target> = Vec::new();
         let counter = self.counter.as_ref();
         // Reasoning before the latest user message is not billed.
-        let turn_start = self.config.reasoning.turn_start(&self.transcript);
+        let turn_start = self.meter.config().reasoning.turn_start(&self.transcript);
         // First what no plan rule protects, then, as a last resort for the
         // budget, protected work and what plans folded or masked.
         let tiers = [

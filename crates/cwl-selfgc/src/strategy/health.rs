@@ -172,9 +172,9 @@ impl SelfGc {
     /// Where the prompt is now.
     pub fn zone(&self) -> Zone {
         let tokens = self.tokens();
-        if tokens > self.config.budget {
+        if tokens > self.meter.config().budget {
             Zone::OverBudget
-        } else if (tokens as f64) < self.options.trigger * self.config.budget as f64 {
+        } else if (tokens as f64) < self.options.trigger * self.meter.config().budget as f64 {
             Zone::BelowTrigger
         } else {
             Zone::OverTrigger
@@ -182,7 +182,7 @@ impl SelfGc {
     }
 
     fn utilisation(&self) -> f64 {
-        self.tokens() as f64 / self.config.budget.max(1) as f64
+        self.tokens() as f64 / self.meter.config().budget.max(1) as f64
     }
 
     /// Commits and backstop passes so far.
@@ -241,13 +241,13 @@ impl SelfGc {
     /// "until red" are those until τ at that velocity.
     pub(super) fn health_now(&self) -> Health {
         let velocity = self.velocity();
-        let room = self.config.budget.saturating_sub(self.tokens());
+        let room = self.meter.config().budget.saturating_sub(self.tokens());
         Health {
             utilisation: self.utilisation(),
             zone: self.zone().name().to_string(),
             velocity,
             turns_until_red: (velocity > 0.0).then(|| room as f64 / velocity),
-            provider_counted: self.calibrated,
+            provider_counted: self.meter.calibrated(),
             evictions: self.evictions(),
             alerts: self.alerts(),
         }
@@ -257,7 +257,8 @@ impl SelfGc {
     pub fn metrics_now(&self) -> SelfGcMetrics {
         let stats = &self.stats;
         let counter = self.counter.as_ref();
-        let transcript_tokens = billed_tokens(counter, &self.transcript, self.config.reasoning);
+        let transcript_tokens =
+            billed_tokens(counter, &self.transcript, self.meter.config().reasoning);
         let ratio = |after: f64, before: f64| {
             if before > 0.0 {
                 1.0 - after / before
@@ -275,8 +276,9 @@ impl SelfGc {
             utilisation: self.utilisation(),
             zone: self.zone().name().to_string(),
             tokens: self.tokens(),
-            budget: self.config.budget,
-            trigger_tokens: (self.options.trigger * self.config.budget as f64).ceil() as usize,
+            budget: self.meter.config().budget,
+            trigger_tokens: (self.options.trigger * self.meter.config().budget as f64).ceil()
+                as usize,
             prune: PruneRates {
                 last: stats
                     .last_commit

@@ -43,12 +43,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cwl::Meter;
 use cwl::strategy::{Health, NoSidecars, Saved, SideRequest, SidecarFile, SidecarStore, Strategy};
 use cwl::tokens::message_tokens;
 use cwl::{
-    Accepted, Annotation, Checkpoint, Config, Context, DelimiterError, DelimiterOutcome, Graph,
-    Message, PaperOrder, ReasoningScope, Report, Source, TokenCounter, ToolSpec, TranscriptError,
-    TranscriptStore,
+    Checkpoint, Config, Context, DelimiterOutcome, Message, PaperOrder, ReasoningScope, Report,
+    Source, TokenCounter, ToolSpec, TranscriptError, TranscriptStore,
 };
 use serde::{Deserialize, Serialize};
 
@@ -210,7 +210,7 @@ pub struct CommitTokens {
 
 /// Self-GC's state for one session.
 pub struct SelfGc {
-    config: Config,
+    meter: Meter,
     options: SelfGcOptions,
     counter: Arc<dyn TokenCounter>,
     /// The messages' skeletons: answers the delimiter protocol and pairs
@@ -224,8 +224,6 @@ pub struct SelfGc {
     origins: Vec<(usize, bool)>,
     /// Tokens of the view's messages as billed (`crate::billed`).
     view_tokens: usize,
-    offset: i64,
-    calibrated: bool,
     next_request: u64,
     asked: Option<Asked>,
     pending: Option<Pending>,
@@ -241,7 +239,7 @@ pub struct SelfGc {
 impl std::fmt::Debug for SelfGc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SelfGc")
-            .field("budget", &self.config.budget)
+            .field("budget", &self.meter.config().budget)
             .field("tokens", &self.tokens())
             .field("messages", &self.transcript.len())
             .field("committed", &self.committed.len())
@@ -290,7 +288,7 @@ impl SelfGc {
         unbounded.budget = usize::MAX;
         let shadow = Context::new(unbounded, Arc::clone(&counter), tools);
         SelfGc {
-            config,
+            meter: Meter::new(config),
             options,
             counter,
             shadow,
@@ -301,8 +299,6 @@ impl SelfGc {
             view: Vec::new(),
             origins: Vec::new(),
             view_tokens: 0,
-            offset: 0,
-            calibrated: false,
             next_request: 0,
             asked: None,
             pending: None,
@@ -337,7 +333,7 @@ impl SelfGc {
             .map_err(|e| e.to_string())?;
         let table = ObjectTable::of(&state.transcript);
         let mut restored = SelfGc {
-            config: state.config,
+            meter: Meter::restore(state.config, state.offset, state.calibrated),
             options: state.options,
             counter,
             shadow,
@@ -348,8 +344,6 @@ impl SelfGc {
             view: Vec::new(),
             origins: Vec::new(),
             view_tokens: 0,
-            offset: state.offset,
-            calibrated: state.calibrated,
             next_request: state.next_request,
             asked: state.asked,
             pending: state.pending,
@@ -417,7 +411,7 @@ impl SelfGc {
         self.view_tokens = billed_tokens(
             self.counter.as_ref(),
             &projection.messages,
-            self.config.reasoning,
+            self.meter.config().reasoning,
         );
         self.view = projection.messages;
         self.origins = projection.origins;
@@ -447,10 +441,13 @@ impl Strategy for SelfGc {
         self.view.push(message.clone());
         self.origins.push((at, false));
         self.transcript.push(message);
-        if user && self.config.reasoning == ReasoningScope::CurrentTurn {
+        if user && self.meter.config().reasoning == ReasoningScope::CurrentTurn {
             // A new turn: the reasoning before it is no longer billed.
-            self.view_tokens =
-                billed_tokens(self.counter.as_ref(), &self.view, self.config.reasoning);
+            self.view_tokens = billed_tokens(
+                self.counter.as_ref(),
+                &self.view,
+                self.meter.config().reasoning,
+            );
         } else {
             // After the latest user message: billed in full.
             self.view_tokens += tokens;
@@ -458,15 +455,11 @@ impl Strategy for SelfGc {
         Ok(outcomes)
     }
 
-    fn annotate(&mut self, annotation: Annotation) -> Result<Accepted, DelimiterError> {
-        self.shadow.annotate(annotation)
-    }
-
     fn enforce(&mut self) -> Report {
         let before = self.tokens();
         let mut warnings = Vec::new();
-        let old =
-            (self.pending.is_some() || before > self.config.budget).then(|| self.view.clone());
+        let old = (self.pending.is_some() || before > self.meter.config().budget)
+            .then(|| self.view.clone());
         warnings.extend(self.commit_pending());
         self.cache_expired = None;
         if !warnings.is_empty() {
@@ -492,10 +485,10 @@ impl Strategy for SelfGc {
             self.note(warning.clone());
         }
         let after = self.tokens();
-        let budget = self.config.budget;
+        let budget = self.meter.config().budget;
         let met = after <= budget;
         let in_flight = self.in_flight();
-        let turn_start = self.config.reasoning.turn_start(&self.view);
+        let turn_start = self.meter.config().reasoning.turn_start(&self.view);
         let in_flight_tokens: usize = self
             .origins
             .iter()
@@ -513,7 +506,7 @@ impl Strategy for SelfGc {
             tokens_before: before,
             tokens_after: after,
             budget,
-            floor: (budget as f64 * self.config.low_water.get()) as usize,
+            floor: (budget as f64 * self.meter.config().low_water.get()) as usize,
             budget_met: met,
             deferred: !met && after.saturating_sub(in_flight_tokens) <= budget,
             first_changed,
@@ -549,45 +542,24 @@ impl Strategy for SelfGc {
         )
     }
 
-    fn tools(&self) -> &[ToolSpec] {
-        self.shadow.tools()
+    fn meter(&self) -> &Meter {
+        &self.meter
     }
 
-    fn tokens(&self) -> usize {
-        cwl::tokens::calibrated(self.counted_tokens(), self.offset)
+    fn meter_mut(&mut self) -> &mut Meter {
+        &mut self.meter
+    }
+
+    fn episodes(&self) -> &Context {
+        &self.shadow
+    }
+
+    fn episodes_mut(&mut self) -> &mut Context {
+        &mut self.shadow
     }
 
     fn counted_tokens(&self) -> usize {
         self.shadow.tools_tokens() + self.view_tokens
-    }
-
-    fn budget(&self) -> usize {
-        self.config.budget
-    }
-
-    fn set_budget(&mut self, budget: usize) {
-        self.config.budget = budget;
-    }
-
-    fn config(&self) -> &Config {
-        &self.config
-    }
-
-    fn calibration_offset(&self) -> i64 {
-        self.offset
-    }
-
-    fn calibrate(&mut self, local: usize, reported: usize) {
-        self.offset = reported as i64 - local as i64;
-        self.calibrated = true;
-    }
-
-    fn graph(&self) -> &Graph {
-        self.shadow.graph()
-    }
-
-    fn pending_calls(&self) -> Vec<&str> {
-        self.shadow.pending_calls()
     }
 
     fn recall(&self, arguments: &str, store: &dyn TranscriptStore) -> Result<String, String> {
@@ -624,14 +596,14 @@ impl Strategy for SelfGc {
         let state = State {
             strategy: NAME.to_string(),
             version: STATE_VERSION,
-            config: self.config.clone(),
+            config: self.meter.config().clone(),
             options: self.options.clone(),
             shadow: self.shadow.checkpoint(),
             transcript: self.transcript.clone(),
             committed: self.committed.clone(),
             folds: self.folds.clone(),
-            offset: self.offset,
-            calibrated: self.calibrated,
+            offset: self.meter.offset(),
+            calibrated: self.meter.calibrated(),
             next_request: self.next_request,
             asked: self.asked,
             pending: self.pending.clone(),
@@ -650,7 +622,7 @@ impl Strategy for SelfGc {
             return None;
         }
         let tokens = self.tokens();
-        let budget = self.config.budget as f64;
+        let budget = self.meter.config().budget as f64;
         if (tokens as f64) < self.options.trigger * budget {
             return None;
         }

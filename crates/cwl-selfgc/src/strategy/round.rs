@@ -53,7 +53,7 @@ impl SelfGc {
             in_flight: self.in_flight(),
             committed: &self.committed,
         }
-        .run_billed(plan, self.config.reasoning)
+        .run_billed(plan, self.meter.config().reasoning)
     }
 
     /// Whether some object could still be collected: otherwise a planner
@@ -162,7 +162,7 @@ impl SelfGc {
             return None;
         }
         let task_boundary = matches!(self.transcript.last(), Some(Message::User { .. }));
-        let over = self.tokens() > self.config.budget;
+        let over = self.tokens() > self.meter.config().budget;
         let expired = self.cache_expired;
         if decide(
             pending.prune,
