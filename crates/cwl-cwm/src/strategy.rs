@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use cwl::Meter;
-use cwl::strategy::{Health, Saved, SideRequest, Strategy};
+use cwl::strategy::{Health, Saved, SideCalls, SideRequest, Strategy};
 use cwl::tokens::{block_tokens, message_tokens};
 use cwl::{
     Block, Checkpoint, Config, Context, DELIMITER, DelimiterOutcome, Message, PaperOrder,
@@ -750,10 +750,6 @@ impl Strategy for Cwm {
         })
     }
 
-    fn side_request(&mut self) -> Option<SideRequest> {
-        self.ask()
-    }
-
     fn notes(&self) -> Option<String> {
         let checkpoint = self.task_checkpoint();
         (!checkpoint.notes.is_empty() || !checkpoint.summary.is_empty())
@@ -762,6 +758,12 @@ impl Strategy for Cwm {
 
     fn metrics(&self) -> Option<serde_json::Value> {
         serde_json::to_value(Cwm::metrics(self)).ok()
+    }
+}
+
+impl SideCalls for Cwm {
+    fn side_request(&mut self) -> Option<SideRequest> {
+        self.ask()
     }
 
     fn side_result(&mut self, id: u64, result: Result<String, String>) {

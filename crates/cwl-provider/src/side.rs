@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use cwl::{Block, Message, SideRequest, Strategy};
+use cwl::{Block, Message, SideCalls, SideRequest};
 
 use crate::{Provider, Request};
 
@@ -63,7 +63,7 @@ pub async fn side_call(
 pub async fn run_side_calls(
     provider: &dyn Provider,
     model: &str,
-    strategy: &mut dyn Strategy,
+    strategy: &mut dyn SideCalls,
     cap: Option<Duration>,
 ) -> Vec<(SideRequest, Result<String, String>)> {
     let mut done = Vec::new();
@@ -85,7 +85,7 @@ pub async fn run_side_calls(
 mod tests {
     use std::time::Duration;
 
-    use cwl::Usage;
+    use cwl::{Strategy, Usage};
 
     use super::*;
     use crate::testing::asking::Asking;

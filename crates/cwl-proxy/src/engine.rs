@@ -2,15 +2,14 @@
 //! inferred, and where each engine message came from on the wire.
 
 use cwl::{
-    Block, Message, RECALL, Record, Report, SideRequest, SidecarFile, SidecarStore, Source,
-    Strategy, TranscriptError,
+    Block, Message, RECALL, Record, Report, SideCalls, SideRequest, SidecarFile, SidecarStore,
+    Source, Strategy, TranscriptError,
 };
 use cwl_infer::Inferrer;
 use rustc_hash::FxHashMap;
 
 use crate::event::RecallEvent;
 use crate::recall::Transcript;
-use crate::side::Asks;
 use crate::wire::{CallNames, Item, Layout, Mark, Unit, Wire, render};
 
 /// A `recall` result the proxy answered in place of the client's: where
@@ -550,7 +549,7 @@ fn restore_answers(wire: &dyn Wire, items: &mut [Item], stored: &[&Message]) -> 
 }
 
 /// The strategy's side calls, asked and answered through the engine.
-impl Asks for Engine {
+impl SideCalls for Engine {
     fn side_request(&mut self) -> Option<SideRequest> {
         self.context.side_request()
     }

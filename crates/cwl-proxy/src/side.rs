@@ -17,7 +17,7 @@ use hyper::http::{HeaderMap, HeaderValue, Uri, header};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use cwl::{Block, Message, SideRequest};
+use cwl::{Block, Message, SideCalls, SideRequest};
 use cwl_provider::Api as ProviderApi;
 use cwl_provider::anthropic::Anthropic;
 use cwl_provider::openai::OpenAi;
@@ -85,20 +85,11 @@ pub struct SideCallEvent {
     pub ms: u64,
 }
 
-/// What asks for side calls and takes their answers (a conversation's
-/// engine).
-pub trait Asks {
-    /// The next call wanted, if any (each is asked once).
-    fn side_request(&mut self) -> Option<SideRequest>;
-    /// The answer to call `id`.
-    fn side_result(&mut self, id: u64, result: Result<String, String>);
-}
-
 /// Runs the calls `asker` asks for, at most [`MAX_SIDE_CALLS`], each
 /// through `call`; gives each answer back to it and to `done` (to store
 /// it), in order; returns their events.
 pub fn run_side_calls(
-    asker: &mut dyn Asks,
+    asker: &mut dyn SideCalls,
     mut call: impl FnMut(&SideRequest) -> (Result<String, String>, SideCallEvent),
     mut done: impl FnMut(&SideRequest, &Result<String, String>),
 ) -> Vec<SideCallEvent> {
@@ -348,7 +339,7 @@ mod tests {
         answers: Vec<(u64, Result<String, String>)>,
     }
 
-    impl Asks for Asker {
+    impl SideCalls for Asker {
         fn side_request(&mut self) -> Option<SideRequest> {
             self.asked.pop()
         }

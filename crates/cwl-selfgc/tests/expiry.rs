@@ -2,6 +2,7 @@
 //! commits once the conversation sat idle for the cache's lifetime, not
 //! before, and the gap survives save and restore.
 
+use cwl::SideCalls;
 use std::sync::Arc;
 
 use cwl::strategy::Strategy;

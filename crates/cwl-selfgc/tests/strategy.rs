@@ -1,6 +1,7 @@
 //! Self-GC behind the seam: planner rounds, rehearsal, commit, sidecars
 //! and recall, the budget backstop, and save/restore.
 
+use cwl::SideCalls;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

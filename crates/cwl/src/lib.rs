@@ -86,6 +86,8 @@ pub use recall::{RECALL, RecallError, TranscriptStore, recall_spec};
 pub use record::{Record, Usage};
 pub use report::{EpisodeReport, LevelReport, Report};
 pub use settings::{EngineSettings, Preset, PresetError};
-pub use strategy::{Health, NoSidecars, Saved, SideRequest, SidecarFile, SidecarStore, Strategy};
+pub use strategy::{
+    Health, NoSidecars, Saved, SideCalls, SideRequest, SidecarFile, SidecarStore, Strategy,
+};
 pub use text::shorten;
 pub use tokens::{Estimate, O200k, TokenCounter};

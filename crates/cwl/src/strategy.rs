@@ -102,7 +102,7 @@ pub struct Health {
 /// prompt under the budget, and says what to send.
 ///
 /// Object safe: harnesses hold a `Box<dyn Strategy>` chosen at run time.
-pub trait Strategy: Send + fmt::Debug {
+pub trait Strategy: SideCalls + Send + fmt::Debug {
     /// The strategy's name as `--strategy` spells it.
     fn name(&self) -> &'static str;
 
@@ -234,12 +234,6 @@ pub trait Strategy: Send + fmt::Debug {
         self.recall(arguments, store)
     }
 
-    /// Sidecar files to write before the next request, taken once each
-    /// (none for strategies that fold nothing to files).
-    fn take_sidecars(&mut self) -> Vec<SidecarFile> {
-        Vec::new()
-    }
-
     /// What the strategy wants logged since the last call (a plan
     /// rejected, a plan committed), taken once each, for session notes.
     fn take_notes(&mut self) -> Vec<String> {
@@ -252,17 +246,6 @@ pub trait Strategy: Send + fmt::Debug {
     /// How full the window is, when the strategy measures it.
     fn health(&self) -> Option<Health> {
         None
-    }
-
-    /// A model call the strategy wants made, if any; each is asked once.
-    fn side_request(&mut self) -> Option<SideRequest> {
-        None
-    }
-
-    /// The answer to side request `id`: the model's text, or why there is
-    /// none (error, timeout). Strategies that never ask ignore it.
-    fn side_result(&mut self, id: u64, result: Result<String, String>) {
-        let _ = (id, result);
     }
 
     /// The working notes the strategy keeps outside the window (a
@@ -279,6 +262,32 @@ pub trait Strategy: Send + fmt::Debug {
         None
     }
 }
+
+/// What a strategy that calls a model beside the main loop (a planner, a
+/// summary) or keeps files beside the session adds to [`Strategy`]; the
+/// defaults are a strategy that does neither. Harnesses that run side
+/// calls take any `SideCalls`, a strategy or what wraps one.
+pub trait SideCalls: Send {
+    /// Sidecar files to write before the next request, taken once each
+    /// (none for strategies that fold nothing to files).
+    fn take_sidecars(&mut self) -> Vec<SidecarFile> {
+        Vec::new()
+    }
+
+    /// A model call the strategy wants made, if any; each is asked once.
+    fn side_request(&mut self) -> Option<SideRequest> {
+        None
+    }
+
+    /// The answer to side request `id`: the model's text, or why there is
+    /// none (error, timeout). Strategies that never ask ignore it.
+    fn side_result(&mut self, id: u64, result: Result<String, String>) {
+        let _ = (id, result);
+    }
+}
+
+/// CWL asks for no side call and keeps no sidecar.
+impl SideCalls for Context {}
 
 impl Strategy for Context {
     fn name(&self) -> &'static str {

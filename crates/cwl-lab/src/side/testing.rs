@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use cwl::strategy::Saved;
 use cwl::{
-    Context, DelimiterOutcome, Message, Report, SideRequest, Source, Strategy, TranscriptError,
-    TranscriptStore,
+    Context, DelimiterOutcome, Message, Report, SideCalls, SideRequest, Source, Strategy,
+    TranscriptError, TranscriptStore,
 };
 
 /// The answers an [`Asking`] strategy was given: `(request id, result)`.
@@ -131,7 +131,9 @@ impl Strategy for Asking {
     fn save(&self) -> Result<Saved, serde_json::Error> {
         Strategy::save(&self.context)
     }
+}
 
+impl SideCalls for Asking {
     fn side_request(&mut self) -> Option<SideRequest> {
         self.queued.take()
     }

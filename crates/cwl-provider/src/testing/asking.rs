@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cwl::{Config, Context, Estimate, Message, SideRequest, Strategy};
+use cwl::{Config, Context, Estimate, Message, SideCalls, SideRequest, Strategy};
 
 /// The answers a strategy was given, by request id.
 pub type Answers = Arc<Mutex<Vec<(u64, Result<String, String>)>>>;
@@ -79,6 +79,9 @@ impl Strategy for Asking {
     fn save(&self) -> Result<cwl::Saved, serde_json::Error> {
         Strategy::save(&self.context)
     }
+}
+
+impl SideCalls for Asking {
     fn side_request(&mut self) -> Option<SideRequest> {
         self.asked.pop()
     }

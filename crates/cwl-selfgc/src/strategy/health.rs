@@ -335,6 +335,7 @@ impl SelfGc {
 
 #[cfg(test)]
 mod tests {
+    use cwl::SideCalls;
     use std::cell::RefCell;
     use std::collections::HashMap;
     use std::sync::Arc;

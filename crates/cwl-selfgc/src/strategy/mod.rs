@@ -44,7 +44,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cwl::Meter;
-use cwl::strategy::{Health, NoSidecars, Saved, SideRequest, SidecarFile, SidecarStore, Strategy};
+use cwl::strategy::{
+    Health, NoSidecars, Saved, SideCalls, SideRequest, SidecarFile, SidecarStore, Strategy,
+};
 use cwl::tokens::message_tokens;
 use cwl::{
     Checkpoint, Config, Context, DelimiterOutcome, Message, PaperOrder, ReasoningScope, Report,
@@ -617,6 +619,20 @@ impl Strategy for SelfGc {
         })
     }
 
+    fn health(&self) -> Option<Health> {
+        Some(self.health_now())
+    }
+
+    fn metrics(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self.metrics_now()).ok()
+    }
+
+    fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+}
+
+impl SideCalls for SelfGc {
     fn side_request(&mut self) -> Option<SideRequest> {
         if self.asked.is_some() {
             return None;
@@ -667,19 +683,7 @@ impl Strategy for SelfGc {
         self.take_answer(result);
     }
 
-    fn health(&self) -> Option<Health> {
-        Some(self.health_now())
-    }
-
-    fn metrics(&self) -> Option<serde_json::Value> {
-        serde_json::to_value(self.metrics_now()).ok()
-    }
-
     fn take_sidecars(&mut self) -> Vec<SidecarFile> {
         std::mem::take(&mut self.sidecars_out)
-    }
-
-    fn take_notes(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.notes)
     }
 }
