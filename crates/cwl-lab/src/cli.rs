@@ -329,7 +329,6 @@ impl ReplayArgs {
             clear_inputs: self.clear_inputs,
             every_request: !self.clear_as_event,
         };
-        let engine = self.engine.config(budget);
         let config = ReplayConfig {
             policies,
             policy: PolicyConfig {
@@ -338,14 +337,7 @@ impl ReplayArgs {
                 mask_turns: self.mask_turns,
                 compact,
                 clear,
-                low_water: engine.low_water,
-                residue_share: engine.residue_share,
-                keep_recent: engine.keep_recent,
-                superseded: engine.superseded,
-                restated: engine.restated,
-                answer_share: engine.answer_share,
-                stub_act_outputs: engine.stub_act_outputs,
-                superseded_plans: engine.superseded_plans,
+                settings: self.engine,
                 reasoning: ::cwl::ReasoningScope::AllTurns,
             },
             pricing: Arc::new(pricing),

@@ -27,7 +27,7 @@ use crate::metrics::sent::{History, ReasoningScope};
 use crate::metrics::{Call, Missed, Recorder, Stats};
 use crate::policy::clear::ClearParams;
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
-use crate::session::{Session, SessionEvent};
+use crate::session::{Session, SessionEvent, SessionInfo};
 use crate::side::SideModel;
 use crate::transcript::{Entry, Lab, Pairing, Step, Unit};
 use cwl_infer::Inferrer;
@@ -206,38 +206,51 @@ pub fn replay_with(
         fidelity,
     } = measured.into();
     let Session { info, events } = session;
-    let annotated = info.annotated();
-    let scope = calibration
-        .reasoning_scope
-        .unwrap_or_else(|| info.reasoning_scope());
-    let mut lab = Lab::new(Arc::clone(&config.counter), &info.tools).with_reasoning(scope);
-    let policy_config = PolicyConfig {
-        budget: calibration.local_tokens(config.policy.budget),
-        window: calibration.local_tokens(config.policy.window),
+    let mut replayer = Replayer::new(&info, path, config, calibration);
+    for event in events {
+        tick();
+        replayer.event(event);
+    }
+    replayer.finish(fidelity)
+}
+
+/// The settings budgeted policies decide against: `config`'s, with the
+/// budget, window and clearing amount converted to local tokens.
+fn local_policy(
+    config: &PolicyConfig,
+    calibration: &Calibration,
+    scope: ReasoningScope,
+) -> PolicyConfig {
+    PolicyConfig {
+        budget: calibration.local_tokens(config.budget),
+        window: calibration.local_tokens(config.window),
         clear: ClearParams {
-            clear_at_least: calibration.local_amount(config.policy.clear.clear_at_least),
-            ..config.policy.clear
+            clear_at_least: calibration.local_amount(config.clear.clear_at_least),
+            ..config.clear
         },
         reasoning: scope,
-        ..config.policy.clone()
-    };
-    let mut runs: Vec<Run> = config
-        .policies
-        .iter()
-        .map(|&kind| Run {
-            kind,
-            policy: kind.build_with(&policy_config, &lab, Arc::clone(&config.side)),
-            recorder: Recorder::calibrated(
-                config.policy.budget,
-                Arc::clone(&config.pricing),
-                calibration,
-            )
-            .reasoning(scope),
-            failed: None,
-            pruned: 0,
-        })
-        .collect();
-    let mut report = FileReport {
+        ..config.clone()
+    }
+}
+
+/// A recorder of requests measured in provider tokens against the budget.
+fn recorder(config: &ReplayConfig, calibration: Calibration, scope: ReasoningScope) -> Recorder {
+    Recorder::calibrated(
+        config.policy.budget,
+        Arc::clone(&config.pricing),
+        calibration,
+    )
+    .reasoning(scope)
+}
+
+/// A report on the file at `path` with nothing replayed yet.
+fn empty_report(
+    info: &SessionInfo,
+    path: &str,
+    config: &ReplayConfig,
+    calibration: Calibration,
+) -> FileReport {
+    FileReport {
         path: path.to_string(),
         format: info.format.clone(),
         model: config.pricing.model.clone(),
@@ -247,7 +260,7 @@ pub fn replay_with(
         budget: config.policy.budget,
         window: config.policy.window,
         requests: 0,
-        annotated,
+        annotated: info.annotated(),
         log_compactions: 0,
         log_prompt_drops: 0,
         bytes: info.bytes,
@@ -257,202 +270,361 @@ pub fn replay_with(
         losses: Vec::new(),
         calibration,
         fidelity: Fidelity::default(),
-    };
-    let mut history = History::new(scope);
-    let mut costs = CostTally::new(
-        Recorder::calibrated(
-            config.policy.budget,
-            Arc::clone(&config.pricing),
-            calibration,
-        )
-        .reasoning(scope),
-    );
-    let mut inferrer = (!annotated).then(Inferrer::new);
-    let mut pairing = Pairing::new();
-    let mut pending: Option<Pending> = None;
-    let mut last_time: Option<DateTime<Utc>> = None;
-    let mut cache_reads = CacheReads::default();
-    let mut guard = Guard {
-        reasoning: scope,
-        ..Guard::default()
-    };
-    // Every logged entry in order, kept only for the judge (what a request
-    // left out).
-    let mut all: Option<Vec<Arc<Entry>>> = config.judge.as_ref().map(|_| Vec::new());
-    let mut judge_ids = 0u64;
+    }
+}
 
-    for event in events {
-        tick();
-        let (message, timestamp, usage, cost_usd) = match event {
-            SessionEvent::Warning(what) => {
-                report.warnings.push(what);
-                continue;
-            }
+/// What a logged assistant message tells about the call that wrote it.
+struct Reply {
+    /// Anchors it used.
+    used: Vec<AnchorId>,
+    /// Of those, the ones that had appeared earlier.
+    at_risk: Vec<AnchorId>,
+    output_tokens: usize,
+    content: Need,
+}
+
+/// The state of one file's replay, fed one event at a time.
+struct Replayer<'a> {
+    config: &'a ReplayConfig,
+    calibration: Calibration,
+    /// The budget the policies decide against, in local tokens.
+    local_budget: usize,
+    lab: Lab,
+    runs: Vec<Run>,
+    report: FileReport,
+    history: History,
+    costs: CostTally,
+    /// Infers episodes when the log's agent did not annotate its own.
+    inferrer: Option<Inferrer>,
+    pairing: Pairing,
+    pending: Option<Pending>,
+    last_time: Option<DateTime<Utc>>,
+    cache_reads: CacheReads,
+    guard: Guard,
+    /// Every logged entry in order, kept only for the judge (what a
+    /// request left out).
+    all: Option<Vec<Arc<Entry>>>,
+    judge_ids: u64,
+}
+
+impl<'a> Replayer<'a> {
+    /// A replay of the session `info` describes, read from `path`, with
+    /// every policy of `config` built and nothing replayed yet.
+    fn new(
+        info: &SessionInfo,
+        path: &str,
+        config: &'a ReplayConfig,
+        calibration: Calibration,
+    ) -> Self {
+        let scope = calibration
+            .reasoning_scope
+            .unwrap_or_else(|| info.reasoning_scope());
+        let lab = Lab::new(Arc::clone(&config.counter), &info.tools).with_reasoning(scope);
+        let policy_config = local_policy(&config.policy, &calibration, scope);
+        let runs = config
+            .policies
+            .iter()
+            .map(|&kind| Run {
+                kind,
+                policy: kind.build_with(&policy_config, &lab, Arc::clone(&config.side)),
+                recorder: recorder(config, calibration, scope),
+                failed: None,
+                pruned: 0,
+            })
+            .collect();
+        Replayer {
+            config,
+            calibration,
+            local_budget: policy_config.budget,
+            lab,
+            runs,
+            report: empty_report(info, path, config, calibration),
+            history: History::new(scope),
+            costs: CostTally::new(recorder(config, calibration, scope)),
+            inferrer: (!info.annotated()).then(Inferrer::new),
+            pairing: Pairing::new(),
+            pending: None,
+            last_time: None,
+            cache_reads: CacheReads::default(),
+            guard: Guard {
+                reasoning: scope,
+                ..Guard::default()
+            },
+            all: config.judge.as_ref().map(|_| Vec::new()),
+            judge_ids: 0,
+        }
+    }
+
+    /// Takes the log's next event.
+    fn event(&mut self, event: SessionEvent) {
+        match event {
+            SessionEvent::Warning(what) => self.report.warnings.push(what),
             SessionEvent::Compaction { .. } => {
-                report.log_compactions += 1;
-                cache_reads.cut();
-                costs.cut();
-                continue;
+                self.report.log_compactions += 1;
+                self.cache_reads.cut();
+                self.costs.cut();
             }
             SessionEvent::Message {
                 message,
                 timestamp,
                 usage,
                 cost_usd,
-            } => (message, timestamp, usage, cost_usd),
-        };
-        match message {
-            Message::ToolResult(result) => {
-                if let Some(inferrer) = inferrer.as_mut() {
-                    inferrer.result(&result);
-                }
-                pairing.result(result)
-            }
-            Message::Assistant { .. } => {
-                let (tokens, reasoning) =
-                    flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
-                history.push(tokens, reasoning, false);
-                let logged = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
-                let stripped = calibration.provider_amount(history.take_dropped());
-                let changed_at = history.take_change();
-                if let (Some(before), Some(now)) = (cache_reads.previous, logged)
-                    && calibrate::prompt_dropped(before.saturating_sub(stripped), now)
-                {
-                    report.log_prompt_drops += 1;
-                    if report.log_prompt_drops == 1 {
-                        costs.cut();
-                    }
-                    cache_reads.cut();
-                }
-                let used = lab.anchors_mut().extract(&message, Scope::Used);
-                let at_risk: Vec<AnchorId> = used
-                    .iter()
-                    .copied()
-                    .filter(|a| lab.anchors().was_seen(*a))
-                    .collect();
-                let output_tokens = match usage {
-                    Some(u) if u.output_tokens > 0 => {
-                        usize::try_from(u.output_tokens).unwrap_or(usize::MAX)
-                    }
-                    _ => message_tokens(lab.counter(), &message).saturating_sub(MESSAGE_OVERHEAD),
-                };
-                let content = Need::of(&message, &at_risk, lab.seen());
-                let unchanged = changed_at
-                    .map(|at| calibration.provider_tokens(lab.tools_tokens() + at) as u64);
-                let cache_share =
-                    cache_reads.share(usage.as_ref(), config.pricing.rules, unchanged);
-                let call = Call {
-                    time: last_time.or(timestamp),
-                    history_tokens: history.sent(),
-                    history_changed_at: changed_at,
-                    output_tokens,
-                    at_risk: &at_risk,
-                    content: &content,
-                    cache_share,
-                };
-                report.requests = lab.called();
-                costs.call(&call, cost_usd, lab.tools_tokens());
-                for run in runs.iter_mut().filter(|r| r.failed.is_none()) {
-                    run.policy.time(call.time);
-                    match run.policy.request(&mut lab) {
-                        Ok(request) => {
-                            if config.check {
-                                guard.check(
-                                    run.kind,
-                                    &request,
-                                    policy_config.budget,
-                                    &lab,
-                                    report.requests,
-                                    &mut report.violations,
-                                );
-                            }
-                            let missed = run.recorder.record(&request, &call, lab.tools_tokens());
-                            if config.losses && !missed.is_empty() {
-                                report
-                                    .losses
-                                    .push(loss(&lab, run.kind, report.requests, &missed));
-                            }
-                            if let (Some(judge), Some(all)) = (&config.judge, &all) {
-                                judge_request(judge, run, &request, all, &message, &mut judge_ids);
-                            }
+            } => {
+                match message {
+                    Message::ToolResult(result) => {
+                        if let Some(inferrer) = self.inferrer.as_mut() {
+                            inferrer.result(&result);
                         }
-                        Err(error) => run.failed = Some(error.to_string()),
+                        self.pairing.result(result)
                     }
+                    Message::Assistant { .. } => {
+                        self.assistant(message, timestamp, usage, cost_usd)
+                    }
+                    Message::User { .. } | Message::System { .. } => self.turn(message),
                 }
-                let annotations = inferrer
-                    .as_mut()
-                    .map(|i| i.before(&message))
-                    .unwrap_or_default();
-                pending = Some(Pending {
-                    annotations,
-                    used: Arc::from(used),
-                });
-                pairing.begin(message);
-            }
-            Message::User { .. } | Message::System { .. } => {
-                let (tokens, reasoning) =
-                    flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
-                history.push(tokens, reasoning, false);
-                let annotations = inferrer
-                    .as_mut()
-                    .map(|i| i.before(&message))
-                    .unwrap_or_default();
-                let is_user = matches!(message, Message::User { .. });
-                let entry = lab.entry(message);
-                lab.note_logged(&entry);
-                guard.note(&entry, is_user);
-                if let Some(all) = all.as_mut() {
-                    all.push(Arc::clone(&entry));
+                if timestamp.is_some() {
+                    self.last_time = timestamp;
                 }
-                history.push(entry.tokens(), entry.reasoning_tokens(), is_user);
-                push(&mut runs, &Unit::Message(entry), &annotations, &mut lab);
             }
         }
-        if timestamp.is_some() {
-            last_time = timestamp;
-        }
     }
-    flush(&mut pairing, &mut pending, &mut runs, &mut lab, &mut all);
-    report.fidelity = Fidelity {
-        logged_cost_usd: costs.logged(),
-        replayed_cost_usd: costs.replayed(),
-        ..fidelity
-    };
-    let off = report.fidelity.out_of_bounds();
-    if !off.is_empty() {
-        report.warnings.push(format!(
-            "{path}: cannot replay what the log's harness sent within the lab's bounds ({}): this file's figures are less sure",
-            off.join(", ")
-        ));
-    }
-    report.warnings.extend(pairing.take_warnings());
-    if report.log_prompt_drops > 0 {
-        report.warnings.push(format!(
-            "{path}: the logged prompt shrank on {} calls without a compaction: the log's harness removed content from what it sent (Claude Code 2.0 clears old tool results) and logged it whole; every policy here replays what the log holds; the replay of what the harness sent takes the size of each cut from the call after it",
-            report.log_prompt_drops
-        ));
-    }
-    for run in runs {
-        let Run {
-            kind,
-            mut policy,
-            recorder,
-            failed,
-            ..
-        } = run;
-        report.warnings.extend(
-            policy
-                .take_warnings()
-                .into_iter()
-                .map(|w| format!("{kind}: {w}")),
-        );
-        report.policies.push(PolicyOutcome {
-            kind,
-            stats: recorder.into_stats(),
-            failed,
+
+    /// A model call: measures every policy's request, then opens the step
+    /// the call's message begins.
+    fn assistant(
+        &mut self,
+        message: Message,
+        timestamp: Option<DateTime<Utc>>,
+        usage: Option<Usage>,
+        cost_usd: Option<f64>,
+    ) {
+        self.close_step();
+        let stripped = self
+            .calibration
+            .provider_amount(self.history.take_dropped());
+        let changed_at = self.history.take_change();
+        self.note_prompt_drop(usage, stripped);
+        let reply = self.reply(&message, usage);
+        let unchanged = changed_at.map(|at| {
+            self.calibration
+                .provider_tokens(self.lab.tools_tokens() + at) as u64
         });
+        let cache_share =
+            self.cache_reads
+                .share(usage.as_ref(), self.config.pricing.rules, unchanged);
+        let call = Call {
+            time: self.last_time.or(timestamp),
+            history_tokens: self.history.sent(),
+            history_changed_at: changed_at,
+            output_tokens: reply.output_tokens,
+            at_risk: &reply.at_risk,
+            content: &reply.content,
+            cache_share,
+        };
+        self.report.requests = self.lab.called();
+        self.costs.call(&call, cost_usd, self.lab.tools_tokens());
+        self.request_all(&call, &message);
+        let annotations = self.annotations(&message);
+        self.pending = Some(Pending {
+            annotations,
+            used: Arc::from(reply.used),
+        });
+        self.pairing.begin(message);
     }
-    report
+
+    /// Counts a call whose logged prompt shrank by more than the
+    /// `stripped` provider tokens the replay dropped itself.
+    fn note_prompt_drop(&mut self, usage: Option<Usage>, stripped: u64) {
+        let logged = usage.map(|u| u.input_tokens).filter(|t| *t > 0);
+        if let (Some(before), Some(now)) = (self.cache_reads.previous, logged)
+            && calibrate::prompt_dropped(before.saturating_sub(stripped), now)
+        {
+            self.report.log_prompt_drops += 1;
+            if self.report.log_prompt_drops == 1 {
+                self.costs.cut();
+            }
+            self.cache_reads.cut();
+        }
+    }
+
+    /// The anchors, output size and earlier content of the logged reply.
+    fn reply(&mut self, message: &Message, usage: Option<Usage>) -> Reply {
+        let lab = &mut self.lab;
+        let used = lab.anchors_mut().extract(message, Scope::Used);
+        let at_risk: Vec<AnchorId> = used
+            .iter()
+            .copied()
+            .filter(|a| lab.anchors().was_seen(*a))
+            .collect();
+        let output_tokens = match usage {
+            Some(u) if u.output_tokens > 0 => {
+                usize::try_from(u.output_tokens).unwrap_or(usize::MAX)
+            }
+            _ => message_tokens(lab.counter(), message).saturating_sub(MESSAGE_OVERHEAD),
+        };
+        let content = Need::of(message, &at_risk, lab.seen());
+        Reply {
+            used,
+            at_risk,
+            output_tokens,
+            content,
+        }
+    }
+
+    /// Asks every running policy for its request at `call` and records it;
+    /// `reply` is the logged message the call returned.
+    fn request_all(&mut self, call: &Call<'_>, reply: &Message) {
+        let number = self.report.requests;
+        for run in self.runs.iter_mut().filter(|r| r.failed.is_none()) {
+            run.policy.time(call.time);
+            let request = match run.policy.request(&mut self.lab) {
+                Ok(request) => request,
+                Err(error) => {
+                    run.failed = Some(error.to_string());
+                    continue;
+                }
+            };
+            if self.config.check {
+                self.guard.check(
+                    run.kind,
+                    &request,
+                    self.local_budget,
+                    &self.lab,
+                    number,
+                    &mut self.report.violations,
+                );
+            }
+            let missed = run.recorder.record(&request, call, self.lab.tools_tokens());
+            if self.config.losses && !missed.is_empty() {
+                self.report
+                    .losses
+                    .push(loss(&self.lab, run.kind, number, &missed));
+            }
+            if let (Some(judge), Some(all)) = (&self.config.judge, &self.all) {
+                judge_request(judge, run, &request, all, reply, &mut self.judge_ids);
+            }
+        }
+    }
+
+    /// A user turn or system message: closes the open step and gives the
+    /// message to every policy.
+    fn turn(&mut self, message: Message) {
+        self.close_step();
+        let annotations = self.annotations(&message);
+        let is_user = matches!(message, Message::User { .. });
+        let entry = self.lab.entry(message);
+        self.lab.note_logged(&entry);
+        self.guard.note(&entry, is_user);
+        if let Some(all) = self.all.as_mut() {
+            all.push(Arc::clone(&entry));
+        }
+        self.history
+            .push(entry.tokens(), entry.reasoning_tokens(), is_user);
+        push(
+            &mut self.runs,
+            &Unit::Message(entry),
+            &annotations,
+            &mut self.lab,
+        );
+    }
+
+    /// The episode annotations inferred before `message` (none when the
+    /// log's agent annotated its own).
+    fn annotations(&mut self, message: &Message) -> Vec<Annotation> {
+        self.inferrer
+            .as_mut()
+            .map(|i| i.before(message))
+            .unwrap_or_default()
+    }
+
+    /// Pushes the open step, if any, and adds it to the history.
+    fn close_step(&mut self) {
+        let (tokens, reasoning) = self.flush();
+        self.history.push(tokens, reasoning, false);
+    }
+
+    /// Pushes the open step, if any; returns its tokens and, of those, its
+    /// reasoning's.
+    fn flush(&mut self) -> (usize, usize) {
+        let done = self.pairing.finish();
+        let Some(Pending { annotations, used }) = self.pending.take() else {
+            return (0, 0);
+        };
+        let Some((assistant, results)) = done else {
+            return (0, 0);
+        };
+        let lab = &mut self.lab;
+        let assistant = lab.entry(assistant);
+        lab.note_logged(&assistant);
+        let results = results
+            .into_iter()
+            .map(|r| {
+                let entry = lab.entry(r);
+                lab.note_logged(&entry);
+                entry
+            })
+            .collect::<Vec<_>>();
+        if let Some(all) = self.all.as_mut() {
+            all.push(Arc::clone(&assistant));
+            all.extend(results.iter().cloned());
+        }
+        let step = Step {
+            assistant,
+            results,
+            used,
+        };
+        let sizes = (step.tokens(), step.assistant.reasoning_tokens());
+        push(&mut self.runs, &Unit::Step(step), &annotations, lab);
+        sizes
+    }
+
+    /// Ends the replay: the report with `fidelity`, the replay's costs and
+    /// every warning, and each policy's outcome.
+    fn finish(mut self, fidelity: Fidelity) -> FileReport {
+        self.flush();
+        let mut report = self.report;
+        let path = report.path.clone();
+        report.fidelity = Fidelity {
+            logged_cost_usd: self.costs.logged(),
+            replayed_cost_usd: self.costs.replayed(),
+            ..fidelity
+        };
+        let off = report.fidelity.out_of_bounds();
+        if !off.is_empty() {
+            report.warnings.push(format!(
+                "{path}: cannot replay what the log's harness sent within the lab's bounds ({}): this file's figures are less sure",
+                off.join(", ")
+            ));
+        }
+        report.warnings.extend(self.pairing.take_warnings());
+        if report.log_prompt_drops > 0 {
+            report.warnings.push(format!(
+                "{path}: the logged prompt shrank on {} calls without a compaction: the log's harness removed content from what it sent (Claude Code 2.0 clears old tool results) and logged it whole; every policy here replays what the log holds; the replay of what the harness sent takes the size of each cut from the call after it",
+                report.log_prompt_drops
+            ));
+        }
+        for run in self.runs {
+            let Run {
+                kind,
+                mut policy,
+                recorder,
+                failed,
+                ..
+            } = run;
+            report.warnings.extend(
+                policy
+                    .take_warnings()
+                    .into_iter()
+                    .map(|w| format!("{kind}: {w}")),
+            );
+            report.policies.push(PolicyOutcome {
+                kind,
+                stats: recorder.into_stats(),
+                failed,
+            });
+        }
+        report
+    }
 }
 
 /// Request `number` of policy `kind`, which lacked `missed`, as listed.
@@ -508,46 +680,6 @@ fn judge_request(
         .map_err(|e| e.to_string())
         .and_then(|answer| judge::parse(&answer));
     run.recorder.judged(&judgment);
-}
-
-/// Pushes the open step, if any; returns its tokens and, of those, its
-/// reasoning's.
-fn flush(
-    pairing: &mut Pairing,
-    pending: &mut Option<Pending>,
-    runs: &mut [Run],
-    lab: &mut Lab,
-    all: &mut Option<Vec<Arc<Entry>>>,
-) -> (usize, usize) {
-    let done = pairing.finish();
-    let Some(Pending { annotations, used }) = pending.take() else {
-        return (0, 0);
-    };
-    let Some((assistant, results)) = done else {
-        return (0, 0);
-    };
-    let assistant = lab.entry(assistant);
-    lab.note_logged(&assistant);
-    let results = results
-        .into_iter()
-        .map(|r| {
-            let entry = lab.entry(r);
-            lab.note_logged(&entry);
-            entry
-        })
-        .collect::<Vec<_>>();
-    if let Some(all) = all.as_mut() {
-        all.push(Arc::clone(&assistant));
-        all.extend(results.iter().cloned());
-    }
-    let step = Step {
-        assistant,
-        results,
-        used,
-    };
-    let sizes = (step.tokens(), step.assistant.reasoning_tokens());
-    push(runs, &Unit::Step(step), &annotations, lab);
-    sizes
 }
 
 fn push(runs: &mut [Run], unit: &Unit, annotations: &[Annotation], lab: &mut Lab) {

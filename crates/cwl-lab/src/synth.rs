@@ -126,6 +126,16 @@ struct Gen<'a> {
     touched: Vec<(String, String)>,
 }
 
+/// The task being generated.
+struct Task {
+    /// Its number, from 1.
+    index: usize,
+    /// The module it changes.
+    module: String,
+    /// The earlier change (path, function) it builds on, in a follow-up.
+    revisit: Option<(String, String)>,
+}
+
 impl Gen<'_> {
     fn below(&mut self, n: usize) -> usize {
         (self.rng.next_u64() % n.max(1) as u64) as usize
@@ -295,12 +305,42 @@ impl Gen<'_> {
         )
     }
 
+    /// Task `index`: its prompt, then rounds of exploring and changing
+    /// until the sent tokens reach `target`, then a closing answer.
+    /// `episodes` lists every explore episode so far, with its task.
     fn task(
         &mut self,
         index: usize,
         target: u64,
         episodes: &mut Vec<(usize, String)>,
     ) -> Result<(), SynthError> {
+        let task = self.open_task(index)?;
+        let mut round = 0;
+        loop {
+            round += 1;
+            let expl = format!("t{index}-explore-{round}");
+            let (pattern, files) = self.explore(&task, &expl)?;
+            let act = self.plan(&task, round, expl, &pattern, &files, episodes)?;
+            self.change(&task, &files, act)?;
+            if self.summary.sent_tokens >= target {
+                break;
+            }
+        }
+        let words = self.words(12);
+        self.step(
+            Some(format!("Done with task {index}: {words}.")),
+            Vec::new(),
+        )?;
+        if self.touched.len() > 256 {
+            let keep = self.touched.split_off(self.touched.len() - 128);
+            self.touched = keep;
+        }
+        Ok(())
+    }
+
+    /// Picks task `index`'s module and feature, and at times an earlier
+    /// change to build on, and writes its user prompt.
+    fn open_task(&mut self, index: usize) -> Result<Task, SynthError> {
         let module = self.pick(MODULES).to_string();
         let feature = self.pick(FEATURES);
         let follow_up = index > 1 && !self.touched.is_empty() && self.chance(30);
@@ -316,140 +356,166 @@ impl Gen<'_> {
         }
         self.pause();
         self.write(Message::user(prompt))?;
-        let mut round = 0;
-        loop {
-            round += 1;
-            let expl = format!("t{index}-explore-{round}");
-            self.summary.episodes += 1;
-            let pattern = self.function();
-            let start = Annotation::Start {
-                name: expl.clone(),
-                kind: EpisodeKind::Expl,
-                dependencies: vec![],
+        Ok(Task {
+            index,
+            module,
+            revisit,
+        })
+    }
+
+    /// Opens the explore episode `expl`: a search, file reads and at times
+    /// a listing. Returns the pattern searched for and the files read.
+    fn explore(&mut self, task: &Task, expl: &str) -> Result<(String, Vec<String>), SynthError> {
+        let module = &task.module;
+        self.summary.episodes += 1;
+        let pattern = self.function();
+        let start = Annotation::Start {
+            name: expl.to_string(),
+            kind: EpisodeKind::Expl,
+            dependencies: vec![],
+        };
+        let hits = self.range(40, 320);
+        let grep = self.grep_output(&pattern, hits);
+        let text = format!("Looking for uses of `{pattern}` in src/{module}/.");
+        self.step(
+            Some(text),
+            vec![
+                Self::delimiter(&start, EpisodeKind::Expl),
+                (
+                    "grep".into(),
+                    json!({"pattern": pattern, "path": format!("src/{module}")}).to_string(),
+                    grep,
+                ),
+            ],
+        )?;
+        let files = self.read_files(task, &pattern)?;
+        if self.chance(30) {
+            let listing: String = FILES
+                .iter()
+                .map(|f| format!("src/{module}/{f}\n"))
+                .collect();
+            self.step(
+                None,
+                vec![(
+                    "ls".into(),
+                    json!({"path": format!("src/{module}")}).to_string(),
+                    listing,
+                )],
+            )?;
+        }
+        Ok((pattern, files))
+    }
+
+    /// Reads two to five files of the task's module (the revisited file
+    /// first), one step each; returns their paths.
+    fn read_files(&mut self, task: &Task, pattern: &str) -> Result<Vec<String>, SynthError> {
+        let reads = self.range(2, 5);
+        let mut files = Vec::new();
+        for r in 0..reads {
+            let path = match (&task.revisit, r) {
+                (Some((path, _)), 0) => path.clone(),
+                _ => format!("src/{}/{}", task.module, self.pick(FILES)),
             };
-            let hits = self.range(40, 320);
-            let grep = self.grep_output(&pattern, hits);
-            let text = format!("Looking for uses of `{pattern}` in src/{module}/.");
+            let lines = self.range(60, 400);
+            let body = self.file_body(&path, lines);
+            let text = format!("Reading {path} to see how `{pattern}` is handled.");
             self.step(
                 Some(text),
-                vec![
-                    Self::delimiter(&start, EpisodeKind::Expl),
-                    (
-                        "grep".into(),
-                        json!({"pattern": pattern, "path": format!("src/{module}")}).to_string(),
-                        grep,
-                    ),
-                ],
+                vec![("read".into(), json!({"path": path}).to_string(), body)],
             )?;
-            let reads = self.range(2, 5);
-            let mut files = Vec::new();
-            for r in 0..reads {
-                let path = match (&revisit, r) {
-                    (Some((path, _)), 0) => path.clone(),
-                    _ => format!("src/{module}/{}", self.pick(FILES)),
-                };
-                let lines = self.range(60, 400);
-                let body = self.file_body(&path, lines);
-                let text = format!("Reading {path} to see how `{pattern}` is handled.");
-                self.step(
-                    Some(text),
-                    vec![("read".into(), json!({"path": path}).to_string(), body)],
-                )?;
-                files.push(path);
-            }
-            if self.chance(30) {
-                let listing: String = FILES
-                    .iter()
-                    .map(|f| format!("src/{module}/{f}\n"))
-                    .collect();
-                self.step(
-                    None,
-                    vec![(
-                        "ls".into(),
-                        json!({"path": format!("src/{module}")}).to_string(),
-                        listing,
-                    )],
-                )?;
-            }
-            let description = format!(
-                "`{pattern}` is used across src/{module}/; read {}; the change belongs in {}.",
-                files.join(", "),
-                files[0]
-            );
-            let end = Annotation::End {
-                name: Some(expl.clone()),
-                description: Some(description),
-            };
-            episodes.push((index, expl.clone()));
-            let act = format!("t{index}-change-{round}");
-            self.summary.episodes += 1;
-            let mut dependencies = vec![expl];
-            if let Some((_, earlier)) = episodes.iter().find(|(task, _)| follow_up && *task < index)
-            {
-                dependencies.push(earlier.clone());
-            }
-            let start = Annotation::Start {
-                name: act.clone(),
-                kind: EpisodeKind::Act,
-                dependencies,
-            };
-            self.step(
-                Some(format!("Plan: change {} and test.", files[0])),
-                vec![
-                    Self::delimiter(&end, EpisodeKind::Expl),
-                    Self::delimiter(&start, EpisodeKind::Act),
-                ],
-            )?;
-            let cycles = self.range(1, 3);
-            for _ in 0..cycles {
-                let path = files[self.below(files.len())].clone();
-                let function = match &revisit {
-                    Some((p, f)) if *p == path => f.clone(),
-                    _ => self.function(),
-                };
-                let old = format!("    let out = {function}(&input)?;");
-                let new = format!(
-                    "    let out = {function}(&input).map_err(|e| Error::{module}(e))?;\n    self.metrics.record(\"{function}\");"
-                );
-                let args = json!({"path": path, "old_string": old, "new_string": new}).to_string();
-                self.step(
-                    Some(format!("Editing `{function}` in {path}.")),
-                    vec![(
-                        "edit".into(),
-                        args,
-                        format!("Edited {path}: 1 replacement."),
-                    )],
-                )?;
-                self.touched.push((path, function));
-                let tests = self.test_output(&module);
-                self.step(
-                    None,
-                    vec![(
-                        "bash".into(),
-                        json!({"command": format!("cargo test -p {module}")}).to_string(),
-                        tests,
-                    )],
-                )?;
-            }
-            let end = Annotation::End {
-                name: Some(act),
-                description: None,
-            };
-            self.step(None, vec![Self::delimiter(&end, EpisodeKind::Act)])?;
-            if self.summary.sent_tokens >= target {
-                break;
-            }
+            files.push(path);
         }
-        let words = self.words(12);
+        Ok(files)
+    }
+
+    /// Ends the explore episode `expl` with what it found and opens the act
+    /// episode of `round` that depends on it (and, in a follow-up task, on
+    /// an earlier task's). Returns the act episode's name.
+    fn plan(
+        &mut self,
+        task: &Task,
+        round: usize,
+        expl: String,
+        pattern: &str,
+        files: &[String],
+        episodes: &mut Vec<(usize, String)>,
+    ) -> Result<String, SynthError> {
+        let (index, module) = (task.index, &task.module);
+        let description = format!(
+            "`{pattern}` is used across src/{module}/; read {}; the change belongs in {}.",
+            files.join(", "),
+            files[0]
+        );
+        let end = Annotation::End {
+            name: Some(expl.clone()),
+            description: Some(description),
+        };
+        episodes.push((index, expl.clone()));
+        let act = format!("t{index}-change-{round}");
+        self.summary.episodes += 1;
+        let mut dependencies = vec![expl];
+        let follow_up = task.revisit.is_some();
+        if let Some((_, earlier)) = episodes
+            .iter()
+            .find(|(earlier_task, _)| follow_up && *earlier_task < index)
+        {
+            dependencies.push(earlier.clone());
+        }
+        let start = Annotation::Start {
+            name: act.clone(),
+            kind: EpisodeKind::Act,
+            dependencies,
+        };
         self.step(
-            Some(format!("Done with task {index}: {words}.")),
-            Vec::new(),
+            Some(format!("Plan: change {} and test.", files[0])),
+            vec![
+                Self::delimiter(&end, EpisodeKind::Expl),
+                Self::delimiter(&start, EpisodeKind::Act),
+            ],
         )?;
-        if self.touched.len() > 256 {
-            let keep = self.touched.split_off(self.touched.len() - 128);
-            self.touched = keep;
+        Ok(act)
+    }
+
+    /// One to three edits of `files`, each followed by a test run, then
+    /// the end of the act episode `act`.
+    fn change(&mut self, task: &Task, files: &[String], act: String) -> Result<(), SynthError> {
+        let module = &task.module;
+        let cycles = self.range(1, 3);
+        for _ in 0..cycles {
+            let path = files[self.below(files.len())].clone();
+            let function = match &task.revisit {
+                Some((p, f)) if *p == path => f.clone(),
+                _ => self.function(),
+            };
+            let old = format!("    let out = {function}(&input)?;");
+            let new = format!(
+                "    let out = {function}(&input).map_err(|e| Error::{module}(e))?;\n    self.metrics.record(\"{function}\");"
+            );
+            let args = json!({"path": path, "old_string": old, "new_string": new}).to_string();
+            self.step(
+                Some(format!("Editing `{function}` in {path}.")),
+                vec![(
+                    "edit".into(),
+                    args,
+                    format!("Edited {path}: 1 replacement."),
+                )],
+            )?;
+            self.touched.push((path, function));
+            let tests = self.test_output(module);
+            self.step(
+                None,
+                vec![(
+                    "bash".into(),
+                    json!({"command": format!("cargo test -p {module}")}).to_string(),
+                    tests,
+                )],
+            )?;
         }
-        Ok(())
+        let end = Annotation::End {
+            name: Some(act),
+            description: None,
+        };
+        self.step(None, vec![Self::delimiter(&end, EpisodeKind::Act)])
     }
 
     fn pause(&mut self) {

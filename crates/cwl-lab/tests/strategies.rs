@@ -202,8 +202,13 @@ fn cwl_settings_tune_the_engine_under_test_and_leave_the_baselines_alone() {
                 PolicyKind::Strategy(cwl_selfgc::strategy::NAME),
             ],
             policy: PolicyConfig {
-                low_water: cwl::Share::new(low_water).unwrap(),
-                keep_recent: keep_recent.map(|s| cwl::Share::new(s).unwrap()),
+                settings: cwl::EngineSettings {
+                    low_water: Some(cwl::Share::new(low_water).unwrap()),
+                    keep_recent: Some(cwl::ResidueCap(
+                        keep_recent.map(|s| cwl::Share::new(s).unwrap()),
+                    )),
+                    ..common::config(3_000).policy.settings
+                },
                 ..common::config(3_000).policy
             },
             ..common::config(3_000)

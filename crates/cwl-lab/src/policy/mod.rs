@@ -364,25 +364,9 @@ pub struct PolicyConfig {
     pub compact: compact::CompactParams,
     /// `clear-tool-uses`' settings (its trigger is the budget).
     pub clear: clear::ClearParams,
-    /// `cwl`: where a pass stops, as a share of τ.
-    pub low_water: ::cwl::Share,
-    /// `cwl`: the residue cap as a share of τ (`None`: off, the paper).
-    pub residue_share: Option<::cwl::Share>,
-    /// `cwl`: the recent working set as a share of τ (`None`: off, the paper).
-    pub keep_recent: Option<::cwl::Share>,
-    /// `cwl`: the share of an episode's lines a later one must repeat for it
-    /// to go first (`None`: off, the paper).
-    pub superseded: Option<::cwl::Share>,
-    /// `cwl`: the share of a tool output's lines later outputs must repeat
-    /// for it to be stubbed first (`None`: off, the paper).
-    pub restated: Option<::cwl::Share>,
-    /// `cwl`: the share of τ unannotated answers between episodes may take
-    /// before the oldest go first (`None`: off, the paper).
-    pub answer_share: Option<::cwl::Share>,
-    /// `cwl`: whether old acts' outputs are stubbed before any removal.
-    pub stub_act_outputs: bool,
-    /// `cwl`: whether superseded plan calls go first.
-    pub superseded_plans: bool,
+    /// `cwl`: the engine's eviction settings (a preset and the settings
+    /// given over it), resolved at the policy's budget by [`Self::engine`].
+    pub settings: ::cwl::EngineSettings,
     /// `cwl`: which turns' reasoning the log's provider bills; the engine
     /// takes earlier turns' out of the view when the provider drops them
     /// ([`::cwl::Config::reasoning`]), as an agent that knows its provider
@@ -391,21 +375,10 @@ pub struct PolicyConfig {
 }
 
 impl PolicyConfig {
-    /// The engine configuration the `cwl` policy runs under: the budget,
-    /// low water, residue and answer caps, recent working set, superseded
-    /// and restated shares, act-output stubs and superseded plans, with
-    /// default tool classes.
+    /// The engine configuration the `cwl` policy runs under: its settings
+    /// at the budget, with default tool classes.
     pub fn engine(&self) -> ::cwl::Config {
-        ::cwl::Config::with_budget(self.budget)
-            .low_water(self.low_water)
-            .residue_share(self.residue_share)
-            .keep_recent(self.keep_recent)
-            .superseded(self.superseded)
-            .restated(self.restated)
-            .answer_share(self.answer_share)
-            .stub_act_outputs(self.stub_act_outputs)
-            .superseded_plans(self.superseded_plans)
-            .reasoning(self.reasoning)
+        self.settings.config(self.budget).reasoning(self.reasoning)
     }
 
     /// The engine configuration a baseline strategy (`cwm`, `self-gc`) runs
@@ -425,14 +398,7 @@ impl Default for PolicyConfig {
             mask_turns: mask::DEFAULT_TURNS,
             compact: compact::CompactParams::default(),
             clear: clear::ClearParams::default(),
-            low_water: ::cwl::Config::default().low_water,
-            residue_share: ::cwl::Config::default().residue_share,
-            keep_recent: ::cwl::Config::default().keep_recent,
-            superseded: ::cwl::Config::default().superseded,
-            restated: ::cwl::Config::default().restated,
-            answer_share: ::cwl::Config::default().answer_share,
-            stub_act_outputs: ::cwl::Config::default().stub_act_outputs,
-            superseded_plans: ::cwl::Config::default().superseded_plans,
+            settings: ::cwl::EngineSettings::default(),
             reasoning: ::cwl::ReasoningScope::AllTurns,
         }
     }
