@@ -85,14 +85,16 @@ fn main() -> anyhow::Result<()> {
         &path,
         Arc::clone(&counter),
         settings.config(budget),
+        cwl_session::ReplayOptions::default(),
     )?;
     let from_checkpoint = started.elapsed();
     let started = Instant::now();
-    let full = cwl_session::replay_all(
+    let full = cwl_session::replay(
         &reread,
         &path,
         Arc::clone(&counter),
         settings.config(budget),
+        cwl_session::ReplayOptions::from_start(),
     )?;
     let from_start = started.elapsed();
     if !resumed.context.view().eq(full.context.view())

@@ -97,16 +97,13 @@ fn side_records(path: &Path) -> Vec<(String, Result<String, String>)> {
 fn replays_to(path: &Path, view: &[Message]) {
     let loaded = cwl_session::read(path).unwrap();
     let config = Settings::default().config(cwm_options().engine_budget());
-    let counter = std::sync::Arc::new(O200k);
-    let from_checkpoint =
-        cwl_session::replay(&loaded, path, counter.clone(), config.clone()).unwrap();
+    let (from_checkpoint, full) = support::replay_both(&loaded, path, config.clone());
     assert!(
         from_checkpoint.warnings.is_empty(),
         "{:?}",
         from_checkpoint.warnings
     );
     assert_eq!(from_checkpoint.context.name(), "cwm");
-    let full = cwl_session::replay_all(&loaded, path, counter, config).unwrap();
     assert!(full.warnings.is_empty(), "{:?}", full.warnings);
     assert!(
         full.context.view().cloned().eq(view.iter().cloned()),
@@ -214,7 +211,14 @@ fn cwl_run_with_cwm_summarises_large_results_keeps_notes_and_stays_within_budget
     // The session replays to the same view, summaries included.
     let loaded = cwl_session::read(&path).unwrap();
     let config = Settings::default().config(cwm_options().engine_budget());
-    let full = cwl_session::replay_all(&loaded, &path, std::sync::Arc::new(O200k), config).unwrap();
+    let full = cwl_session::replay(
+        &loaded,
+        &path,
+        std::sync::Arc::new(O200k),
+        config,
+        cwl_session::ReplayOptions::from_start(),
+    )
+    .unwrap();
     let view: Vec<Message> = full.context.view().cloned().collect();
     replays_to(&path, &view);
     let metrics = full.context.metrics().unwrap();
@@ -413,7 +417,14 @@ async fn summaries_answered_with_garbage_change_nothing() {
     check_intact(server, path, view);
     let loaded = cwl_session::read(path).unwrap();
     let config = Settings::default().config(cwm_options().engine_budget());
-    let replayed = cwl_session::replay(&loaded, path, std::sync::Arc::new(O200k), config).unwrap();
+    let replayed = cwl_session::replay(
+        &loaded,
+        path,
+        std::sync::Arc::new(O200k),
+        config,
+        cwl_session::ReplayOptions::default(),
+    )
+    .unwrap();
     let metrics = replayed.context.metrics().unwrap();
     assert_eq!(metrics["compression"]["accepted"], 0);
     assert_eq!(

@@ -80,10 +80,19 @@ async fn the_demo_runs_every_task_with_eviction_inside_the_budget() {
     assert!(loaded.warnings.is_empty());
     let engine_budget = report.budget - cwl_agent::agent::STATUS_RESERVE;
     let config = cwl_session::Settings::default().config(engine_budget);
-    let mut replayed =
-        cwl_session::replay(&loaded, &report.session, Arc::new(O200k), config.clone()).unwrap();
+    let replay = |options| {
+        cwl_session::replay(
+            &loaded,
+            &report.session,
+            Arc::new(O200k),
+            config.clone(),
+            options,
+        )
+        .unwrap()
+    };
+    let mut replayed = replay(cwl_session::ReplayOptions::default());
     assert!(replayed.checkpoint.is_some());
-    let full = cwl_session::replay_all(&loaded, &report.session, Arc::new(O200k), config).unwrap();
+    let full = replay(cwl_session::ReplayOptions::from_start());
     assert!(full.warnings.is_empty(), "{:?}", full.warnings);
     assert!(
         replayed.context.view().eq(full.context.view()),

@@ -150,11 +150,12 @@ async fn recall_brings_evicted_episodes_back_before_and_after_a_resume() {
     // Push positions are message records: a full replay pushed exactly
     // the file's messages.
     let loaded = cwl_session::read(&path).unwrap();
-    let replayed = cwl_session::replay_all(
+    let replayed = cwl_session::replay(
         &loaded,
         &path,
         Arc::new(cwl::O200k),
         Settings::default().config(agent.options().engine_budget()),
+        cwl_session::ReplayOptions::from_start(),
     )
     .unwrap();
     assert_eq!(

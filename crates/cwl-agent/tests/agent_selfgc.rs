@@ -194,12 +194,9 @@ async fn self_gc_folds_to_sidecars_recalls_byte_exact_and_resumes_with_the_same_
         ..Settings::default()
     }
     .config(options(BUDGET).engine_budget());
-    let counter = std::sync::Arc::new(cwl::O200k);
-    let replayed =
-        cwl_session::replay(&loaded, &closed.path, counter.clone(), config.clone()).unwrap();
+    let (replayed, full) = support::replay_both(&loaded, &closed.path, config.clone());
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
     assert_eq!(replayed.context.name(), "self-gc");
-    let full = cwl_session::replay_all(&loaded, &closed.path, counter, config).unwrap();
     assert!(full.warnings.is_empty(), "{:?}", full.warnings);
     assert!(full.context.view().eq(replayed.context.view()));
     let last_request: Vec<Message> = replayed.context.view().cloned().collect();
@@ -341,11 +338,12 @@ async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_r
         ..Settings::default()
     }
     .config(options(BUDGET).engine_budget());
-    let replayed = cwl_session::replay_all(
+    let replayed = cwl_session::replay(
         &loaded,
         &closed.path,
         std::sync::Arc::new(cwl::O200k),
         config,
+        cwl_session::ReplayOptions::from_start(),
     )
     .unwrap();
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);

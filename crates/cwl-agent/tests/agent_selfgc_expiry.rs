@@ -187,10 +187,9 @@ async fn a_pending_plan_commits_once_the_cache_expired_and_resume_rebuilds_the_v
 
     // Replays from the checkpoint and from the start give the same view.
     let counter = Arc::new(cwl::O200k);
-    let replayed = cwl_session::replay(&loaded, &closed.path, counter.clone(), config()).unwrap();
+    let (replayed, full) = support::replay_both(&loaded, &closed.path, config());
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
     assert!(replayed.context.view().cloned().eq(view.iter().cloned()));
-    let full = cwl_session::replay_all(&loaded, &closed.path, counter.clone(), config()).unwrap();
     assert!(full.warnings.is_empty(), "{:?}", full.warnings);
     assert!(full.context.view().cloned().eq(view.iter().cloned()));
     // The gap is what made it: the file without it replays to another view.
@@ -198,7 +197,14 @@ async fn a_pending_plan_commits_once_the_cache_expired_and_resume_rebuilds_the_v
     without
         .records
         .retain(|(_, r)| !matches!(r, Record::Idle { .. }));
-    let other = cwl_session::replay_all(&without, &closed.path, counter, config()).unwrap();
+    let other = cwl_session::replay(
+        &without,
+        &closed.path,
+        counter,
+        config(),
+        cwl_session::ReplayOptions::from_start(),
+    )
+    .unwrap();
     assert!(!other.context.view().cloned().eq(view.iter().cloned()));
 
     // Resumed: the same view.
@@ -351,8 +357,14 @@ async fn a_task_continued_after_the_cache_expired_commits_the_plan_that_waited()
         .collect();
     assert_eq!(gaps.len(), 1, "{gaps:?}");
     assert!((7_200..7_300).contains(&gaps[0]), "{gaps:?}");
-    let replayed =
-        cwl_session::replay_all(&loaded, &closed.path, Arc::new(cwl::O200k), config()).unwrap();
+    let replayed = cwl_session::replay(
+        &loaded,
+        &closed.path,
+        Arc::new(cwl::O200k),
+        config(),
+        cwl_session::ReplayOptions::from_start(),
+    )
+    .unwrap();
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
     assert!(replayed.context.view().cloned().eq(view));
 }

@@ -323,13 +323,7 @@ async fn resuming_rebuilds_the_identical_view() {
     let reloaded = cwl_session::read(&path).unwrap();
     assert!(reloaded.warnings.is_empty());
     let config = cwl_session::Settings::default().config(resumed.options().engine_budget());
-    let replayed = cwl_session::replay(
-        &reloaded,
-        &path,
-        std::sync::Arc::new(cwl::O200k),
-        config.clone(),
-    )
-    .unwrap();
+    let (replayed, full) = support::replay_both(&reloaded, &path, config.clone());
     assert!(
         replayed.checkpoint.is_some(),
         "a task end left a checkpoint"
@@ -338,8 +332,6 @@ async fn resuming_rebuilds_the_identical_view() {
     let live: Vec<Message> = resumed.context().view().cloned().collect();
     assert_eq!(replayed.context.view().cloned().collect::<Vec<_>>(), live);
     assert_eq!(replayed.context.tokens(), resumed.context().tokens());
-    let full =
-        cwl_session::replay_all(&reloaded, &path, std::sync::Arc::new(cwl::O200k), config).unwrap();
     assert_eq!(full.context.view().cloned().collect::<Vec<_>>(), live);
     assert_eq!(full.context.tokens(), resumed.context().tokens());
 }
@@ -526,8 +518,14 @@ async fn earlier_tasks_thinking_goes_where_the_model_drops_it() {
     let loaded = cwl_session::read(&path).unwrap();
     let config = cwl_session::Settings::default()
         .session_config(options(50_000).engine_budget(), &loaded.info.model);
-    let replayed =
-        cwl_session::replay_all(&loaded, &path, std::sync::Arc::new(cwl::O200k), config).unwrap();
+    let replayed = cwl_session::replay(
+        &loaded,
+        &path,
+        std::sync::Arc::new(cwl::O200k),
+        config,
+        cwl_session::ReplayOptions::from_start(),
+    )
+    .unwrap();
     assert_eq!(replayed.context.view().cloned().collect::<Vec<_>>(), view);
 
     // Claude Opus 4.5 keeps every turn's.

@@ -168,12 +168,9 @@ async fn cwm_keeps_a_long_task_within_budget_and_a_resume_shows_the_same_view() 
     // The file replays to the same state from its checkpoint and from the start.
     let reloaded = cwl_session::read(&closed.path).unwrap();
     let config = Settings::default().config(options(BUDGET).engine_budget());
-    let counter = std::sync::Arc::new(cwl::O200k);
-    let replayed =
-        cwl_session::replay(&reloaded, &closed.path, counter.clone(), config.clone()).unwrap();
+    let (replayed, full) = support::replay_both(&reloaded, &closed.path, config.clone());
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
     assert_eq!(replayed.context.name(), "cwm");
-    let full = cwl_session::replay_all(&reloaded, &closed.path, counter, config).unwrap();
     assert!(full.warnings.is_empty(), "{:?}", full.warnings);
     assert!(full.context.view().eq(replayed.context.view()));
 }

@@ -403,168 +403,271 @@ fn edited_module(round: usize) -> usize {
 /// earlier rounds left it: the (module, kind) pairs edited are distinct
 /// for up to `MAX_ROUNDS` rounds.
 fn round_steps(round: usize) -> Vec<Step> {
-    use Step::*;
-    let r = round;
-    let n = MODULES.len();
-    let a = edited_module(r);
-    let (ma, mb, mc) = (
-        MODULES[a],
-        MODULES[(a + 1 + (r + 3) % 7) % n],
-        MODULES[(a + 1 + r % 7) % n],
-    );
-    let (k1, k2, k3) = (
-        (7 * r + 3) % FUNCTIONS,
-        (7 * r + 23) % FUNCTIONS,
-        (7 * r + 13) % FUNCTIONS,
-    );
-    let (pa, pc) = (module_path(ma), module_path(mc));
-    let mut steps = vec![match r % 3 {
-        0 => Shell("git diff --stat".into(), "See what changed so far".into()),
-        1 => Shell(
-            "git status --short && git log --oneline -1".into(),
-            "Check the working tree".into(),
+    let plan = Round::of(round);
+    let mut steps = vec![
+        plan.review(),
+        Step::Read(module_path(plan.ma)),
+        plan.search(),
+        plan.slice_of_mb(),
+        plan.log_slice(),
+        plan.log_query(),
+        plan.module_records(),
+        plan.lookup(),
+        docstring_edit(plan.ma, plan.k1, round),
+        plan.second_edit(),
+        plan.compile(),
+        plan.slice_of_mc(),
+        plan.check(),
+        Step::Shell(
+            format!("git diff {}", module_path(plan.ma)),
+            format!("Show the changes to {}", plan.ma),
         ),
-        _ => Shell(
-            format!(
-                "git diff {} | head -80",
-                module_path(MODULES[edited_module(r - 1)])
-            ),
-            "Look at the previous round's changes".into(),
-        ),
-    }];
-    steps.push(Read(pa.clone()));
-    steps.push(match r % 4 {
-        0 => Shell(
-            format!("grep -n 'def parse_{mc}_record_' {pc} | head -{}", 12 + r),
-            format!("List the {mc} parsers"),
-        ),
-        1 => Shell(
-            format!("grep -n 'raise ValueError' {pc} | head -15"),
-            format!("Find the bound checks of {mc}"),
-        ),
-        2 => Shell(
-            format!(
-                "grep -rn 'amount = int(fields\\[1\\]) \\* {}' src | head -30",
-                2 + r % 7
-            ),
-            format!("Find the parsers that scale amounts by {}", 2 + r % 7),
-        ),
-        _ => Shell(
-            "grep -rn 'Parse record kind' src | grep -v 'split fields' | head -40".into(),
-            "List the parser docstrings documented so far".into(),
-        ),
-    });
-    let offset = 1 + (r * 37) % 250;
-    steps.push(ReadRange(module_path(mb), offset, 40 + (r % 3) * 20));
-    let start = slice_start(r);
-    steps.push(Shell(
-        format!(
-            "sed -n '{start},{}p' data/events.log",
-            start + SLICE_LINES - 1
-        ),
-        format!("Show log lines {start} to {}", start + SLICE_LINES - 1),
-    ));
-    steps.push(match r % 3 {
-        0 => Shell(
-            format!(
-                "grep -c '{mc} record' data/events.log; grep '{mc} record .* rejected' data/events.log | head -12"
-            ),
-            format!("Count the {mc} records and show the rejected ones"),
-        ),
-        1 => Shell(
-            "awk '{split($NF, a, \"=\"); if (a[2] + 0 > 8500) print}' data/events.log | head -25"
-                .into(),
-            "Show the records with amounts over 8500".into(),
-        ),
-        _ => Shell(
-            "cut -d' ' -f3,6 data/events.log | sort | uniq -c | sort -rn | head -16".into(),
-            "Count the verdicts by module".into(),
-        ),
-    });
-    steps.push(Shell(
-        format!(
-            "grep -n '{mb} record' data/events.log | head -{}",
-            30 + (r % 4) * 10
-        ),
-        format!("Show the {mb} records of the log"),
-    ));
-    // A record shown many steps earlier, quoted from memory and looked up.
-    let (line, seen) = match r % 3 {
-        0 if r >= 6 => (
-            slice_start(r - 4) - 1 + (r * 13) % SLICE_LINES,
-            format!("log lines shown in round {}", r - 4),
-        ),
-        2 => (
-            13 * ((r * 7) % 40),
-            "the rejected records listed in round 1".into(),
-        ),
-        _ => (
-            (r * 37) % 250,
-            "the start of the log shown in round 1".into(),
-        ),
-    };
-    steps.push(Shell(
-        format!("grep -n 'id={}' data/events.log", log_id(line)),
-        format!(
-            "Look up {} again: amount {} in {seen}",
-            log_id(line),
-            log_amount(line)
-        ),
-    ));
-    steps.push(docstring_edit(ma, k1, r));
-    if r.is_multiple_of(2) {
-        steps.push(docstring_edit(ma, k2, r));
-    } else {
-        steps.push(helper_edit(ma, k3, r));
-    }
-    steps.push(Shell(
-        format!("python3 -m py_compile {pa} && echo compiled {ma}"),
-        format!("Compile {ma}"),
-    ));
-    // A slice, not the whole file: Claude Code answers a read that repeats
-    // the file's last read (same lines, file unchanged) with a stub.
-    steps.push(ReadRange(pc, 1 + (r * 29) % 120, 240 + (r % 5) * 10));
-    steps.push(if r.is_multiple_of(2) {
-        Shell(
-            "python3 -m unittest discover -s tests -v 2>&1 | tail -8".into(),
-            "Run the tests".into(),
-        )
-    } else {
-        Shell(
-            format!(
-                "PYTHONPATH=src python3 -c 'from inventory import {ma}; print({ma}.{ma}_amount_{k3}(\"X1,5\"))'"
-            ),
-            format!("Try the new helper {ma}_amount_{k3}"),
-        )
-    });
-    steps.push(Shell(
-        format!("git diff {pa}"),
-        format!("Show the changes to {ma}"),
-    ));
-    steps.push(ReadRange(pa.clone(), def_line(k1), 12));
-    if r.is_multiple_of(3) {
-        steps.push(Read("README.md".into()));
-        let anchor = "Totals skip non-positive amounts; `inventory.summary` lists the limits.\n";
-        steps.push(Edit(
-            "README.md".into(),
-            anchor.into(),
-            format!(
-                "{anchor}Round {r}: the `{ma}` parsers of kinds {k1} and {} document their scaling.\n",
-                if r.is_multiple_of(2) { k2 } else { k3 }
-            ),
-        ));
-    }
-    if r % 4 == 2 {
-        steps.push(Shell(
-            "grep -n 'LIMIT_[A-Z]* = ' src/inventory/*.py".into(),
-            format!(
-                "Check the limits again: orders was {} and stock {} before round 1 doubled them",
-                limit(0),
-                limit(1)
-            ),
-        ));
-    }
+        Step::ReadRange(module_path(plan.ma), def_line(plan.k1), 12),
+    ];
+    steps.extend(plan.readme_note());
+    steps.extend(plan.limits_check());
     steps
+}
+
+/// What round `r` works on: the module it edits (`ma`), two others it
+/// reads in slices (`mb`, `mc`), and parser kinds (`k1` and `k2` get
+/// docstrings, `k3` a helper).
+struct Round {
+    r: usize,
+    ma: &'static str,
+    mb: &'static str,
+    mc: &'static str,
+    k1: usize,
+    k2: usize,
+    k3: usize,
+}
+
+impl Round {
+    fn of(r: usize) -> Round {
+        let n = MODULES.len();
+        let a = edited_module(r);
+        Round {
+            r,
+            ma: MODULES[a],
+            mb: MODULES[(a + 1 + (r + 3) % 7) % n],
+            mc: MODULES[(a + 1 + r % 7) % n],
+            k1: (7 * r + 3) % FUNCTIONS,
+            k2: (7 * r + 23) % FUNCTIONS,
+            k3: (7 * r + 13) % FUNCTIONS,
+        }
+    }
+
+    /// The round's first look at where the work stands.
+    fn review(&self) -> Step {
+        let r = self.r;
+        match r % 3 {
+            0 => Step::Shell("git diff --stat".into(), "See what changed so far".into()),
+            1 => Step::Shell(
+                "git status --short && git log --oneline -1".into(),
+                "Check the working tree".into(),
+            ),
+            _ => Step::Shell(
+                format!(
+                    "git diff {} | head -80",
+                    module_path(MODULES[edited_module(r - 1)])
+                ),
+                "Look at the previous round's changes".into(),
+            ),
+        }
+    }
+
+    /// A grep through the sources.
+    fn search(&self) -> Step {
+        let (r, mc) = (self.r, self.mc);
+        let pc = module_path(mc);
+        match r % 4 {
+            0 => Step::Shell(
+                format!("grep -n 'def parse_{mc}_record_' {pc} | head -{}", 12 + r),
+                format!("List the {mc} parsers"),
+            ),
+            1 => Step::Shell(
+                format!("grep -n 'raise ValueError' {pc} | head -15"),
+                format!("Find the bound checks of {mc}"),
+            ),
+            2 => Step::Shell(
+                format!(
+                    "grep -rn 'amount = int(fields\\[1\\]) \\* {}' src | head -30",
+                    2 + r % 7
+                ),
+                format!("Find the parsers that scale amounts by {}", 2 + r % 7),
+            ),
+            _ => Step::Shell(
+                "grep -rn 'Parse record kind' src | grep -v 'split fields' | head -40".into(),
+                "List the parser docstrings documented so far".into(),
+            ),
+        }
+    }
+
+    /// A slice of module `mb`.
+    fn slice_of_mb(&self) -> Step {
+        let r = self.r;
+        let offset = 1 + (r * 37) % 250;
+        Step::ReadRange(module_path(self.mb), offset, 40 + (r % 3) * 20)
+    }
+
+    /// The round's slice of the events log.
+    fn log_slice(&self) -> Step {
+        let start = slice_start(self.r);
+        Step::Shell(
+            format!(
+                "sed -n '{start},{}p' data/events.log",
+                start + SLICE_LINES - 1
+            ),
+            format!("Show log lines {start} to {}", start + SLICE_LINES - 1),
+        )
+    }
+
+    /// A count or filter over the whole events log.
+    fn log_query(&self) -> Step {
+        let mc = self.mc;
+        match self.r % 3 {
+            0 => Step::Shell(
+                format!(
+                    "grep -c '{mc} record' data/events.log; grep '{mc} record .* rejected' data/events.log | head -12"
+                ),
+                format!("Count the {mc} records and show the rejected ones"),
+            ),
+            1 => Step::Shell(
+                "awk '{split($NF, a, \"=\"); if (a[2] + 0 > 8500) print}' data/events.log | head -25"
+                    .into(),
+                "Show the records with amounts over 8500".into(),
+            ),
+            _ => Step::Shell(
+                "cut -d' ' -f3,6 data/events.log | sort | uniq -c | sort -rn | head -16".into(),
+                "Count the verdicts by module".into(),
+            ),
+        }
+    }
+
+    /// The log's records of module `mb`.
+    fn module_records(&self) -> Step {
+        let mb = self.mb;
+        Step::Shell(
+            format!(
+                "grep -n '{mb} record' data/events.log | head -{}",
+                30 + (self.r % 4) * 10
+            ),
+            format!("Show the {mb} records of the log"),
+        )
+    }
+
+    /// A record shown many steps earlier, quoted from memory and looked up.
+    fn lookup(&self) -> Step {
+        let r = self.r;
+        let (line, seen) = match r % 3 {
+            0 if r >= 6 => (
+                slice_start(r - 4) - 1 + (r * 13) % SLICE_LINES,
+                format!("log lines shown in round {}", r - 4),
+            ),
+            2 => (
+                13 * ((r * 7) % 40),
+                "the rejected records listed in round 1".into(),
+            ),
+            _ => (
+                (r * 37) % 250,
+                "the start of the log shown in round 1".into(),
+            ),
+        };
+        Step::Shell(
+            format!("grep -n 'id={}' data/events.log", log_id(line)),
+            format!(
+                "Look up {} again: amount {} in {seen}",
+                log_id(line),
+                log_amount(line)
+            ),
+        )
+    }
+
+    /// The second edit of module `ma`: a docstring in even rounds, else a
+    /// helper.
+    fn second_edit(&self) -> Step {
+        if self.r.is_multiple_of(2) {
+            docstring_edit(self.ma, self.k2, self.r)
+        } else {
+            helper_edit(self.ma, self.k3, self.r)
+        }
+    }
+
+    fn compile(&self) -> Step {
+        let ma = self.ma;
+        Step::Shell(
+            format!(
+                "python3 -m py_compile {} && echo compiled {ma}",
+                module_path(ma)
+            ),
+            format!("Compile {ma}"),
+        )
+    }
+
+    /// A slice of module `mc`.
+    fn slice_of_mc(&self) -> Step {
+        let r = self.r;
+        // A slice, not the whole file: Claude Code answers a read that
+        // repeats the file's last read (same lines, file unchanged) with a
+        // stub.
+        Step::ReadRange(module_path(self.mc), 1 + (r * 29) % 120, 240 + (r % 5) * 10)
+    }
+
+    /// The tests in even rounds, else the new helper tried.
+    fn check(&self) -> Step {
+        let (ma, k3) = (self.ma, self.k3);
+        if self.r.is_multiple_of(2) {
+            Step::Shell(
+                "python3 -m unittest discover -s tests -v 2>&1 | tail -8".into(),
+                "Run the tests".into(),
+            )
+        } else {
+            Step::Shell(
+                format!(
+                    "PYTHONPATH=src python3 -c 'from inventory import {ma}; print({ma}.{ma}_amount_{k3}(\"X1,5\"))'"
+                ),
+                format!("Try the new helper {ma}_amount_{k3}"),
+            )
+        }
+    }
+
+    /// Every third round: the README read and the round noted in it.
+    fn readme_note(&self) -> Vec<Step> {
+        let (r, ma, k1) = (self.r, self.ma, self.k1);
+        if !r.is_multiple_of(3) {
+            return Vec::new();
+        }
+        let anchor = "Totals skip non-positive amounts; `inventory.summary` lists the limits.\n";
+        vec![
+            Step::Read("README.md".into()),
+            Step::Edit(
+                "README.md".into(),
+                anchor.into(),
+                format!(
+                    "{anchor}Round {r}: the `{ma}` parsers of kinds {k1} and {} document their scaling.\n",
+                    if r.is_multiple_of(2) {
+                        self.k2
+                    } else {
+                        self.k3
+                    }
+                ),
+            ),
+        ]
+    }
+
+    /// Now and then: the limits looked up again, quoting their first values.
+    fn limits_check(&self) -> Option<Step> {
+        (self.r % 4 == 2).then(|| {
+            Step::Shell(
+                "grep -n 'LIMIT_[A-Z]* = ' src/inventory/*.py".into(),
+                format!(
+                    "Check the limits again: orders was {} and stock {} before round 1 doubled them",
+                    limit(0),
+                    limit(1)
+                ),
+            )
+        })
+    }
 }
 
 /// Round `round`'s edit of the docstring of `parse_{module}_record_{k}`.
@@ -997,10 +1100,38 @@ fn recall_step(ids: &[String], prefix: &str) -> Option<usize> {
         .find_map(|id| id.strip_prefix(prefix)?.parse().ok())
 }
 
+/// What the server sends back for one request.
 struct Reply {
     status: StatusCode,
     content_type: &'static str,
     body: String,
+}
+
+/// A JSON reply with `status`.
+fn json_reply(status: StatusCode, body: Value) -> Reply {
+    Reply {
+        status,
+        content_type: "application/json",
+        body: body.to_string(),
+    }
+}
+
+/// What a body that is not JSON gets, inside either API's error envelope.
+fn not_json() -> Value {
+    json!({"type": "invalid_request_error", "message": "body is not JSON"})
+}
+
+/// A successful reply: `whole` as one JSON body, or the server-sent
+/// `events` made of it when the request asks for a stream.
+fn reply_to(request: &Value, whole: Value, events: impl FnOnce(Value) -> Vec<Value>) -> Reply {
+    if request["stream"] != true {
+        return json_reply(StatusCode::OK, whole);
+    }
+    Reply {
+        status: StatusCode::OK,
+        content_type: "text/event-stream",
+        body: sse(&events(whole)),
+    }
 }
 
 fn sse(events: &[Value]) -> String {
@@ -1029,52 +1160,51 @@ fn anthropic_reply(
         .unwrap_or("claude-scripted")
         .to_string();
     let usage_out = 20 * content.len();
-    if body["stream"] != true {
-        return Reply {
-            status: StatusCode::OK,
-            content_type: "application/json",
-            body: json!({"id": id, "type": "message", "role": "assistant", "model": model,
-                         "content": content, "stop_reason": stop_reason, "stop_sequence": null,
-                         "usage": {"input_tokens": tokens, "output_tokens": usage_out}})
-            .to_string(),
-        };
-    }
-    let mut events = vec![
-        json!({"type": "message_start", "message": {"id": id, "type": "message",
-        "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
-        "usage": {"input_tokens": tokens, "output_tokens": 1}}}),
-    ];
-    for (index, block) in content.iter().enumerate() {
-        if block["type"] == "thinking" {
-            events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": ""}}));
-            events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": block["thinking"]}}));
-            events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": block["signature"]}}));
-        } else if block["type"] == "text" {
-            events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}));
-            events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": block["text"]}}));
-        } else {
-            events.push(
-                json!({"type": "content_block_start", "index": index, "content_block":
-                {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}),
-            );
-            let input = block["input"].to_string();
-            let cut = input
-                .char_indices()
-                .nth(input.chars().count() / 2)
-                .map_or(0, |(i, _)| i);
-            for part in [&input[..cut], &input[cut..]] {
-                events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}}));
-            }
+    let whole = json!({"id": id, "type": "message", "role": "assistant", "model": model,
+                       "content": content, "stop_reason": stop_reason, "stop_sequence": null,
+                       "usage": {"input_tokens": tokens, "output_tokens": usage_out}});
+    reply_to(body, whole, |_| {
+        let mut events = vec![
+            json!({"type": "message_start", "message": {"id": id, "type": "message",
+            "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": tokens, "output_tokens": 1}}}),
+        ];
+        for (index, block) in content.iter().enumerate() {
+            events.extend(block_events(index, block));
         }
-        events.push(json!({"type": "content_block_stop", "index": index}));
+        events.push(json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": usage_out}}));
+        events.push(json!({"type": "message_stop"}));
+        events
+    })
+}
+
+/// The stream events of one Anthropic content block (a tool call's input
+/// in two parts).
+fn block_events(index: usize, block: &Value) -> Vec<Value> {
+    let mut events = Vec::new();
+    if block["type"] == "thinking" {
+        events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": ""}}));
+        events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": block["thinking"]}}));
+        events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": block["signature"]}}));
+    } else if block["type"] == "text" {
+        events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}));
+        events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": block["text"]}}));
+    } else {
+        events.push(
+            json!({"type": "content_block_start", "index": index, "content_block":
+            {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}),
+        );
+        let input = block["input"].to_string();
+        let cut = input
+            .char_indices()
+            .nth(input.chars().count() / 2)
+            .map_or(0, |(i, _)| i);
+        for part in [&input[..cut], &input[cut..]] {
+            events.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}}));
+        }
     }
-    events.push(json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": usage_out}}));
-    events.push(json!({"type": "message_stop"}));
-    Reply {
-        status: StatusCode::OK,
-        content_type: "text/event-stream",
-        body: sse(&events),
-    }
+    events.push(json!({"type": "content_block_stop", "index": index}));
+    events
 }
 
 /// An OpenAI Responses reply holding `output`, streamed when the request
@@ -1097,35 +1227,139 @@ fn responses_reply(
         "total_tokens": tokens + generated});
     let response = json!({"id": id, "object": "response", "status": "completed",
         "model": body["model"], "output": output, "usage": usage});
-    if body["stream"] != true {
-        return Reply {
-            status: StatusCode::OK,
-            content_type: "application/json",
-            body: response.to_string(),
-        };
-    }
-    let mut events = vec![json!({"type": "response.created", "response": {"id": id,
-        "object": "response", "status": "in_progress", "output": []}})];
-    for (index, item) in output.iter().enumerate() {
-        events.push(
-            json!({"type": "response.output_item.added", "output_index": index, "item": item}),
-        );
-        if item["type"] == "message" {
+    reply_to(body, response, |response| {
+        let mut events = vec![json!({"type": "response.created", "response": {"id": id,
+            "object": "response", "status": "in_progress", "output": []}})];
+        for (index, item) in output.iter().enumerate() {
             events.push(
-                json!({"type": "response.output_text.delta", "output_index": index,
-                "item_id": item["id"], "content_index": 0, "delta": item["content"][0]["text"]}),
+                json!({"type": "response.output_item.added", "output_index": index, "item": item}),
+            );
+            if item["type"] == "message" {
+                events.push(
+                    json!({"type": "response.output_text.delta", "output_index": index,
+                    "item_id": item["id"], "content_index": 0, "delta": item["content"][0]["text"]}),
+                );
+            }
+            events.push(
+                json!({"type": "response.output_item.done", "output_index": index, "item": item}),
             );
         }
-        events.push(
-            json!({"type": "response.output_item.done", "output_index": index, "item": item}),
-        );
+        events.push(json!({"type": "response.completed", "response": response}));
+        events
+    })
+}
+
+/// An Anthropic text block.
+fn text_block(text: String) -> Value {
+    json!({"type": "text", "text": text})
+}
+
+/// An Anthropic tool call.
+fn tool_use(id: String, name: &str, input: Value) -> Value {
+    json!({"type": "tool_use", "id": id, "name": name, "input": input})
+}
+
+/// A Responses assistant message.
+fn output_message(id: String, text: String) -> Value {
+    json!({"type": "message", "id": id, "role": "assistant", "status": "completed",
+           "content": [{"type": "output_text", "text": text, "annotations": []}]})
+}
+
+/// A Responses function call; the `fc_` and `call_` ids end in `suffix`.
+fn function_call(prefix: &str, suffix: &str, name: &str, arguments: String) -> Value {
+    json!({"type": "function_call", "id": format!("fc_{prefix}_{suffix}"),
+           "call_id": format!("call_{prefix}_{suffix}"), "name": name,
+           "arguments": arguments, "status": "completed"})
+}
+
+/// A request to the model APIs, as both handlers read it.
+struct Inbound<'a> {
+    /// The API's name in the log.
+    api: &'static str,
+    path: &'a str,
+    raw: &'a [u8],
+    body: Value,
+    /// Its input tokens, as reported.
+    tokens: usize,
+    /// What its history holds, and how many (`messages` or `items`).
+    count: (&'static str, usize),
+}
+
+/// What the log says of a request and the step it asks for (`None`: a
+/// side request).
+#[derive(Default)]
+struct Turn {
+    step: Option<usize>,
+    /// Whether the latest assistant turn is the one this server sent.
+    latest_ok: Option<bool>,
+    tool_error: bool,
+    /// The logged result of a `recall` call it answers.
+    recall: Option<Value>,
+    /// Whether it resumed after a compaction.
+    resumed: bool,
+    /// The step a re-read it answers stands for.
+    reread: Option<usize>,
+}
+
+/// What a reply does.
+enum Move {
+    /// Ends the turn until round `round` is asked for.
+    Pause { step: usize, round: usize },
+    /// Reads the file step `step` edits again (Claude Code).
+    Reread(usize),
+    /// Calls `recall` on `id` before step `step`.
+    Recall { step: usize, id: String },
+    /// The step's call.
+    Step(usize),
+    /// A short text for a side request.
+    Side,
+}
+
+impl Move {
+    /// How the reply's ids end (`side`: for a side request).
+    fn suffix(&self, side: &str) -> String {
+        match self {
+            Move::Pause { step, .. } => format!("pause_{step:03}"),
+            Move::Reread(step) => format!("reread_{step:03}"),
+            Move::Recall { step, .. } => format!("recall_{step:03}"),
+            Move::Step(step) => format!("{step:03}"),
+            Move::Side => side.to_string(),
+        }
     }
-    events.push(json!({"type": "response.completed", "response": response}));
-    Reply {
-        status: StatusCode::OK,
-        content_type: "text/event-stream",
-        body: sse(&events),
-    }
+}
+
+/// Whether a Claude Code request asks for a summary of the session.
+fn claude_compacting(messages: &[Value]) -> bool {
+    messages
+        .last()
+        .is_some_and(|m| m["role"] == "user" && text_of(&m["content"]).contains(CLAUDE_COMPACTION))
+}
+
+/// Whether a Claude Code request is the main session's (Bash among its
+/// tools) rather than a side one.
+fn claude_main(body: &Value, messages: &[Value]) -> bool {
+    // Claude Code 2.0 warms its sub-agents up with a lone "Warmup"
+    // prompt, Bash among their tools: a side request.
+    let warmup = messages.len() == 1 && text_of(&messages[0]["content"]).trim() == "Warmup";
+    !warmup
+        && body["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "Bash"))
+}
+
+/// Whether a Codex CLI request asks for a summary: its history of calls
+/// ends in a user message that is no round prompt.
+fn codex_compacting(input: &[Value], latest: Option<usize>) -> bool {
+    let prompted = input
+        .iter()
+        .rev()
+        .take_while(|item| item["type"] == "message")
+        .any(|item| item["role"] == "user" && text_of(&item["content"]).contains(ROUND_PROMPT));
+    latest.is_some()
+        && !prompted
+        && input
+            .last()
+            .is_some_and(|item| item["type"] == "message" && item["role"] == "user")
 }
 
 impl Server {
@@ -1249,14 +1483,107 @@ impl Server {
                "first_line": content.lines().next().unwrap_or_default()})
     }
 
+    /// The request body as JSON; when it is not, the request is logged and
+    /// gets a 400 with `error`.
+    fn parse(&self, api: &str, path: &str, raw: &[u8], error: Value) -> Result<Value, Reply> {
+        serde_json::from_slice::<Value>(raw).map_err(|_| {
+            self.log(api, raw, json!({"path": path, "error": "not JSON"}));
+            json_reply(StatusCode::BAD_REQUEST, error)
+        })
+    }
+
+    /// Logs a compaction request; returns the step its summary resumes at
+    /// and the compaction's number.
+    fn compaction(&self, inbound: &Inbound, latest: Option<usize>) -> (usize, usize) {
+        let next = self.resume(inbound.raw, latest);
+        let (count, len) = inbound.count;
+        self.log(
+            inbound.api,
+            inbound.raw,
+            json!({"path": inbound.path, "kind": "compaction", "model": inbound.body["model"],
+                   "step": next, (count): len, "input_tokens": inbound.tokens}),
+        );
+        (next, self.compactions.fetch_add(1, Ordering::SeqCst))
+    }
+
+    /// The step a main request asks for: the furthest its results name
+    /// (`named`, or one past `from_ids`'s step), else where it resumes;
+    /// with whether it resumed past the start.
+    fn requested(
+        &self,
+        raw: &[u8],
+        latest: Option<usize>,
+        named: Option<usize>,
+        from_ids: usize,
+    ) -> (usize, bool) {
+        if named.is_some() || from_ids > 0 {
+            (self.advance(named.max(Some(from_ids)).unwrap_or(0)), false)
+        } else {
+            let step = self.resume(raw, latest);
+            (step, step > 0)
+        }
+    }
+
+    /// The turn of a main request for `step` (the final answer past the
+    /// script's end).
+    fn turn_at(&self, step: usize, resumed: bool) -> Turn {
+        Turn {
+            step: Some(step.min(self.script.len() - 1)),
+            resumed,
+            ..Turn::default()
+        }
+    }
+
+    /// Logs a request with what its turn showed.
+    fn log_turn(&self, inbound: &Inbound, turn: &Turn) {
+        let (count, len) = inbound.count;
+        let mut summary = json!({"path": inbound.path,
+               "kind": if turn.step.is_some() {"main"} else {"side"},
+               "model": inbound.body["model"], "step": turn.step, (count): len,
+               "input_tokens": inbound.tokens, "latest_turn_ok": turn.latest_ok,
+               "tool_error": turn.tool_error, "recall": turn.recall});
+        mark_resume(&mut summary, turn.resumed, turn.reread);
+        self.log(inbound.api, inbound.raw, summary);
+    }
+
+    /// What the reply to a request for `step` does: waits for a round's
+    /// prompt, reads a file again (`rereads`), calls `recall` on a fold
+    /// pointer the request shows (unless it `called` it already) or
+    /// makes the step's call.
+    fn next_move(&self, raw: &[u8], step: Option<usize>, rereads: bool, called: bool) -> Move {
+        let Some(step) = step else {
+            return Move::Side;
+        };
+        if let Some(round) = self.awaits_prompt(step, raw) {
+            return Move::Pause { step, round };
+        }
+        if rereads {
+            return Move::Reread(step);
+        }
+        if self.recall
+            && !called
+            && let Some(id) = folded_id(&String::from_utf8_lossy(raw))
+        {
+            return Move::Recall { step, id };
+        }
+        Move::Step(step)
+    }
+
+    /// A side request's text: a fold plan for Self-GC's planner, else a
+    /// title.
+    fn side_text(&self, raw: &[u8]) -> String {
+        if self.recall && String::from_utf8_lossy(raw).contains(PLANNER) {
+            fold_plan(&String::from_utf8_lossy(raw))
+        } else {
+            "Scripted inventory session".to_string()
+        }
+    }
+
     fn anthropic(&self, path: &str, raw: &[u8]) -> Reply {
-        let Ok(body) = serde_json::from_slice::<Value>(raw) else {
-            self.log("anthropic", raw, json!({"path": path, "error": "not JSON"}));
-            return Reply {
-                status: StatusCode::BAD_REQUEST,
-                content_type: "application/json",
-                body: json!({"type": "error", "error": {"type": "invalid_request_error", "message": "body is not JSON"}}).to_string(),
-            };
+        let error = json!({"type": "error", "error": not_json()});
+        let body = match self.parse("anthropic", path, raw, error) {
+            Ok(body) => body,
+            Err(reply) => return reply,
         };
         let tokens = anthropic_tokens(&body);
         if path.contains("count_tokens") {
@@ -1265,11 +1592,7 @@ impl Server {
                 raw,
                 json!({"path": path, "kind": "count_tokens", "input_tokens": tokens}),
             );
-            return Reply {
-                status: StatusCode::OK,
-                content_type: "application/json",
-                body: json!({"input_tokens": tokens}).to_string(),
-            };
+            return json_reply(StatusCode::OK, json!({"input_tokens": tokens}));
         }
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
         let latest = latest_result(
@@ -1281,212 +1604,193 @@ impl Server {
                 .filter_map(|b| b["tool_use_id"].as_str()),
             "toolu_cwl_",
         );
-        let compacting = messages.last().is_some_and(|m| {
-            m["role"] == "user" && text_of(&m["content"]).contains(CLAUDE_COMPACTION)
-        });
-        if compacting {
-            let next = self.resume(raw, latest);
-            self.log(
-                "anthropic",
-                raw,
-                json!({"path": path, "kind": "compaction", "model": body["model"],
-                       "step": next, "messages": messages.len(), "input_tokens": tokens}),
-            );
-            let n = self.compactions.fetch_add(1, Ordering::SeqCst);
-            *self.touched.lock().expect("not poisoned") = Some(Default::default());
-            let content = vec![json!({"type": "text", "text": self.compaction_summary(next)})];
-            return anthropic_reply(
-                &body,
-                format!("msg_cwl_summary_{n:03}"),
-                content,
-                "end_turn",
-                tokens,
-            );
-        }
-        let mut tool_error = false;
-        let mut recall = None;
-        let mut resumed = false;
-        let mut reread = None;
-        // Claude Code 2.0 warms its sub-agents up with a lone "Warmup"
-        // prompt, Bash among their tools: a side request.
-        let warmup = messages.len() == 1 && text_of(&messages[0]["content"]).trim() == "Warmup";
-        let main = !warmup
-            && body["tools"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t["name"] == "Bash"));
-        let (step, latest_ok) = if main {
-            let last_ids: Vec<String> = messages
-                .last()
-                .and_then(|m| m["content"].as_array())
-                .into_iter()
-                .flatten()
-                .filter(|b| b["type"] == "tool_result")
-                .filter_map(|b| b["tool_use_id"].as_str().map(String::from))
-                .collect();
-            let recalled = self
-                .recall
-                .then(|| recall_step(&last_ids, "toolu_cwl_recall_"))
-                .flatten();
-            if recalled.is_some() {
-                let result = messages
-                    .last()
-                    .and_then(|m| m["content"].as_array())
-                    .into_iter()
-                    .flatten()
-                    .find(|b| {
-                        b["tool_use_id"]
-                            .as_str()
-                            .is_some_and(|id| id.starts_with("toolu_cwl_recall_"))
-                    })
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                recall =
-                    Some(self.recalled(&text_of(&result["content"]), result["is_error"] == true));
-            }
-            reread = reread_step(&last_ids, "toolu_cwl_reread_");
-            let from_ids = next_step(&last_ids, "toolu_cwl_");
-            let step = if recalled.is_some() || reread.is_some() || from_ids > 0 {
-                self.advance(recalled.max(reread).max(Some(from_ids)).unwrap_or(0))
-            } else {
-                let step = self.resume(raw, latest);
-                resumed = step > 0;
-                step
-            };
-            tool_error = messages
-                .last()
-                .and_then(|m| m["content"].as_array())
-                .into_iter()
-                .flatten()
-                .any(|b| b["type"] == "tool_result" && b["is_error"] == true);
-            let latest_ok =
-                (step > 0 && recalled.is_none() && reread.is_none() && !resumed).then(|| {
-                    let expected = claude_call(&self.script[step - 1], &self.repo);
-                    let assistant = messages.iter().rev().find(|m| m["role"] == "assistant");
-                    let call = assistant
-                        .and_then(|m| m["content"].as_array())
-                        .into_iter()
-                        .flatten()
-                        .find(|b| b["type"] == "tool_use");
-                    match (expected, call) {
-                        (Some((name, input)), Some(call)) => {
-                            call["name"] == name
-                                && call["id"] == format!("toolu_cwl_{:03}", step - 1)
-                                && input.as_object().is_some_and(|fields| {
-                                    fields.iter().all(|(k, v)| call["input"][k] == *v)
-                                })
-                        }
-                        _ => false,
-                    }
-                });
-            (Some(step.min(self.script.len() - 1)), latest_ok)
-        } else {
-            (None, None)
+        let main = claude_main(&body, &messages);
+        let inbound = Inbound {
+            api: "anthropic",
+            path,
+            raw,
+            body,
+            tokens,
+            count: ("messages", messages.len()),
         };
-        let mut summary = json!({"path": path, "kind": if main {"main"} else {"side"},
-               "model": body["model"], "step": step, "messages": messages.len(),
-               "input_tokens": tokens, "latest_turn_ok": latest_ok, "tool_error": tool_error,
-               "recall": recall});
-        mark_resume(&mut summary, resumed, reread);
-        self.log("anthropic", raw, summary);
+        if claude_compacting(&messages) {
+            return self.claude_compaction(&inbound, latest);
+        }
+        let turn = if main {
+            self.claude_turn(&inbound, &messages, latest)
+        } else {
+            Turn::default()
+        };
+        self.log_turn(&inbound, &turn);
+        let step = turn.step;
         // After a compaction Claude Code forgets which files were read, and
         // its Edit refuses a file not read: read it again first.
-        let rereads = step.filter(|&s| match &self.script[s] {
-            Step::Edit(path, _, _) => resumed || self.forgotten(path),
+        let rereads = step.is_some_and(|s| match &self.script[s] {
+            Step::Edit(path, _, _) => turn.resumed || self.forgotten(path),
             _ => false,
         });
         if let Some(path) = step.and_then(|s| step_path(&self.script[s])) {
             self.touch(path);
         }
-        let asks_recall = step.and_then(|step| {
-            let called = messages.iter().any(|m| {
-                m["content"].as_array().is_some_and(|c| {
-                    c.iter()
-                        .any(|b| b["type"] == "tool_use" && b["name"] == "recall")
-                })
-            });
-            let id =
-                (self.recall && !called).then(|| folded_id(&String::from_utf8_lossy(raw)))??;
-            Some((step, id))
+        let called = messages.iter().any(|m| {
+            m["content"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|b| b["type"] == "tool_use" && b["name"] == "recall")
+            })
         });
-        let pause = step.and_then(|step| self.awaits_prompt(step, raw));
-        let mut content = Vec::new();
-        let stop_reason;
-        match step {
-            Some(_) if let Some(round) = pause => {
-                content.push(json!({"type": "text", "text": round_done(round)}));
-                stop_reason = "end_turn";
+        let next = self.next_move(raw, step, rereads, called);
+        let (content, stop_reason) = self.claude_content(&inbound, &next);
+        // Claude Code joins the blocks of responses with the same id.
+        let id = format!("msg_cwl_{}", next.suffix("999"));
+        anthropic_reply(&inbound.body, id, content, stop_reason, tokens)
+    }
+
+    /// The summary a Claude Code compaction request gets; Claude Code then
+    /// forgets which files it read.
+    fn claude_compaction(&self, inbound: &Inbound, latest: Option<usize>) -> Reply {
+        let (next, n) = self.compaction(inbound, latest);
+        *self.touched.lock().expect("not poisoned") = Some(Default::default());
+        let content = vec![text_block(self.compaction_summary(next))];
+        anthropic_reply(
+            &inbound.body,
+            format!("msg_cwl_summary_{n:03}"),
+            content,
+            "end_turn",
+            inbound.tokens,
+        )
+    }
+
+    /// The turn of a Claude Code main request: the step it asks for, from
+    /// the results its last message holds, and what they report.
+    fn claude_turn(&self, inbound: &Inbound, messages: &[Value], latest: Option<usize>) -> Turn {
+        let last: &[Value] = messages
+            .last()
+            .and_then(|m| m["content"].as_array())
+            .map_or(&[], Vec::as_slice);
+        let last_ids: Vec<String> = last
+            .iter()
+            .filter(|b| b["type"] == "tool_result")
+            .filter_map(|b| b["tool_use_id"].as_str().map(String::from))
+            .collect();
+        let recalled = self
+            .recall
+            .then(|| recall_step(&last_ids, "toolu_cwl_recall_"))
+            .flatten();
+        let recall = recalled.map(|_| {
+            let result = last
+                .iter()
+                .find(|b| {
+                    b["tool_use_id"]
+                        .as_str()
+                        .is_some_and(|id| id.starts_with("toolu_cwl_recall_"))
+                })
+                .cloned()
+                .unwrap_or(Value::Null);
+            self.recalled(&text_of(&result["content"]), result["is_error"] == true)
+        });
+        let reread = reread_step(&last_ids, "toolu_cwl_reread_");
+        let from_ids = next_step(&last_ids, "toolu_cwl_");
+        let (step, resumed) = self.requested(inbound.raw, latest, recalled.max(reread), from_ids);
+        let tool_error = last
+            .iter()
+            .any(|b| b["type"] == "tool_result" && b["is_error"] == true);
+        let latest_ok = (step > 0 && recalled.is_none() && reread.is_none() && !resumed)
+            .then(|| self.claude_latest_ok(messages, step - 1));
+        Turn {
+            latest_ok,
+            tool_error,
+            recall,
+            reread,
+            ..self.turn_at(step, resumed)
+        }
+    }
+
+    /// Whether the latest assistant turn of `messages` holds the call this
+    /// server sent for step `sent`.
+    fn claude_latest_ok(&self, messages: &[Value], sent: usize) -> bool {
+        let expected = claude_call(&self.script[sent], &self.repo);
+        let assistant = messages.iter().rev().find(|m| m["role"] == "assistant");
+        let call = assistant
+            .and_then(|m| m["content"].as_array())
+            .into_iter()
+            .flatten()
+            .find(|b| b["type"] == "tool_use");
+        match (expected, call) {
+            (Some((name, input)), Some(call)) => {
+                call["name"] == name
+                    && call["id"] == format!("toolu_cwl_{sent:03}")
+                    && input
+                        .as_object()
+                        .is_some_and(|fields| fields.iter().all(|(k, v)| call["input"][k] == *v))
             }
-            Some(step) if rereads.is_some() => {
-                let Step::Edit(path, _, _) = &self.script[step] else {
+            _ => false,
+        }
+    }
+
+    /// A Claude Code reply's content blocks and stop reason.
+    fn claude_content(&self, inbound: &Inbound, next: &Move) -> (Vec<Value>, &'static str) {
+        match next {
+            Move::Pause { round, .. } => (vec![text_block(round_done(*round))], "end_turn"),
+            Move::Reread(step) => {
+                let Step::Edit(path, _, _) = &self.script[*step] else {
                     unreachable!("checked")
                 };
-                content.push(json!({"type": "text",
-                    "text": format!("Step {step}: reading {path} again before editing it.")}));
-                content.push(
-                    json!({"type": "tool_use", "id": format!("toolu_cwl_reread_{step:03}"),
-                    "name": "Read", "input": {"file_path": self.repo.join(path).display().to_string()}}),
-                );
-                stop_reason = "tool_use";
+                let file_path = self.repo.join(path).display().to_string();
+                let content = vec![
+                    text_block(format!(
+                        "Step {step}: reading {path} again before editing it."
+                    )),
+                    tool_use(
+                        format!("toolu_cwl_reread_{step:03}"),
+                        "Read",
+                        json!({"file_path": file_path}),
+                    ),
+                ];
+                (content, "tool_use")
             }
-            Some(step) if asks_recall.is_some() => {
-                let (_, id) = asks_recall.as_ref().expect("checked");
-                content
-                    .push(json!({"type": "text", "text": format!("Step {step}: recalling {id}.")}));
-                content.push(
-                    json!({"type": "tool_use", "id": format!("toolu_cwl_recall_{step:03}"),
-                    "name": "recall", "input": {"episode": id}}),
-                );
-                stop_reason = "tool_use";
+            Move::Recall { step, id } => {
+                let content = vec![
+                    text_block(format!("Step {step}: recalling {id}.")),
+                    tool_use(
+                        format!("toolu_cwl_recall_{step:03}"),
+                        "recall",
+                        json!({"episode": id}),
+                    ),
+                ];
+                (content, "tool_use")
             }
-            Some(step) => {
-                let current = &self.script[step];
-                content.push(
-                    json!({"type": "thinking", "thinking": thinking(current, step, self.reasoning),
-                    "signature": opaque(step, SIGNATURE_BYTES)}),
-                );
-                content.push(json!({"type": "text", "text": narration(current, step)}));
-                match claude_call(current, &self.repo) {
-                    Some((name, input)) => {
-                        content.push(json!({"type": "tool_use", "id": format!("toolu_cwl_{step:03}"), "name": name, "input": input}));
-                        if let Some(todos) = self.plan_due(step, &body["tools"], "TodoWrite") {
-                            content.push(
-                                json!({"type": "tool_use", "id": format!("toolu_plan_{step:03}"),
-                                "name": "TodoWrite", "input": {"todos": todos}}),
-                            );
-                        }
-                        stop_reason = "tool_use";
-                    }
-                    None => stop_reason = "end_turn",
-                }
-            }
-            None => {
-                let text = if self.recall && String::from_utf8_lossy(raw).contains(PLANNER) {
-                    fold_plan(&String::from_utf8_lossy(raw))
-                } else {
-                    "Scripted inventory session".to_string()
-                };
-                content.push(json!({"type": "text", "text": text}));
-                stop_reason = "end_turn";
-            }
+            Move::Step(step) => self.claude_step(&inbound.body["tools"], *step),
+            Move::Side => (vec![text_block(self.side_text(inbound.raw))], "end_turn"),
         }
-        // Claude Code joins the blocks of responses with the same id.
-        let id = match (&asks_recall, rereads) {
-            _ if pause.is_some() => format!("msg_cwl_pause_{:03}", step.unwrap_or(999)),
-            (_, Some(step)) => format!("msg_cwl_reread_{step:03}"),
-            (Some((step, _)), None) => format!("msg_cwl_recall_{step:03}"),
-            (None, None) => format!("msg_cwl_{:03}", step.unwrap_or(999)),
+    }
+
+    /// Step `step` in Claude Code's shape: thinking, narration, its call
+    /// and a plan call when one is due.
+    fn claude_step(&self, tools: &Value, step: usize) -> (Vec<Value>, &'static str) {
+        let current = &self.script[step];
+        let mut content = vec![
+            json!({"type": "thinking", "thinking": thinking(current, step, self.reasoning),
+                   "signature": opaque(step, SIGNATURE_BYTES)}),
+            text_block(narration(current, step)),
+        ];
+        let Some((name, input)) = claude_call(current, &self.repo) else {
+            return (content, "end_turn");
         };
-        anthropic_reply(&body, id, content, stop_reason, tokens)
+        content.push(tool_use(format!("toolu_cwl_{step:03}"), name, input));
+        if let Some(todos) = self.plan_due(step, tools, "TodoWrite") {
+            content.push(tool_use(
+                format!("toolu_plan_{step:03}"),
+                "TodoWrite",
+                json!({"todos": todos}),
+            ));
+        }
+        (content, "tool_use")
     }
 
     fn responses(&self, path: &str, raw: &[u8]) -> Reply {
-        let Ok(body) = serde_json::from_slice::<Value>(raw) else {
-            self.log("responses", raw, json!({"path": path, "error": "not JSON"}));
-            return Reply {
-                status: StatusCode::BAD_REQUEST,
-                content_type: "application/json",
-                body: json!({"error": {"type": "invalid_request_error", "message": "body is not JSON"}}).to_string(),
-            };
+        let body = match self.parse("responses", path, raw, json!({"error": not_json()})) {
+            Ok(body) => body,
+            Err(reply) => return reply,
         };
         let tokens = responses_tokens(&body, self.reasoning);
         let input = body["input"].as_array().cloned().unwrap_or_default();
@@ -1497,218 +1801,214 @@ impl Server {
                 .filter_map(|item| item["call_id"].as_str()),
             "call_cwl_",
         );
+        let inbound = Inbound {
+            api: "responses",
+            path,
+            raw,
+            body,
+            tokens,
+            count: ("items", input.len()),
+        };
         // A compaction: the remote endpoint, or the history of calls
         // followed by a user message (the summarising prompt).
         let remote = path.contains("/compact");
-        let prompted = input
+        if remote || codex_compacting(&input, latest) {
+            return self.codex_compaction(&inbound, &input, latest, remote);
+        }
+        let shell = CodexShell::offered(&inbound.body["tools"]);
+        let turn = match shell {
+            Some(shell) => self.codex_turn(&inbound, &input, latest, shell),
+            None => Turn::default(),
+        };
+        self.log_turn(&inbound, &turn);
+        let called = input
             .iter()
-            .rev()
-            .take_while(|item| item["type"] == "message")
-            .any(|item| item["role"] == "user" && text_of(&item["content"]).contains(ROUND_PROMPT));
-        let compacting = remote
-            || (latest.is_some()
-                && !prompted
-                && input
-                    .last()
-                    .is_some_and(|item| item["type"] == "message" && item["role"] == "user"));
-        if compacting {
-            let next = self.resume(raw, latest);
-            self.log(
-                "responses",
-                raw,
-                json!({"path": path, "kind": "compaction", "model": body["model"],
-                       "step": next, "items": input.len(), "input_tokens": tokens}),
-            );
-            let n = self.compactions.fetch_add(1, Ordering::SeqCst);
-            let summary = self.compaction_summary(next);
-            if remote {
-                let mut history: Vec<Value> = input
-                    .iter()
-                    .filter(|item| item["type"] == "message" && item["role"] == "user")
-                    .cloned()
-                    .collect();
-                history.push(json!({"type": "message", "role": "user",
-                    "content": [{"type": "input_text", "text": summary}]}));
-                return Reply {
-                    status: StatusCode::OK,
-                    content_type: "application/json",
-                    body: json!({"output": history}).to_string(),
-                };
-            }
-            let output = vec![
-                json!({"type": "message", "id": format!("msg_cwl_summary_{n:03}"),
-                "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": summary, "annotations": []}]}),
-            ];
-            return responses_reply(
-                &body,
-                format!("resp_cwl_summary_{n:03}"),
-                output,
-                tokens,
-                self.reasoning,
-            );
-        }
-        let mut tool_error = false;
-        let mut recall = None;
-        let mut resumed = false;
-        let shell = CodexShell::offered(&body["tools"]);
-        let main = shell.is_some();
-        let (step, latest_ok) = if let Some(shell) = shell {
-            let tail: Vec<String> = input
+            .any(|item| item["type"] == "function_call" && item["name"] == "recall");
+        let next = self.next_move(raw, turn.step, false, called);
+        self.codex_reply(&inbound, shell, &next)
+    }
+
+    /// The summary a Codex CLI compaction request gets: the history to go
+    /// on with for the remote endpoint, else a message.
+    fn codex_compaction(
+        &self,
+        inbound: &Inbound,
+        input: &[Value],
+        latest: Option<usize>,
+        remote: bool,
+    ) -> Reply {
+        let (next, n) = self.compaction(inbound, latest);
+        let summary = self.compaction_summary(next);
+        if remote {
+            let mut history: Vec<Value> = input
                 .iter()
-                .rev()
-                .take_while(|item| item["type"] != "message" || item["role"] != "user")
-                .filter(|item| is_output(item))
-                .filter_map(|item| item["call_id"].as_str().map(String::from))
+                .filter(|item| item["type"] == "message" && item["role"] == "user")
+                .cloned()
                 .collect();
-            let recalled = self
-                .recall
-                .then(|| {
-                    // Only when the recall's output is the latest item.
-                    let last = input.last()?["call_id"].as_str()?.to_string();
-                    recall_step(&[last], "call_cwl_recall_")
-                })
-                .flatten();
-            if recalled.is_some() {
-                let result = input
-                    .iter()
-                    .rev()
-                    .find(|item| {
-                        item["call_id"]
-                            .as_str()
-                            .is_some_and(|id| id.starts_with("call_cwl_recall_"))
-                            && item["type"] == "function_call_output"
-                    })
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                recall = Some(self.recalled(&text_of(&result["output"]), false));
-            }
-            let from_ids = next_step(&tail, "call_cwl_");
-            let step = if recalled.is_some() || from_ids > 0 {
-                self.advance(recalled.max(Some(from_ids)).unwrap_or(0))
-            } else {
-                let step = self.resume(raw, latest);
-                resumed = step > 0;
-                step
-            };
-            tool_error = input
-                .last()
-                .filter(|item| is_output(item))
-                .is_some_and(|item| failed_exit(&text_of(&item["output"])));
-            let patches = offers_patch_tool(&body["tools"]);
-            let latest_ok = (step > 0 && recalled.is_none() && !resumed).then(|| {
-                let call = input.iter().rev().find(|item| {
-                    item["type"] == "function_call" || item["type"] == "custom_tool_call"
-                });
-                let patch = codex_patch(&self.script[step - 1]).filter(|_| patches);
-                match (shell.arguments(&self.script[step - 1]), call) {
-                    (_, Some(call)) if patch.is_some() => {
-                        call["type"] == "custom_tool_call"
-                            && call["name"] == "apply_patch"
-                            && call["call_id"] == format!("call_cwl_{:03}", step - 1)
-                            && call["input"].as_str() == patch.as_deref()
-                    }
-                    (Some(arguments), Some(call)) => {
-                        call["name"] == shell.name()
-                            && call["call_id"] == format!("call_cwl_{:03}", step - 1)
-                            && call["arguments"]
-                                .as_str()
-                                .and_then(|a| serde_json::from_str::<Value>(a).ok())
-                                == Some(arguments)
-                    }
-                    _ => false,
-                }
-            });
-            (Some(step.min(self.script.len() - 1)), latest_ok)
-        } else {
-            (None, None)
-        };
-        let mut summary = json!({"path": path, "kind": if main {"main"} else {"side"},
-               "model": body["model"], "step": step, "items": input.len(),
-               "input_tokens": tokens, "latest_turn_ok": latest_ok, "tool_error": tool_error,
-               "recall": recall});
-        mark_resume(&mut summary, resumed, None);
-        self.log("responses", raw, summary);
-        let asks_recall = step.and_then(|_| {
-            let called = input
-                .iter()
-                .any(|item| item["type"] == "function_call" && item["name"] == "recall");
-            (self.recall && !called).then(|| folded_id(&String::from_utf8_lossy(raw)))?
-        });
-        let pause = step.and_then(|step| self.awaits_prompt(step, raw));
-        if let (Some(step), Some(round)) = (step, pause) {
-            let output = vec![
-                json!({"type": "message", "id": format!("msg_cwl_pause_{step:03}"),
-                "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": round_done(round), "annotations": []}]}),
-            ];
-            return responses_reply(
-                &body,
-                format!("resp_cwl_pause_{step:03}"),
-                output,
-                tokens,
-                self.reasoning,
-            );
+            history.push(json!({"type": "message", "role": "user",
+                "content": [{"type": "input_text", "text": summary}]}));
+            return json_reply(StatusCode::OK, json!({"output": history}));
         }
-        let suffix = match (step, &asks_recall) {
-            (Some(s), Some(_)) => format!("recall_{s:03}"),
-            (Some(s), None) => format!("{s:03}"),
-            (None, _) => "side".to_string(),
-        };
-        let mut output = Vec::new();
-        let text = match (step, &asks_recall) {
-            (Some(step), Some(id)) => format!("Step {step}: recalling {id}."),
-            (Some(step), None) => narration(&self.script[step], step),
-            (None, _) if self.recall && String::from_utf8_lossy(raw).contains(PLANNER) => {
-                fold_plan(&String::from_utf8_lossy(raw))
-            }
-            (None, _) => "Scripted inventory session".into(),
-        };
-        if let (Some(step), None) = (step, &asks_recall) {
-            output.push(
-                json!({"type": "reasoning", "id": format!("rs_cwl_{suffix}"),
-                "summary": [{"type": "summary_text", "text": thought(&self.script[step], step)}],
-                "encrypted_content": opaque(step, SIGNATURE_BYTES)}),
-            );
-        }
-        output.push(json!({"type": "message", "id": format!("msg_cwl_{suffix}"), "role": "assistant",
-            "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}));
-        if let Some(id) = &asks_recall {
-            output.push(
-                json!({"type": "function_call", "id": format!("fc_cwl_{suffix}"),
-                "call_id": format!("call_cwl_{suffix}"), "name": "recall",
-                "arguments": json!({"episode": id}).to_string(), "status": "completed"}),
-            );
-        } else if let (Some(shell), Some(step)) = (shell, step)
-            && let Some(arguments) = shell.arguments(&self.script[step])
-        {
-            if let Some(plan) = self.plan_due(step, &body["tools"], "update_plan") {
-                output.push(
-                    json!({"type": "function_call", "id": format!("fc_plan_{suffix}"),
-                    "call_id": format!("call_plan_{suffix}"), "name": "update_plan",
-                    "arguments": json!({"plan": plan}).to_string(), "status": "completed"}),
-                );
-            }
-            match codex_patch(&self.script[step]).filter(|_| offers_patch_tool(&body["tools"])) {
-                Some(patch) => output.push(
-                    json!({"type": "custom_tool_call", "id": format!("ctc_cwl_{suffix}"),
-                    "call_id": format!("call_cwl_{suffix}"), "name": "apply_patch",
-                    "input": patch, "status": "completed"}),
-                ),
-                None => output.push(
-                    json!({"type": "function_call", "id": format!("fc_cwl_{suffix}"),
-                    "call_id": format!("call_cwl_{suffix}"), "name": shell.name(),
-                    "arguments": arguments.to_string(), "status": "completed"}),
-                ),
-            }
-        }
+        let output = vec![output_message(format!("msg_cwl_summary_{n:03}"), summary)];
         responses_reply(
-            &body,
-            format!("resp_cwl_{suffix}"),
+            &inbound.body,
+            format!("resp_cwl_summary_{n:03}"),
             output,
-            tokens,
+            inbound.tokens,
             self.reasoning,
         )
+    }
+
+    /// The turn of a Codex CLI main request: the step it asks for, from
+    /// the outputs since its latest user message, and what they report.
+    fn codex_turn(
+        &self,
+        inbound: &Inbound,
+        input: &[Value],
+        latest: Option<usize>,
+        shell: CodexShell,
+    ) -> Turn {
+        let tail: Vec<String> = input
+            .iter()
+            .rev()
+            .take_while(|item| item["type"] != "message" || item["role"] != "user")
+            .filter(|item| is_output(item))
+            .filter_map(|item| item["call_id"].as_str().map(String::from))
+            .collect();
+        let recalled = self
+            .recall
+            .then(|| {
+                // Only when the recall's output is the latest item.
+                let last = input.last()?["call_id"].as_str()?.to_string();
+                recall_step(&[last], "call_cwl_recall_")
+            })
+            .flatten();
+        let recall = recalled.map(|_| {
+            let result = input
+                .iter()
+                .rev()
+                .find(|item| {
+                    item["call_id"]
+                        .as_str()
+                        .is_some_and(|id| id.starts_with("call_cwl_recall_"))
+                        && item["type"] == "function_call_output"
+                })
+                .cloned()
+                .unwrap_or(Value::Null);
+            self.recalled(&text_of(&result["output"]), false)
+        });
+        let from_ids = next_step(&tail, "call_cwl_");
+        let (step, resumed) = self.requested(inbound.raw, latest, recalled, from_ids);
+        let tool_error = input
+            .last()
+            .filter(|item| is_output(item))
+            .is_some_and(|item| failed_exit(&text_of(&item["output"])));
+        let latest_ok = (step > 0 && recalled.is_none() && !resumed)
+            .then(|| self.codex_latest_ok(&inbound.body["tools"], input, shell, step - 1));
+        Turn {
+            latest_ok,
+            tool_error,
+            recall,
+            ..self.turn_at(step, resumed)
+        }
+    }
+
+    /// Whether the latest call in `input` is the one this server sent for
+    /// step `sent`, in the shape the request's `tools` ask for.
+    fn codex_latest_ok(
+        &self,
+        tools: &Value,
+        input: &[Value],
+        shell: CodexShell,
+        sent: usize,
+    ) -> bool {
+        let call = input
+            .iter()
+            .rev()
+            .find(|item| item["type"] == "function_call" || item["type"] == "custom_tool_call");
+        let patch = codex_patch(&self.script[sent]).filter(|_| offers_patch_tool(tools));
+        match (shell.arguments(&self.script[sent]), call) {
+            (_, Some(call)) if patch.is_some() => {
+                call["type"] == "custom_tool_call"
+                    && call["name"] == "apply_patch"
+                    && call["call_id"] == format!("call_cwl_{sent:03}")
+                    && call["input"].as_str() == patch.as_deref()
+            }
+            (Some(arguments), Some(call)) => {
+                call["name"] == shell.name()
+                    && call["call_id"] == format!("call_cwl_{sent:03}")
+                    && call["arguments"]
+                        .as_str()
+                        .and_then(|a| serde_json::from_str::<Value>(a).ok())
+                        == Some(arguments)
+            }
+            _ => false,
+        }
+    }
+
+    /// A Codex CLI reply doing `next`.
+    fn codex_reply(&self, inbound: &Inbound, shell: Option<CodexShell>, next: &Move) -> Reply {
+        let suffix = next.suffix("side");
+        let message = |text| output_message(format!("msg_cwl_{suffix}"), text);
+        let output = match next {
+            Move::Pause { round, .. } => vec![message(round_done(*round))],
+            Move::Recall { step, id } => vec![
+                message(format!("Step {step}: recalling {id}.")),
+                function_call("cwl", &suffix, "recall", json!({"episode": id}).to_string()),
+            ],
+            Move::Step(step) => {
+                let current = &self.script[*step];
+                let mut output = vec![
+                    json!({"type": "reasoning", "id": format!("rs_cwl_{suffix}"),
+                    "summary": [{"type": "summary_text", "text": thought(current, *step)}],
+                    "encrypted_content": opaque(*step, SIGNATURE_BYTES)}),
+                    message(narration(current, *step)),
+                ];
+                if let Some(shell) = shell {
+                    output.extend(self.codex_calls(&inbound.body["tools"], shell, *step, &suffix));
+                }
+                output
+            }
+            Move::Side => vec![message(self.side_text(inbound.raw))],
+            Move::Reread(_) => unreachable!("Codex CLI requests are never re-read"),
+        };
+        responses_reply(
+            &inbound.body,
+            format!("resp_cwl_{suffix}"),
+            output,
+            inbound.tokens,
+            self.reasoning,
+        )
+    }
+
+    /// Step `step`'s calls in Codex CLI's shape: a plan call when one is
+    /// due, then the step's patch or shell call.
+    fn codex_calls(
+        &self,
+        tools: &Value,
+        shell: CodexShell,
+        step: usize,
+        suffix: &str,
+    ) -> Vec<Value> {
+        let Some(arguments) = shell.arguments(&self.script[step]) else {
+            return Vec::new();
+        };
+        let mut calls = Vec::new();
+        if let Some(plan) = self.plan_due(step, tools, "update_plan") {
+            let arguments = json!({"plan": plan}).to_string();
+            calls.push(function_call("plan", suffix, "update_plan", arguments));
+        }
+        calls.push(
+            match codex_patch(&self.script[step]).filter(|_| offers_patch_tool(tools)) {
+                Some(patch) => {
+                    json!({"type": "custom_tool_call", "id": format!("ctc_cwl_{suffix}"),
+                    "call_id": format!("call_cwl_{suffix}"), "name": "apply_patch",
+                    "input": patch, "status": "completed"})
+                }
+                None => function_call("cwl", suffix, shell.name(), arguments.to_string()),
+            },
+        );
+        calls
     }
 
     /// The items of a plan call due at `step` (`SCRIPTED_PLANS`), when the
@@ -1775,11 +2075,10 @@ impl Server {
             }
         } else {
             self.log("other", raw, json!({"path": path, "method": method}));
-            Reply {
-                status: StatusCode::NOT_FOUND,
-                content_type: "application/json",
-                body: json!({"error": {"type": "not_found", "message": format!("no scripted answer for {method} {path}")}}).to_string(),
-            }
+            json_reply(
+                StatusCode::NOT_FOUND,
+                json!({"error": {"type": "not_found", "message": format!("no scripted answer for {method} {path}")}}),
+            )
         }
     }
 }

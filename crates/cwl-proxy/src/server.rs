@@ -29,7 +29,7 @@ use hyper_util::rt::TokioIo;
 use rustc_hash::FxHashMap;
 use serde_json::value::RawValue;
 
-use cwl::{Config, NoSidecars, SidecarStore, TokenCounter};
+use cwl::{Config, NoSidecars, Report, SidecarStore, TokenCounter};
 use cwl_session::SidecarDir;
 use cwl_session::strategy::StrategyName;
 
@@ -270,67 +270,25 @@ impl Proxy {
         side: &Side,
     ) -> Result<Option<(Vec<u8>, Pending)>, String> {
         let wire = api.wire();
-        let key = wire.history_key();
-        let body = Body::parse(bytes).map_err(|e| format!("body is not a JSON object ({e})"))?;
-        let raw = body
-            .get(key)
-            .ok_or_else(|| format!("body has no `{key}`"))?;
-        if api == Api::OpenAiResponses
-            && (raw.get().trim_start().starts_with('"')
-                || body
-                    .get("previous_response_id")
-                    .is_some_and(|id| id.get() != "null"))
-        {
+        let Some((body, mut items)) = history(api, bytes)? else {
             return Ok(None);
-        }
-        let raws: Vec<Box<RawValue>> = serde_json::from_str(raw.get())
-            .map_err(|e| format!("`{key}` is not an array ({e})"))?;
-        let mut items = raws.into_iter().map(Item::new).collect::<Vec<Item>>();
+        };
         // Routing goes by the client's bytes, `recall` answers or not.
         let hashes = self.identities.of(&items);
         let recall = self.recalls(wire, &body);
-        let now = Instant::now();
-        let (route, slot, resume, gap) = {
-            let mut router = lock(&self.router);
-            for gone in router.conversations.expire(now) {
-                router.slots.remove(&gone);
-            }
-            let route = router.conversations.route(&hashes, now);
-            let gap = router.conversations.gap(route.id());
-            let slot = Arc::clone(router.slots.entry(route.id()).or_default());
-            let resume = match route {
-                Route::Resume { from, .. } => router.paths.remove(&from),
-                _ => None,
-            };
-            (route, slot, resume, gap)
-        };
-        // A conversation rebuilt from its store sat idle since its file was
-        // last written (its last request).
-        let stored_gap = resume
-            .as_deref()
-            .and_then(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
-            .and_then(|written| written.elapsed().ok());
+        let Routed {
+            route,
+            slot,
+            resume,
+            gap,
+        } = self.route(&hashes);
+        let stored_gap = resume.as_deref().and_then(idle_since_written);
         let mut guard = lock(&slot.0);
-        let mut afresh = false;
-        let mut rebuilt_from_store = false;
+        let mut opened = Opened::default();
         let conversation = guard.get_or_insert_with(|| {
-            afresh = resume.is_some();
-            let rebuilt = resume.and_then(|path| {
-                self.resume(wire, &mut items[..route.known()], &path, recall)
-                    .map_err(|why| {
-                        warn(&format!(
-                            "{}: cannot resume the idle conversation: {why}; it starts afresh",
-                            path.display()
-                        ))
-                    })
-                    .ok()
-            });
-            afresh &= rebuilt.is_none();
-            rebuilt_from_store = rebuilt.is_some();
-            let conversation = rebuilt.unwrap_or_else(|| self.start(wire, &body, route, recall));
-            if let Some(path) = conversation.log.path() {
-                lock(&self.router).paths.insert(route.id(), path);
-            }
+            let known = &mut items[..route.known()];
+            let (conversation, how) = self.open(wire, &body, known, route, resume, recall);
+            opened = how;
             conversation
         });
         if conversation.engine.items() > items.len() {
@@ -341,10 +299,7 @@ impl Proxy {
                 items.len()
             ));
         }
-        let sidecars: Box<dyn SidecarStore> = match conversation.log.path() {
-            Some(path) => Box::new(SidecarDir::of(&path)),
-            None => Box::new(NoSidecars),
-        };
+        let sidecars = sidecars_of(conversation);
         if recall {
             conversation.engine.restate(wire, &mut items);
         }
@@ -363,58 +318,24 @@ impl Proxy {
                 conversation.log.note(&why);
                 *guard = None;
                 drop(guard);
-                let mut router = lock(&self.router);
-                router.conversations.forget(route.id());
-                router.slots.remove(&route.id());
-                router.paths.remove(&route.id());
+                self.forget(route.id());
                 return Err(why);
             }
         };
         conversation.log.messages(&pushed);
-        let caller = SideCaller {
-            upstream: side.upstream.clone(),
-            uri: side.uri.clone(),
-            headers: side.headers.clone(),
-            api,
-            model: self
-                .options
-                .planner_model
-                .clone()
-                .or_else(|| body.read::<String>("model"))
-                .unwrap_or_default(),
-            cap: self.options.side_timeout,
-        };
+        let caller = self.side_caller(side, api, &body);
         let side_calls = self.side_calls(conversation, &caller, &side.runtime);
-        let gap = if rebuilt_from_store {
+        let gap = if opened.rebuilt {
             gap.or(stored_gap)
         } else {
             gap
         };
-        if let Some(seconds) = gap.map(|gap| gap.as_secs())
-            && conversation.engine.idle(seconds)
-        {
-            conversation.log.idle(seconds);
-        }
-        let breaks = conversation.engine.prefix_breaks(&items, &pushed);
-        let report = conversation.engine.enforce(breaks);
-        conversation.log.enforce(&report);
+        let report = enforce(conversation, gap, &items, &pushed);
         self.strategy_output(conversation);
-        let cache = match api {
-            Api::Anthropic => match anthropic::breakpoints(&body, &items) {
-                (count, last) if count < MAX_BREAKPOINTS => last,
-                _ => None,
-            },
-            _ => None,
-        };
+        let cache = cache_breakpoint(api, &body, &items);
         let history = conversation.engine.render(wire, &items, cache.as_ref());
         if let Some(events) = &self.options.events {
-            let route_name = match route {
-                Route::New { .. } => "new",
-                Route::Resume { .. } if afresh => "new",
-                Route::Continue { .. } => "continue",
-                Route::Resume { .. } => "resume",
-                Route::Branch { .. } => "branch",
-            };
+            let route_name = route_name(route, opened.afresh);
             let mut event = Event::new(
                 api.name(),
                 conversation.label.clone(),
@@ -428,29 +349,96 @@ impl Proxy {
             events(&event);
         }
         if !report.budget_met {
-            warn(&format!(
-                "conversation {}: {} tokens sent, over the budget of {} ({})",
-                conversation.label,
-                report.tokens_after,
-                report.budget,
-                report.warnings.join("; ")
-            ));
+            warn_over_budget(conversation, &report);
         }
         let pending = Pending {
             slot: Arc::clone(&slot),
             local: conversation.engine.counted(),
         };
-        let tools = recall
-            .then(|| {
-                body.get("tools")
-                    .and_then(|t| crate::recall::with_tool(wire, t.get()))
-            })
-            .flatten();
-        let mut fields = vec![(key, history.as_str())];
-        if let Some(tools) = &tools {
-            fields.push(("tools", tools.as_str()));
+        Ok(Some((with_history(wire, &body, &history, recall), pending)))
+    }
+
+    /// The route of a request whose history hashes to `hashes`, after
+    /// conversations idle too long have left memory.
+    fn route(&self, hashes: &[u64]) -> Routed {
+        let now = Instant::now();
+        let mut router = lock(&self.router);
+        for gone in router.conversations.expire(now) {
+            router.slots.remove(&gone);
         }
-        Ok(Some((body.with_all(&fields), pending)))
+        let route = router.conversations.route(hashes, now);
+        let gap = router.conversations.gap(route.id());
+        let slot = Arc::clone(router.slots.entry(route.id()).or_default());
+        let resume = match route {
+            Route::Resume { from, .. } => router.paths.remove(&from),
+            _ => None,
+        };
+        Routed {
+            route,
+            slot,
+            resume,
+            gap,
+        }
+    }
+
+    /// The conversation for a request whose slot is empty: rebuilt from
+    /// the session file `resume` names when it can be, else new.
+    fn open(
+        &self,
+        wire: &dyn Wire,
+        body: &Body,
+        known: &mut [Item],
+        route: Route,
+        resume: Option<PathBuf>,
+        recall: bool,
+    ) -> (Conversation, Opened) {
+        let resuming = resume.is_some();
+        let rebuilt = resume.and_then(|path| {
+            self.resume(wire, known, &path, recall)
+                .map_err(|why| {
+                    warn(&format!(
+                        "{}: cannot resume the idle conversation: {why}; it starts afresh",
+                        path.display()
+                    ))
+                })
+                .ok()
+        });
+        let opened = Opened {
+            afresh: resuming && rebuilt.is_none(),
+            rebuilt: rebuilt.is_some(),
+        };
+        let conversation = rebuilt.unwrap_or_else(|| self.start(wire, body, route, recall));
+        if let Some(path) = conversation.log.path() {
+            lock(&self.router).paths.insert(route.id(), path);
+        }
+        (conversation, opened)
+    }
+
+    /// Drops conversation `id` from memory and from the stored ones a
+    /// request may resume.
+    fn forget(&self, id: ConversationId) {
+        let mut router = lock(&self.router);
+        router.conversations.forget(id);
+        router.slots.remove(&id);
+        router.paths.remove(&id);
+    }
+
+    /// Where a request's side calls go: the client's upstream, asking the
+    /// planner model or else the client's own.
+    fn side_caller(&self, side: &Side, api: Api, body: &Body) -> SideCaller {
+        SideCaller {
+            upstream: side.upstream.clone(),
+            uri: side.uri.clone(),
+            headers: side.headers.clone(),
+            api,
+            model: self
+                .options
+                .planner_model
+                .clone()
+                .or_else(|| body.read::<String>("model"))
+                .unwrap_or_default(),
+            cap: self.options.side_timeout,
+        }
     }
 
     /// Whether this request gets `recall` (see [`crate::recall`]): the
@@ -613,6 +601,135 @@ struct Side {
     upstream: Upstream,
     uri: Uri,
     headers: HeaderMap,
+}
+
+/// Where a request goes (see [`Proxy::route`]).
+struct Routed {
+    route: Route,
+    slot: Arc<Slot>,
+    /// The session file of the idle conversation it resumes, if stored.
+    resume: Option<PathBuf>,
+    /// How long the conversation sat idle before this request.
+    gap: Option<Duration>,
+}
+
+/// How a conversation came into memory for a request.
+#[derive(Default, Clone, Copy)]
+struct Opened {
+    /// Its session file could not be rebuilt: it starts afresh.
+    afresh: bool,
+    /// It was rebuilt from its session file.
+    rebuilt: bool,
+}
+
+/// A request's body and the items of its history; `None` for a Responses
+/// request that goes as it is (input one string, or continuing a response
+/// stored upstream).
+fn history(api: Api, bytes: &[u8]) -> Result<Option<(Body, Vec<Item>)>, String> {
+    let key = api.wire().history_key();
+    let body = Body::parse(bytes).map_err(|e| format!("body is not a JSON object ({e})"))?;
+    let raw = body
+        .get(key)
+        .ok_or_else(|| format!("body has no `{key}`"))?;
+    if api == Api::OpenAiResponses
+        && (raw.get().trim_start().starts_with('"')
+            || body
+                .get("previous_response_id")
+                .is_some_and(|id| id.get() != "null"))
+    {
+        return Ok(None);
+    }
+    let raws: Vec<Box<RawValue>> =
+        serde_json::from_str(raw.get()).map_err(|e| format!("`{key}` is not an array ({e})"))?;
+    let items = raws.into_iter().map(Item::new).collect();
+    Ok(Some((body, items)))
+}
+
+/// How long ago the session file at `path` was last written: a
+/// conversation rebuilt from it sat idle since its last request.
+fn idle_since_written(path: &Path) -> Option<Duration> {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|written| written.elapsed().ok())
+}
+
+/// Where the conversation's folded payloads are, for `recall`.
+fn sidecars_of(conversation: &Conversation) -> Box<dyn SidecarStore> {
+    match conversation.log.path() {
+        Some(path) => Box::new(SidecarDir::of(&path)),
+        None => Box::new(NoSidecars),
+    }
+}
+
+/// The eviction pass for this request, logged, after the idle `gap` (in
+/// seconds) is noted when the engine acts on it.
+fn enforce(
+    conversation: &mut Conversation,
+    gap: Option<Duration>,
+    items: &[Item],
+    pushed: &[cwl::Message],
+) -> Report {
+    if let Some(seconds) = gap.map(|gap| gap.as_secs())
+        && conversation.engine.idle(seconds)
+    {
+        conversation.log.idle(seconds);
+    }
+    let breaks = conversation.engine.prefix_breaks(items, pushed);
+    let report = conversation.engine.enforce(breaks);
+    conversation.log.enforce(&report);
+    report
+}
+
+/// The cache breakpoint the proxy adds: the last one the client set, in
+/// an Anthropic request that leaves room for one more.
+fn cache_breakpoint(api: Api, body: &Body, items: &[Item]) -> Option<serde_json::Value> {
+    match api {
+        Api::Anthropic => match anthropic::breakpoints(body, items) {
+            (count, last) if count < MAX_BREAKPOINTS => last,
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The route's name in events; a resume whose file could not be rebuilt
+/// is `new`.
+fn route_name(route: Route, afresh: bool) -> &'static str {
+    match route {
+        Route::New { .. } => "new",
+        Route::Resume { .. } if afresh => "new",
+        Route::Continue { .. } => "continue",
+        Route::Resume { .. } => "resume",
+        Route::Branch { .. } => "branch",
+    }
+}
+
+/// Warns that a view goes over the budget.
+fn warn_over_budget(conversation: &Conversation, report: &Report) {
+    warn(&format!(
+        "conversation {}: {} tokens sent, over the budget of {} ({})",
+        conversation.label,
+        report.tokens_after,
+        report.budget,
+        report.warnings.join("; ")
+    ));
+}
+
+/// The body with `history` in place of the client's, and with `recall`
+/// added to its tools when the request gets it.
+fn with_history(wire: &dyn Wire, body: &Body, history: &str, recall: bool) -> Vec<u8> {
+    let tools = recall
+        .then(|| {
+            body.get("tools")
+                .and_then(|t| crate::recall::with_tool(wire, t.get()))
+        })
+        .flatten();
+    let mut fields = vec![(wire.history_key(), history)];
+    if let Some(tools) = &tools {
+        fields.push(("tools", tools.as_str()));
+    }
+    body.with_all(&fields)
 }
 
 /// Serves requests on `listener` until it fails.

@@ -45,8 +45,8 @@ use cwl::{Record, ToolSpec};
 pub use list::{SessionSummary, list};
 pub use read::{Loaded, read};
 pub use resume::{
-    MAY_HAVE_RUN, NOT_RUN_ANSWER, PendingCall, Replayed, find, replay, replay_all,
-    replay_all_configured, replay_all_with, replay_configured, replay_with, unfinished_task,
+    MAY_HAVE_RUN, NOT_RUN_ANSWER, PendingCall, ReplayOptions, Replayed, find, replay,
+    unfinished_task,
 };
 pub use settings::Settings;
 pub use sidecars::SidecarDir;

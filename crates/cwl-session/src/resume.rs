@@ -78,10 +78,42 @@ impl std::fmt::Debug for Replayed {
     }
 }
 
-/// The strategy the session's last settings record names (CWL when it has
-/// none or names one this build does not offer).
-fn recorded_strategy(loaded: &Loaded) -> StrategyName {
-    recorded(loaded).strategy
+/// How [`replay`] rebuilds a session. The default replays it as it
+/// records: under its strategy with that strategy's settings, from its
+/// last usable checkpoint.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplayOptions {
+    /// The strategy to replay under (`None`: the one the session records,
+    /// CWL when it records none or one this build does not offer). A
+    /// checkpoint another strategy wrote is not used.
+    pub strategy: Option<StrategyName>,
+    /// The strategy's own settings (`None`: those the session records for
+    /// it, null when it records another strategy). A checkpoint taken with
+    /// other ones is not used.
+    pub strategy_options: Option<serde_json::Value>,
+    /// Replay every record into a fresh context, whatever checkpoints the
+    /// session holds.
+    pub from_start: bool,
+}
+
+impl ReplayOptions {
+    /// Every record replayed into a fresh context, as the session records.
+    pub fn from_start() -> Self {
+        ReplayOptions {
+            from_start: true,
+            ..ReplayOptions::default()
+        }
+    }
+
+    /// Under `strategy` with its settings `options`, from the last usable
+    /// checkpoint.
+    pub fn configured(strategy: StrategyName, options: serde_json::Value) -> Self {
+        ReplayOptions {
+            strategy: Some(strategy),
+            strategy_options: Some(options),
+            from_start: false,
+        }
+    }
 }
 
 fn recorded(loaded: &Loaded) -> Settings {
@@ -100,38 +132,37 @@ fn recorded_options(loaded: &Loaded, strategy: StrategyName) -> serde_json::Valu
 }
 
 /// Rebuilds the engine state of `loaded` with `config` (its budget is the
-/// one set at the end; [`Record::Enforce`] lines carry their own), under
-/// the strategy the session records.
+/// one set at the end; [`Record::Enforce`] lines carry their own), as
+/// `options` say.
 ///
-/// Starts from the last checkpoint and replays only the records after it;
-/// falls back to [`replay_all`], with a warning, when that checkpoint
-/// cannot be read or restored, does not match the messages before it, or
-/// was taken with other eviction settings than `config`'s.
+/// Unless `options.from_start`, starts from the last checkpoint and
+/// replays only the records after it; falls back to replaying every
+/// record, with a warning, when that checkpoint cannot be read or
+/// restored, does not match the messages before it, or was taken with
+/// other eviction settings, strategy or strategy settings than these.
 pub fn replay(
     loaded: &Loaded,
     path: &Path,
     counter: Arc<dyn TokenCounter>,
     config: Config,
+    options: ReplayOptions,
 ) -> Result<Replayed, SessionError> {
-    replay_with(loaded, path, counter, config, recorded_strategy(loaded))
+    let strategy = options
+        .strategy
+        .unwrap_or_else(|| recorded(loaded).strategy);
+    let strategy_options = options
+        .strategy_options
+        .unwrap_or_else(|| recorded_options(loaded, strategy));
+    if options.from_start {
+        replay_whole(loaded, path, counter, config, strategy, &strategy_options)
+    } else {
+        replay_checkpointed(loaded, path, counter, config, strategy, &strategy_options)
+    }
 }
 
-/// [`replay`] under `strategy`: a checkpoint another strategy wrote is not
-/// used.
-pub fn replay_with(
-    loaded: &Loaded,
-    path: &Path,
-    counter: Arc<dyn TokenCounter>,
-    config: Config,
-    strategy: StrategyName,
-) -> Result<Replayed, SessionError> {
-    let options = recorded_options(loaded, strategy);
-    replay_configured(loaded, path, counter, config, strategy, &options)
-}
-
-/// [`replay_with`] with the strategy's own settings `options`: a
-/// checkpoint taken with other ones is not used.
-pub fn replay_configured(
+/// [`replay`] from the last checkpoint, or from the start when it cannot
+/// be used.
+fn replay_checkpointed(
     loaded: &Loaded,
     path: &Path,
     counter: Arc<dyn TokenCounter>,
@@ -144,7 +175,7 @@ pub fn replay_configured(
         .iter()
         .rposition(|(_, record)| matches!(record, Record::Checkpoint { .. }))
     else {
-        return replay_all_configured(loaded, path, counter, config, strategy, options);
+        return replay_whole(loaded, path, counter, config, strategy, options);
     };
     let (line, Record::Checkpoint { pushes, checkpoint }) = &loaded.records[index] else {
         unreachable!("rposition found a checkpoint");
@@ -170,8 +201,7 @@ pub fn replay_configured(
             Ok(replayed)
         }
         Err(reason) => {
-            let mut replayed =
-                replay_all_configured(loaded, path, counter, config, strategy, options)?;
+            let mut replayed = replay_whole(loaded, path, counter, config, strategy, options)?;
             replayed.warnings.insert(
                 0,
                 format!("line {line}: checkpoint not used ({reason}); replayed the whole session instead"),
@@ -181,31 +211,8 @@ pub fn replay_configured(
     }
 }
 
-/// Rebuilds the engine state by replaying every record of `loaded` into a
-/// fresh context with `config`, under the strategy the session records.
-pub fn replay_all(
-    loaded: &Loaded,
-    path: &Path,
-    counter: Arc<dyn TokenCounter>,
-    config: Config,
-) -> Result<Replayed, SessionError> {
-    replay_all_with(loaded, path, counter, config, recorded_strategy(loaded))
-}
-
-/// [`replay_all`] under `strategy`.
-pub fn replay_all_with(
-    loaded: &Loaded,
-    path: &Path,
-    counter: Arc<dyn TokenCounter>,
-    config: Config,
-    strategy: StrategyName,
-) -> Result<Replayed, SessionError> {
-    let options = recorded_options(loaded, strategy);
-    replay_all_configured(loaded, path, counter, config, strategy, &options)
-}
-
-/// [`replay_all_with`] with the strategy's own settings `options`.
-pub fn replay_all_configured(
+/// [`replay`] of every record into a fresh context.
+fn replay_whole(
     loaded: &Loaded,
     path: &Path,
     counter: Arc<dyn TokenCounter>,
@@ -529,6 +536,7 @@ mod tests {
             writer.path(),
             Arc::new(Estimate),
             Config::with_budget(50),
+            ReplayOptions::default(),
         )
         .unwrap();
         assert_eq!(
@@ -606,6 +614,7 @@ mod tests {
             writer.path(),
             Arc::new(Estimate),
             Config::with_budget(50),
+            ReplayOptions::default(),
         )
         .unwrap();
         assert!(same.checkpoint.is_some() && same.warnings.is_empty());
@@ -616,6 +625,7 @@ mod tests {
             writer.path(),
             Arc::new(Estimate),
             Config::with_budget(50).classes(classes),
+            ReplayOptions::default(),
         )
         .unwrap();
         assert_eq!(other.checkpoint, None);
@@ -662,6 +672,7 @@ mod tests {
             writer.path(),
             Arc::new(Estimate),
             Config::with_budget(50),
+            ReplayOptions::default(),
         )
         .unwrap();
         let answers: Vec<(String, (String, bool))> = replayed
@@ -766,6 +777,7 @@ mod tests {
             writer.path(),
             Arc::new(Estimate),
             Config::with_budget(50),
+            ReplayOptions::default(),
         )
         .unwrap_err();
         assert!(error.to_string().contains("line 2"), "{error}");

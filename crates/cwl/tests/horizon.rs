@@ -404,8 +404,301 @@ fn a_checkpoint_restores_the_same_engine() {
     assert!(error.to_string().contains("format 99"), "{error}");
 }
 
+/// One eviction pass over a session, and the episodes it takes first.
+struct Pass {
+    case: &'static str,
+    messages: fn() -> Vec<Message>,
+    /// The pass's settings, from the session's tokens.
+    config: fn(usize) -> Config,
+    /// The episodes it evicts, in order (only its first ones with `prefix`).
+    evicted: &'static [&'static str],
+    prefix: bool,
+    why: &'static str,
+    budget_met: bool,
+    /// An episode, and whether it holds at most [`cwl::SMALL_TOKENS`].
+    small: Option<(&'static str, bool)>,
+    validate: bool,
+    recount: bool,
+    /// What else the pass must do, given the session's tokens.
+    check: fn(&Context, &cwl::Report, usize),
+}
+
+/// A pass that checks the evicted episodes alone.
+fn pass(
+    case: &'static str,
+    messages: fn() -> Vec<Message>,
+    config: fn(usize) -> Config,
+    evicted: &'static [&'static str],
+    why: &'static str,
+) -> Pass {
+    Pass {
+        case,
+        messages,
+        config,
+        evicted,
+        prefix: false,
+        why,
+        budget_met: false,
+        small: None,
+        validate: false,
+        recount: false,
+        check: |_, _, _| {},
+    }
+}
+
+impl Pass {
+    /// Runs the pass; a failure names the case.
+    fn run(&self) {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.checked()));
+        if let Err(panic) = outcome {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!("case `{}`: {message}", self.case);
+        }
+    }
+
+    fn checked(&self) {
+        let messages = (self.messages)();
+        let total = with(Config::paper(1_000_000), &messages).tokens();
+        let mut context = with((self.config)(total), &messages);
+        if let Some((name, small)) = self.small {
+            let tokens = tokens_of(&context, name);
+            assert_eq!(
+                tokens <= cwl::SMALL_TOKENS,
+                small,
+                "{name} holds {tokens} tokens"
+            );
+        }
+        let report = context.enforce();
+        let evicted = names(&report);
+        let evicted = if self.prefix {
+            &evicted[..self.evicted.len()]
+        } else {
+            &evicted[..]
+        };
+        assert_eq!(evicted, self.evicted, "{}", self.why);
+        if self.budget_met {
+            assert!(report.budget_met, "{report:?}");
+        }
+        if self.validate {
+            validate(&view(&context)).unwrap();
+        }
+        if self.recount {
+            assert_eq!(context.tokens(), recount(&context));
+        }
+        (self.check)(&context, &report, total);
+    }
+}
+
 #[test]
-fn the_evictor_seam_changes_the_order_and_nothing_else() {
+fn each_rule_puts_its_episodes_first() {
+    fn half(config: Config) -> Config {
+        config.superseded(Some(Share::new(0.5).unwrap()))
+    }
+    fn recent(config: Config) -> Config {
+        config.keep_recent(Some(Share::new(0.3).unwrap()))
+    }
+    fn stubbing(budget: usize) -> Config {
+        Config::paper(budget).stub_act_outputs(true)
+    }
+    let passes = [
+        pass(
+            "the evictor seam, the paper's order",
+            seam_session,
+            |total| Config::paper(total - 10),
+            &["a"],
+            "",
+        ),
+        pass(
+            "the working set, the paper's order",
+            working_set_session,
+            |total| Config::paper(total - 50),
+            &["fresh-edit"],
+            "by age alone the act goes first",
+        ),
+        Pass {
+            budget_met: true,
+            ..pass(
+                "the working set kept",
+                working_set_session,
+                |total| recent(Config::paper(total - 50)),
+                &["old"],
+                "the old expl goes before the fresh act",
+            )
+        },
+        Pass {
+            prefix: true,
+            ..pass(
+                "the working set under a tight budget",
+                working_set_session,
+                |_| recent(Config::paper(100)),
+                &["old", "fresh-edit"],
+                "the working set goes too when nothing older is left, acts first",
+            )
+        },
+        pass(
+            "a repeated read, the paper's order",
+            repeated_read_session,
+            |total| Config::paper(total - 20),
+            &["unrelated-edit"],
+            "acts first",
+        ),
+        Pass {
+            budget_met: true,
+            validate: true,
+            recount: true,
+            check: |context, _, _| {
+                let view = view(context);
+                assert!(has_output(&view, &repeated_file()), "the newer copy stays");
+                assert!(has_output(&view, &bulk(60)));
+            },
+            ..pass(
+                "a repeated read superseded",
+                repeated_read_session,
+                |total| half(Config::paper(total - 20)),
+                &["first-read"],
+                "the repeated copy first",
+            )
+        },
+        Pass {
+            budget_met: true,
+            small: Some(("peek", true)),
+            validate: true,
+            recount: true,
+            ..pass(
+                "past the floor, a superseded remnant",
+                || reads_read_again(40, 6),
+                |total| half(Config::paper(total - 20)),
+                &["first-read", "peek"],
+                "removing the first read met the budget; the peek after it is sent anew anyway",
+            )
+        },
+        Pass {
+            budget_met: true,
+            small: Some(("peek", false)),
+            recount: true,
+            ..pass(
+                "past the floor, a larger superseded episode",
+                || reads_read_again(40, 80),
+                |total| half(Config::paper(total - 20)),
+                &["first-read"],
+                "only remnants go past the floor",
+            )
+        },
+        Pass {
+            prefix: true,
+            validate: true,
+            recount: true,
+            ..pass(
+                "a copy that is gone",
+                copy_gone_session,
+                |total| half(Config::paper(total - 300)),
+                &["rewrite", "look"],
+                "the read is pinned by the act that repeats it; once the act is gone \
+                 the read is the only copy and waits its turn",
+            )
+        },
+        pass(
+            "two fixes, the paper's order",
+            two_fixes,
+            |total| Config::paper(total - 250),
+            &["first-fix"],
+            "the paper removes the act",
+        ),
+        Pass {
+            prefix: true,
+            ..pass(
+                "two fixes under a tight budget, the paper's order",
+                two_fixes,
+                |total| Config::paper(total - 900),
+                &["first-fix", "second-fix"],
+                "the paper removes both acts before the read they depend on",
+            )
+        },
+        Pass {
+            budget_met: true,
+            validate: true,
+            recount: true,
+            check: |context, report, total| {
+                assert!(
+                    context.tokens() < total - 400,
+                    "stubbing one output met the budget; the second went as well"
+                );
+                assert_outputs_stubbed(report);
+            },
+            ..pass(
+                "past the floor, an old act",
+                two_fixes,
+                |total| stubbing(total - 100),
+                &["first-fix", "second-fix"],
+                "",
+            )
+        },
+        Pass {
+            budget_met: true,
+            recount: true,
+            check: two_fixes_stubbed,
+            ..pass(
+                "two fixes stubbed",
+                two_fixes,
+                |total| stubbing(total - 450),
+                &["first-fix", "second-fix"],
+                "both acts' outputs go before either act",
+            )
+        },
+        Pass {
+            budget_met: true,
+            check: two_fixes_reduced,
+            ..pass(
+                "two fixes reduced under a tight budget",
+                two_fixes,
+                |total| stubbing(total - 900),
+                &["first-fix", "second-fix", "look"],
+                "reduced acts no longer pin the read, which goes before them",
+            )
+        },
+        Pass {
+            budget_met: true,
+            recount: true,
+            check: reduced_act_checks,
+            ..pass(
+                "a reduced act",
+                reduced_act_session,
+                |total| stubbing(total - 500),
+                &["fix"],
+                "",
+            )
+        },
+        Pass {
+            prefix: true,
+            validate: true,
+            check: |_, report, _| {
+                let levels: Vec<cwl::Level> =
+                    report.episodes[0].levels.iter().map(|l| l.level).collect();
+                assert!(
+                    !levels.contains(&cwl::Level::Output),
+                    "more than a whole budget over: no stub pass first ({levels:?})"
+                );
+            },
+            ..pass(
+                "a catch-up pass",
+                catch_up_session,
+                |total| stubbing(total / 3),
+                &["fix"],
+                "",
+            )
+        },
+    ];
+    for pass in &passes {
+        pass.run();
+    }
+}
+
+/// An old expl, then an expl and the act that depends on it.
+fn seam_session() -> Vec<Message> {
     let mut script = Script::new();
     script
         .user("task")
@@ -418,10 +711,13 @@ fn the_evictor_seam_changes_the_order_and_nothing_else() {
         .tool("edit", &bulk(100))
         .end_act()
         .say("done");
-    let messages = script.build();
+    script.build()
+}
+
+#[test]
+fn the_evictor_seam_changes_the_order_and_nothing_else() {
+    let messages = seam_session();
     let budget = with(Config::paper(1_000_000), &messages).tokens() - 10;
-    let mut paper = with(Config::paper(budget), &messages);
-    assert_eq!(names(&paper.enforce()), ["a"]);
     let mut oldest = Context::new(Config::paper(budget), counter(), Vec::new())
         .with_evictor(Arc::new(OldestFirst));
     push_all(&mut oldest, &messages);
@@ -430,8 +726,8 @@ fn the_evictor_seam_changes_the_order_and_nothing_else() {
     validate(&view(&oldest)).unwrap();
 }
 
-#[test]
-fn the_recent_working_set_goes_after_every_older_episode() {
+/// A large old expl, then a small expl and a fresh act on it.
+fn working_set_session() -> Vec<Message> {
     let mut script = Script::new();
     script
         .user("task")
@@ -445,50 +741,33 @@ fn the_recent_working_set_goes_after_every_older_episode() {
         .tool("edit", &bulk(100))
         .end_act()
         .say("done");
-    let messages = script.build();
-    let total = with(Config::paper(1_000_000), &messages).tokens();
-    let budget = total - 50;
-    let mut paper = with(Config::paper(budget), &messages);
-    assert_eq!(
-        names(&paper.enforce()),
-        ["fresh-edit"],
-        "by age alone the act goes first"
-    );
-    let config = Config::paper(budget).keep_recent(Some(Share::new(0.3).unwrap()));
-    let mut working = with(config, &messages);
-    let report = working.enforce();
-    assert_eq!(
-        names(&report),
-        ["old"],
-        "the old expl goes before the fresh act"
-    );
-    assert!(report.budget_met);
-    let mut tight = with(
-        Config::paper(100).keep_recent(Some(Share::new(0.3).unwrap())),
-        &messages,
-    );
-    let report = tight.enforce();
-    assert_eq!(
-        names(&report)[..2],
-        ["old", "fresh-edit"],
-        "the working set goes too when nothing older is left, acts first"
-    );
+    script.build()
 }
 
-#[test]
-fn an_episode_a_later_one_repeats_goes_first_and_its_lines_stay() {
-    let file: String = (0..20)
+/// The file [`repeated_read_session`] reads twice.
+fn repeated_file() -> String {
+    (0..20)
         .map(|line| format!("{line:>4}\tlet value_{line} = compute({line});\n"))
-        .collect();
-    let mut script = Script::new();
+        .collect()
+}
+
+/// A listing, then a read of `file`.
+fn listed_then_read<'a>(script: &'a mut Script, file: &str) -> &'a mut Script {
     script
         .user("task")
         .start_expl("look")
         .tool("ls", "src/")
         .end_expl("listed")
         .start_expl("first-read")
-        .tool("read", &file)
+        .tool("read", file)
         .end_expl("read the file")
+}
+
+/// A file read, an unrelated act, then the same file read again.
+fn repeated_read_session() -> Vec<Message> {
+    let file = repeated_file();
+    let mut script = Script::new();
+    listed_then_read(&mut script, &file)
         .start_act("unrelated-edit", &["look"])
         .tool("edit", &bulk(60))
         .end_act()
@@ -496,21 +775,7 @@ fn an_episode_a_later_one_repeats_goes_first_and_its_lines_stay() {
         .tool("read", &file)
         .end_expl("read it again")
         .say("done");
-    let messages = script.build();
-    let budget = with(Config::paper(1_000_000), &messages).tokens() - 20;
-    let mut paper = with(Config::paper(budget), &messages);
-    assert_eq!(names(&paper.enforce()), ["unrelated-edit"], "acts first");
-
-    let half = Some(Share::new(0.5).unwrap());
-    let mut context = with(Config::paper(budget).superseded(half), &messages);
-    let report = context.enforce();
-    assert_eq!(names(&report), ["first-read"], "the repeated copy first");
-    assert!(report.budget_met);
-    let view = view(&context);
-    validate(&view).unwrap();
-    assert!(has_output(&view, &file), "the newer copy stays");
-    assert!(has_output(&view, &bulk(60)));
-    assert_eq!(context.tokens(), recount(&context));
+    script.build()
 }
 
 /// Two reads and, later, one expl that reads both files again: `first`
@@ -546,59 +811,52 @@ fn tokens_of(context: &Context, name: &str) -> usize {
     episodes.iter().find(|e| e.name() == name).unwrap().tokens()
 }
 
-#[test]
-fn past_the_floor_a_superseded_remnant_after_the_first_change_goes_too() {
-    let messages = reads_read_again(40, 6);
-    let half = Some(Share::new(0.5).unwrap());
-    let total = with(Config::paper(1_000_000), &messages).tokens();
-    let mut context = with(Config::paper(total - 20).superseded(half), &messages);
-    let peek = tokens_of(&context, "peek");
-    assert!(peek <= cwl::SMALL_TOKENS, "peek holds {peek} tokens");
-    let report = context.enforce();
-    assert_eq!(
-        names(&report),
-        ["first-read", "peek"],
-        "removing the first read met the budget; the peek after it is sent anew anyway"
-    );
-    assert!(report.budget_met);
-    let view = view(&context);
-    validate(&view).unwrap();
-    assert_eq!(context.tokens(), recount(&context));
-}
-
-/// A large read, then two acts that depend on it, each an edit and a
-/// 300-token test run.
-fn two_fixes() -> Vec<Message> {
+/// A listing, a file read, then an act that writes the same file whole.
+fn copy_gone_session() -> Vec<Message> {
+    let file: String = (0..20)
+        .map(|line| format!("fn handler_{line}() -> Result<(), Error> {{}}\n"))
+        .collect();
     let mut script = Script::new();
-    script
-        .user("task")
-        .start_expl("look")
-        .tool("read", &bulk(2000))
-        .end_expl("read it")
-        .start_act("first-fix", &["look"])
-        .tool("edit", "edited src/a.rs")
-        .tool("bash", &bulk(300))
-        .end_act()
-        .start_act("second-fix", &["look"])
-        .tool("edit", "edited src/b.rs")
-        .tool("bash", &bulk(300))
+    listed_then_read(&mut script, &file)
+        .start_act("rewrite", &["first-read"])
+        .tool("write", &file)
         .end_act()
         .say("done");
     script.build()
 }
 
-#[test]
-fn past_the_floor_an_old_act_after_the_first_change_is_reduced_too() {
-    let messages = two_fixes();
-    let total = with(Config::paper(1_000_000), &messages).tokens();
-    let mut context = with(Config::paper(total - 100).stub_act_outputs(true), &messages);
-    let report = context.enforce();
-    assert!(report.budget_met, "{report:?}");
-    assert!(
-        context.tokens() < total - 400,
-        "stubbing one output met the budget; the second went as well"
-    );
-    assert_eq!(names(&report), ["first-fix", "second-fix"]);
+/// A read of `read` tokens, then an act per fix that depends on it, each
+/// an edit of its file and a test run of `run` tokens.
+fn read_then_fixes(read: usize, fixes: &[(&str, &str)], run: usize) -> Vec<Message> {
+    let mut script = Script::new();
+    script
+        .user("task")
+        .start_expl("look")
+        .tool("read", &bulk(read))
+        .end_expl("read it");
+    for (name, file) in fixes {
+        script
+            .start_act(name, &["look"])
+            .tool("edit", &format!("edited {file}"))
+            .tool("bash", &bulk(run))
+            .end_act();
+    }
+    script.say("done");
+    script.build()
+}
+
+/// A large read, then two acts that depend on it, each an edit and a
+/// 300-token test run.
+fn two_fixes() -> Vec<Message> {
+    read_then_fixes(
+        2000,
+        &[("first-fix", "src/a.rs"), ("second-fix", "src/b.rs")],
+        300,
+    )
+}
+
+/// Asserts that every episode of the pass lost its outputs and nothing else.
+fn assert_outputs_stubbed(report: &cwl::Report) {
     assert!(
         report
             .episodes
@@ -606,26 +864,100 @@ fn past_the_floor_an_old_act_after_the_first_change_is_reduced_too() {
             .all(|e| e.levels.iter().map(|l| l.level).eq([cwl::Level::Output])),
         "{report:?}"
     );
-    validate(&view(&context)).unwrap();
-    assert_eq!(context.tokens(), recount(&context));
 }
 
-#[test]
-fn past_the_floor_a_larger_superseded_episode_waits_its_turn() {
-    let messages = reads_read_again(40, 80);
-    let half = Some(Share::new(0.5).unwrap());
-    let total = with(Config::paper(1_000_000), &messages).tokens();
-    let mut context = with(Config::paper(total - 20).superseded(half), &messages);
-    let peek = tokens_of(&context, "peek");
-    assert!(peek > cwl::SMALL_TOKENS, "peek holds {peek} tokens");
-    let report = context.enforce();
-    assert_eq!(
-        names(&report),
-        ["first-read"],
-        "only remnants go past the floor"
+/// Assistant messages of `shown` that call `tool`.
+fn messages_calling(shown: &[Message], tool: &str) -> usize {
+    shown
+        .iter()
+        .filter(|m| {
+            matches!(m, Message::Assistant { content }
+            if content.iter().any(|b| matches!(b, cwl::Block::ToolCall(c) if c.name == tool)))
+        })
+        .count()
+}
+
+/// Both acts of [`two_fixes`] stubbed: their calls stay, a stub answers each.
+fn two_fixes_stubbed(context: &Context, report: &cwl::Report, _: usize) {
+    assert_outputs_stubbed(report);
+    let shown = view(context);
+    validate(&shown).unwrap();
+    assert!(!has_output(&shown, &bulk(300)), "the test runs are stubbed");
+    assert!(has_output(&shown, &bulk(2000)), "the read stays");
+    assert!(
+        shown.iter().any(|m| matches!(m, Message::ToolResult(r)
+            if r.content.contains("output evicted"))),
+        "a stub answers each call"
     );
-    assert!(report.budget_met);
-    assert_eq!(context.tokens(), recount(&context));
+    assert_eq!(
+        messages_calling(&shown, "edit"),
+        2,
+        "the acts' own calls stay"
+    );
+}
+
+/// Both acts of [`two_fixes`] reduced and their read gone; their edits stay.
+fn two_fixes_reduced(context: &Context, report: &cwl::Report, _: usize) {
+    let levels: Vec<Vec<cwl::Level>> = report
+        .episodes
+        .iter()
+        .map(|e| e.levels.iter().map(|l| l.level).collect())
+        .collect();
+    assert_eq!(levels[0], [cwl::Level::Output], "one entry per episode");
+    assert!(levels[2].contains(&cwl::Level::Intermediate), "{levels:?}");
+    let shown = view(context);
+    validate(&shown).unwrap();
+    assert!(!has_output(&shown, &bulk(2000)), "the read is gone");
+    assert_eq!(
+        messages_calling(&shown, "edit"),
+        2,
+        "the edits it was read for stay"
+    );
+    assert_eq!(context.tokens(), recount(context));
+}
+
+/// A read, then an act whose edit comes with reasoning, a progress note
+/// and a test run.
+fn reduced_act_session() -> Vec<Message> {
+    let mut script = Script::new();
+    let thinking = format!("why: {}", bulk(400));
+    script
+        .user("task")
+        .start_expl("look")
+        .tool("read", &bulk(200))
+        .end_expl("read it")
+        .start_act("fix", &["look"])
+        .tool_with_reasoning(&thinking, "edit", "edited src/a.rs")
+        .say("progress: the edit is in")
+        .tool("bash", &bulk(300))
+        .end_act()
+        .say("done");
+    script.build()
+}
+
+/// A reduced act keeps its calls and loses the words around them.
+fn reduced_act_checks(context: &Context, _: &cwl::Report, _: usize) {
+    let shown = view(context);
+    validate(&shown).unwrap();
+    let reasoning = shown.iter().any(|m| {
+        matches!(m, Message::Assistant { content }
+            if content.iter().any(|b| matches!(b, cwl::Block::Reasoning { .. })))
+    });
+    assert!(!reasoning, "the reasoning beside the edit is gone");
+    assert!(!has_output(&shown, &bulk(300)), "the test run is stubbed");
+    assert!(has_output(&shown, &bulk(200)), "the read stays");
+    assert!(
+        texts(&shown)
+            .iter()
+            .any(|t| t == "progress: the edit is in"),
+        "a message of text alone stays whole"
+    );
+    assert!(messages_calling(&shown, "edit") > 0);
+}
+
+/// A small read, then an act whose test run is far over any budget.
+fn catch_up_session() -> Vec<Message> {
+    read_then_fixes(100, &[("fix", "src/a.rs")], 1500)
 }
 
 /// A file of `lines` numbered lines, as a reader prints it; `changed`
@@ -738,9 +1070,6 @@ fn the_latest_responses_results_are_never_restated() {
 fn an_output_with_one_line_not_repeated_waits_its_turn() {
     let messages = read_twice(Some(40));
     let all = with(Config::paper(1_000_000), &messages).tokens();
-    let restated = Config::paper(all - 100).restated(Some(Share::new(1.0).unwrap()));
-    let mut context = with(restated, &messages);
-    let report = context.enforce();
     let restated = |report: &cwl::Report| {
         report
             .episodes
@@ -748,202 +1077,22 @@ fn an_output_with_one_line_not_repeated_waits_its_turn() {
             .flat_map(|episode| &episode.levels)
             .any(|level| level.level == cwl::Level::Restated)
     };
-    assert!(!restated(&report), "{report:?}");
-    assert!(has_output(&view(&context), &numbered(80, None)));
-
-    let most = Config::paper(all - 100).restated(Some(Share::new(0.9).unwrap()));
-    let mut context = with(most, &messages);
-    let report = context.enforce();
-    assert!(restated(&report), "79 of 80 lines repeated: {report:?}");
-    assert!(!has_output(&view(&context), &numbered(80, None)));
-}
-
-#[test]
-fn a_copy_that_is_gone_supersedes_nothing() {
-    let file: String = (0..20)
-        .map(|line| format!("fn handler_{line}() -> Result<(), Error> {{}}\n"))
-        .collect();
-    let mut script = Script::new();
-    script
-        .user("task")
-        .start_expl("look")
-        .tool("ls", "src/")
-        .end_expl("listed")
-        .start_expl("first-read")
-        .tool("read", &file)
-        .end_expl("read the file")
-        .start_act("rewrite", &["first-read"])
-        .tool("write", &file)
-        .end_act()
-        .say("done");
-    let messages = script.build();
-    let half = Some(Share::new(0.5).unwrap());
-    let total = with(Config::paper(1_000_000), &messages).tokens();
-    let mut context = with(Config::paper(total - 300).superseded(half), &messages);
-    let report = context.enforce();
-    assert_eq!(
-        names(&report)[..2],
-        ["rewrite", "look"],
-        "the read is pinned by the act that repeats it; once the act is gone \
-         the read is the only copy and waits its turn"
-    );
-    validate(&view(&context)).unwrap();
-    assert_eq!(context.tokens(), recount(&context));
-}
-
-#[test]
-fn old_acts_lose_their_outputs_before_anything_is_removed() {
-    let messages = two_fixes();
-    let total = with(Config::paper(1_000_000), &messages).tokens();
-
-    let mut paper = with(Config::paper(total - 250), &messages);
-    assert_eq!(
-        names(&paper.enforce()),
-        ["first-fix"],
-        "the paper removes the act"
-    );
-
-    let config = Config::paper(total - 450).stub_act_outputs(true);
-    let mut context = with(config, &messages);
-    let report = context.enforce();
-    assert!(report.budget_met, "{report:?}");
-    assert_eq!(
-        names(&report),
-        ["first-fix", "second-fix"],
-        "both acts' outputs go before either act"
-    );
-    assert!(
-        report
-            .episodes
-            .iter()
-            .all(|e| e.levels.iter().map(|l| l.level).eq([cwl::Level::Output])),
-        "{report:?}"
-    );
-    let shown = view(&context);
-    validate(&shown).unwrap();
-    assert!(!has_output(&shown, &bulk(300)), "the test runs are stubbed");
-    assert!(has_output(&shown, &bulk(2000)), "the read stays");
-    assert!(
-        shown.iter().any(|m| matches!(m, Message::ToolResult(r)
-            if r.content.contains("output evicted"))),
-        "a stub answers each call"
-    );
-    let calls = shown
-        .iter()
-        .filter(|m| {
-            matches!(m, Message::Assistant { content }
-            if content.iter().any(|b| matches!(b, cwl::Block::ToolCall(c) if c.name == "edit")))
-        })
-        .count();
-    assert_eq!(calls, 2, "the acts' own calls stay");
-    assert_eq!(context.tokens(), recount(&context));
-
-    let mut tight = with(Config::paper(total - 900).stub_act_outputs(true), &messages);
-    let report = tight.enforce();
-    assert!(report.budget_met, "{report:?}");
-    assert_eq!(
-        names(&report),
-        ["first-fix", "second-fix", "look"],
-        "reduced acts no longer pin the read, which goes before them"
-    );
-    let levels: Vec<Vec<cwl::Level>> = report
-        .episodes
-        .iter()
-        .map(|e| e.levels.iter().map(|l| l.level).collect())
-        .collect();
-    assert_eq!(levels[0], [cwl::Level::Output], "one entry per episode");
-    assert!(levels[2].contains(&cwl::Level::Intermediate), "{levels:?}");
-    let shown = view(&tight);
-    validate(&shown).unwrap();
-    assert!(!has_output(&shown, &bulk(2000)), "the read is gone");
-    let edits = shown
-        .iter()
-        .filter(|m| {
-            matches!(m, Message::Assistant { content }
-            if content.iter().any(|b| matches!(b, cwl::Block::ToolCall(c) if c.name == "edit")))
-        })
-        .count();
-    assert_eq!(edits, 2, "the edits it was read for stay");
-    assert_eq!(tight.tokens(), recount(&tight));
-
-    let mut paper_tight = with(Config::paper(total - 900), &messages);
-    assert_eq!(
-        names(&paper_tight.enforce())[..2],
-        ["first-fix", "second-fix"],
-        "the paper removes both acts before the read they depend on"
-    );
-}
-
-#[test]
-fn a_reduced_act_keeps_its_calls_and_loses_the_words_around_them() {
-    let mut script = Script::new();
-    let thinking = format!("why: {}", bulk(400));
-    script
-        .user("task")
-        .start_expl("look")
-        .tool("read", &bulk(200))
-        .end_expl("read it")
-        .start_act("fix", &["look"])
-        .tool_with_reasoning(&thinking, "edit", "edited src/a.rs")
-        .say("progress: the edit is in")
-        .tool("bash", &bulk(300))
-        .end_act()
-        .say("done");
-    let messages = script.build();
-    let total = with(Config::paper(1_000_000), &messages).tokens();
-    let mut context = with(Config::paper(total - 500).stub_act_outputs(true), &messages);
-    let report = context.enforce();
-    assert!(report.budget_met, "{report:?}");
-    assert_eq!(names(&report), ["fix"], "{report:?}");
-    let shown = view(&context);
-    validate(&shown).unwrap();
-    let reasoning = shown.iter().any(|m| {
-        matches!(m, Message::Assistant { content }
-            if content.iter().any(|b| matches!(b, cwl::Block::Reasoning { .. })))
-    });
-    assert!(!reasoning, "the reasoning beside the edit is gone");
-    assert!(!has_output(&shown, &bulk(300)), "the test run is stubbed");
-    assert!(has_output(&shown, &bulk(200)), "the read stays");
-    assert!(
-        texts(&shown)
-            .iter()
-            .any(|t| t == "progress: the edit is in"),
-        "a message of text alone stays whole"
-    );
-    assert!(
-        shown
-            .iter()
-            .any(|m| matches!(m, Message::Assistant { content }
-        if content.iter().any(|b| matches!(b, cwl::Block::ToolCall(c) if c.name == "edit"))))
-    );
-    assert_eq!(context.tokens(), recount(&context));
-}
-
-#[test]
-fn a_catch_up_pass_removes_old_acts_without_stubbing_them_first() {
-    let mut script = Script::new();
-    script
-        .user("task")
-        .start_expl("look")
-        .tool("read", &bulk(100))
-        .end_expl("read it")
-        .start_act("fix", &["look"])
-        .tool("edit", "edited src/a.rs")
-        .tool("bash", &bulk(1500))
-        .end_act()
-        .say("done");
-    let messages = script.build();
-    let total = with(Config::paper(1_000_000), &messages).tokens();
-    let budget = total / 3;
-    let mut context = with(Config::paper(budget).stub_act_outputs(true), &messages);
-    let report = context.enforce();
-    let levels: Vec<cwl::Level> = report.episodes[0].levels.iter().map(|l| l.level).collect();
-    assert_eq!(report.episodes[0].name, "fix");
-    assert!(
-        !levels.contains(&cwl::Level::Output),
-        "more than a whole budget over: no stub pass first ({levels:?})"
-    );
-    validate(&view(&context)).unwrap();
+    // (the share of lines repeated that restates an output, whether it is restated)
+    for (share, restates) in [(1.0, false), (0.9, true)] {
+        let config = Config::paper(all - 100).restated(Some(Share::new(share).unwrap()));
+        let mut context = with(config, &messages);
+        let report = context.enforce();
+        assert_eq!(
+            restated(&report),
+            restates,
+            "share {share}, 79 of 80 lines repeated: {report:?}"
+        );
+        assert_eq!(
+            has_output(&view(&context), &numbered(80, None)),
+            !restates,
+            "share {share}"
+        );
+    }
 }
 
 #[test]
@@ -1098,6 +1247,30 @@ fn an_expl_keeps_its_calls_while_its_outputs_are_stubbed_until_removal() {
     );
 }
 
+/// `messages` with act outputs stubbed (a pass to 1000 tokens under their
+/// total), checked by `stubbed`, then squeezed 5 tokens under that: the
+/// context, the levels the second pass took and the stubbed view's tokens.
+fn stub_then_squeeze(
+    messages: &[Message],
+    stubbed: impl FnOnce(&Context),
+) -> (Context, Vec<cwl::Level>, usize) {
+    let total = with(Config::paper(1_000_000), messages).tokens();
+    let mut context = with(Config::paper(total - 1000).stub_act_outputs(true), messages);
+    assert!(context.enforce().budget_met);
+    stubbed(&context);
+    let stubbed_tokens = context.tokens();
+    context.set_budget(stubbed_tokens - 5);
+    let report = context.enforce();
+    assert!(report.budget_met, "{report:?}");
+    let levels = report
+        .episodes
+        .iter()
+        .flat_map(|e| &e.levels)
+        .map(|l| l.level)
+        .collect();
+    (context, levels, stubbed_tokens)
+}
+
 #[test]
 fn an_expls_small_output_outlives_its_large_ones() {
     let listing = "orders.py stock.py reports.py audit.py events.log\n".repeat(12);
@@ -1115,7 +1288,6 @@ fn an_expls_small_output_outlives_its_large_ones() {
         .end_act()
         .say("done");
     let messages = script.build();
-    let total = with(Config::paper(1_000_000), &messages).tokens();
     let calls = |shown: &[Message], name: &str| {
         shown
             .iter()
@@ -1128,26 +1300,11 @@ fn an_expls_small_output_outlives_its_large_ones() {
             .count()
     };
 
-    let mut stubbed = with(
-        Config::paper(total - 1000).stub_act_outputs(true),
-        &messages,
-    );
-    assert!(stubbed.enforce().budget_met);
-    let shown = view(&stubbed);
-    assert_eq!(calls(&shown, "read"), 1, "the read's call stays, stubbed");
-    assert!(!has_output(&shown, &read));
-
-    let stubbed_tokens = stubbed.tokens();
-    let mut context = stubbed;
-    context.set_budget(stubbed_tokens - 5);
-    let report = context.enforce();
-    assert!(report.budget_met, "{report:?}");
-    let levels: Vec<cwl::Level> = report
-        .episodes
-        .iter()
-        .flat_map(|e| &e.levels)
-        .map(|l| l.level)
-        .collect();
+    let (mut context, levels, stubbed_tokens) = stub_then_squeeze(&messages, |stubbed| {
+        let shown = view(stubbed);
+        assert_eq!(calls(&shown, "read"), 1, "the read's call stays, stubbed");
+        assert!(!has_output(&shown, &read));
+    });
     assert!(levels.contains(&cwl::Level::Large), "{levels:?}");
     let shown = view(&context);
     validate(&shown).unwrap();
@@ -1203,22 +1360,7 @@ fn an_expl_without_small_outputs_goes_from_stubs_to_removal() {
         .end_act()
         .say("done");
     let messages = script.build();
-    let total = with(Config::paper(1_000_000), &messages).tokens();
-    let mut context = with(
-        Config::paper(total - 1000).stub_act_outputs(true),
-        &messages,
-    );
-    assert!(context.enforce().budget_met);
-    let stubbed = context.tokens();
-    context.set_budget(stubbed - 5);
-    let report = context.enforce();
-    assert!(report.budget_met, "{report:?}");
-    let levels: Vec<cwl::Level> = report
-        .episodes
-        .iter()
-        .flat_map(|e| &e.levels)
-        .map(|l| l.level)
-        .collect();
+    let (context, levels, _) = stub_then_squeeze(&messages, |_| {});
     assert_eq!(
         levels,
         [cwl::Level::Removed],

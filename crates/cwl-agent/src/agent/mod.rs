@@ -409,15 +409,17 @@ impl Agent {
         let recorded = Settings::try_last(loaded.records.iter().map(|(_, record)| record))
             .map_err(AgentError::Strategy)?;
         let settings = options.settings(recorded.clone());
-        let replayed = cwl_session::replay_configured(
+        let replayed = cwl_session::replay(
             &loaded,
             path,
             Arc::clone(&counter),
             settings
                 .session_config(options.engine_budget(), &loaded.info.model)
                 .classes(toolbox.classes()),
-            settings.strategy,
-            &settings.strategy_options,
+            cwl_session::ReplayOptions::configured(
+                settings.strategy,
+                settings.strategy_options.clone(),
+            ),
         )?;
         if recorded.as_ref() != Some(&settings) {
             writer.append(&settings.record())?;

@@ -11,7 +11,9 @@ use serde::Serialize;
 
 use crate::agent::STATUS_RESERVE;
 use crate::agent::status::human_tokens;
-use cwl_session::{SessionError, SessionUsage, Settings, notes_path, read, replay, session_usage};
+use cwl_session::{
+    ReplayOptions, SessionError, SessionUsage, Settings, notes_path, read, replay, session_usage,
+};
 
 /// What `cwl sessions show` tells about a session.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -61,7 +63,13 @@ pub fn report(path: &Path) -> Result<SessionReport, SessionError> {
         .unwrap_or(usize::MAX)
         .saturating_sub(STATUS_RESERVE);
     let config = settings.session_config(budget, &loaded.info.model);
-    let replayed = replay(&loaded, path, Arc::new(O200k), config)?;
+    let replayed = replay(
+        &loaded,
+        path,
+        Arc::new(O200k),
+        config,
+        ReplayOptions::default(),
+    )?;
     let context = replayed.context;
     let (mut side_calls, mut side_failures) = (0, 0);
     for (_, record) in &loaded.records {

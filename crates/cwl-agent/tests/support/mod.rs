@@ -18,6 +18,22 @@ use cwl_provider::{
 };
 use serde_json::{Value, json};
 
+/// The session at `path` replayed under `config` from its last checkpoint,
+/// and from its start.
+pub fn replay_both(
+    loaded: &cwl_session::Loaded,
+    path: &Path,
+    config: cwl::Config,
+) -> (cwl_session::Replayed, cwl_session::Replayed) {
+    let replay = |options| {
+        cwl_session::replay(loaded, path, Arc::new(O200k), config.clone(), options).unwrap()
+    };
+    (
+        replay(cwl_session::ReplayOptions::default()),
+        replay(cwl_session::ReplayOptions::from_start()),
+    )
+}
+
 /// A tool call block.
 pub fn call(id: &str, name: &str, arguments: Value) -> Block {
     Block::ToolCall(ToolCall::new(id, name, arguments.to_string()))
