@@ -29,7 +29,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use cwl::{Config, Estimate, Message, Strategy};
+//! use cwl::{Config, Estimate, Message, SideCalls, Strategy};
 //! use cwl_selfgc::SelfGc;
 //!
 //! let mut gc = SelfGc::new(Config::with_budget(2_000), Arc::new(Estimate), Vec::new());

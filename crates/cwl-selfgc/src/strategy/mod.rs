@@ -14,7 +14,7 @@
 //! new user request), when the provider's prefix cache has expired (an
 //! idle gap of at least `cache_ttl_s` before the model call, told through
 //! [`Strategy::idle`]) or when the prompt passes τ. Folded payloads leave as
-//! sidecar files the harness writes ([`Strategy::take_sidecars`]);
+//! sidecar files the harness writes ([`SideCalls::take_sidecars`](cwl::SideCalls::take_sidecars));
 //! `recall` reads them back byte-exact, from the transcript when a sidecar
 //! is missing or damaged.
 //!
