@@ -220,6 +220,15 @@ fn the_config_file_sets_models_and_budgets() {
     assert!(format!("{error:#}").contains("budgett"), "{error:#}");
 }
 
+/// `cwl run go` with `args`.
+fn run_go(args: AgentArgs) -> anyhow::Result<()> {
+    cli::run_run(RunArgs {
+        agent: args,
+        tasks: vec!["go".into()],
+        prompt: None,
+    })
+}
+
 /// The settings the last record of the only session in `sessions` fixes.
 fn recorded_settings(sessions: &Path) -> cwl_session::Settings {
     let listed = cwl_session::list(sessions).unwrap();
@@ -241,12 +250,7 @@ fn presets_and_plans_layer_flags_over_the_config_file_and_the_session() {
     .unwrap();
     let mut args = agent_args(&server, work.path(), sessions.path(), &config);
     args.engine.answer_share = Some("20%".parse().unwrap());
-    cli::run_run(RunArgs {
-        agent: args,
-        tasks: vec!["go".into()],
-        prompt: None,
-    })
-    .unwrap();
+    run_go(args).unwrap();
     let paper = cwl_session::Settings::of(&cwl::Config::paper(1_000));
     let wanted = cwl_session::Settings {
         low_water: cwl::Share::new(0.9).unwrap(),
@@ -274,29 +278,18 @@ fn presets_and_plans_layer_flags_over_the_config_file_and_the_session() {
     };
     assert_eq!(recorded_settings(sessions.path()), resumed);
 
-    std::fs::write(&config, "preset = \"algorithm-1\"\n").unwrap();
-    let error = cli::run_run(RunArgs {
-        agent: agent_args(&server, work.path(), sessions.path(), &config),
-        tasks: vec!["go".into()],
-        prompt: None,
-    })
-    .unwrap_err();
-    let error = format!("{error:#}");
-    assert!(
-        error.contains("config file: preset: unknown preset `algorithm-1`"),
-        "{error}"
-    );
-    std::fs::write(&config, "plans = \"forget\"\n").unwrap();
-    let error = cli::run_run(RunArgs {
-        agent: agent_args(&server, work.path(), sessions.path(), &config),
-        tasks: vec!["go".into()],
-        prompt: None,
-    })
-    .unwrap_err();
-    assert!(
-        format!("{error:#}").contains("config file: plans"),
-        "{error:#}"
-    );
+    for (text, wanted) in [
+        (
+            "preset = \"algorithm-1\"",
+            "config file: preset: unknown preset `algorithm-1`",
+        ),
+        ("plans = \"forget\"", "config file: plans"),
+    ] {
+        std::fs::write(&config, format!("{text}\n")).unwrap();
+        let args = agent_args(&server, work.path(), sessions.path(), &config);
+        let error = format!("{:#}", run_go(args).unwrap_err());
+        assert!(error.contains(wanted), "{error}");
+    }
     assert_eq!(server.requests().len(), 2, "a bad file sends nothing");
 }
 
