@@ -115,7 +115,7 @@ pub struct Cwm {
 impl std::fmt::Debug for Cwm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cwm")
-            .field("budget", &self.meter.config().budget)
+            .field("budget", &self.meter.budget())
             .field("tokens", &self.tokens())
             .field("messages", &self.entries.len())
             .field("evictions", &self.evictions)
@@ -192,7 +192,7 @@ impl Cwm {
     /// thresholds, summary sizes, timeouts; `enabled: false` evicts only).
     pub fn with_compression(mut self, options: CompressionOptions) -> Self {
         self.thresholds = options.zones;
-        self.monitor = Monitor::new(self.meter.config().budget).with_thresholds(options.zones);
+        self.monitor = Monitor::new(self.meter.budget()).with_thresholds(options.zones);
         self.compression = options;
         self
     }
@@ -265,7 +265,7 @@ impl Cwm {
 
     /// Where eviction starts and what it frees down to.
     fn limit(&self) -> usize {
-        (self.meter.config().budget as f64 * self.thresholds.orange) as usize
+        (self.meter.budget() as f64 * self.thresholds.orange) as usize
     }
 
     /// Index of the latest response: it and what follows are in flight.
@@ -620,7 +620,7 @@ impl Strategy for Cwm {
         let after = self.tokens();
         let reported = self.meter.calibrated().then_some(after);
         self.reading = Some(self.monitor.measure(self.total, reported));
-        let budget = self.meter.config().budget;
+        let budget = self.meter.budget();
         let met = after <= budget;
         let in_flight: usize = self.entries[self.in_flight()..]
             .iter()

@@ -216,7 +216,7 @@ pub struct Context {
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
-            .field("budget", &self.meter.config().budget)
+            .field("budget", &self.meter.budget())
             .field("tokens", &self.tokens())
             .field("messages", &self.entries.len())
             .field("episodes", &self.graph.episodes().len())
@@ -404,7 +404,7 @@ impl Context {
 
     /// The budget τ.
     pub fn budget(&self) -> usize {
-        self.meter.config().budget
+        self.meter.budget()
     }
 
     /// Changes the budget for later passes.

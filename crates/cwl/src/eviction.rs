@@ -35,7 +35,7 @@ impl Context {
     ///
     /// Call before every model call.
     pub fn enforce(&mut self) -> Report {
-        let budget = self.meter.config().budget;
+        let budget = self.meter.budget();
         let mut report = Report {
             tokens_before: self.tokens(),
             tokens_after: 0,
@@ -183,7 +183,7 @@ impl Context {
             .meter
             .config()
             .keep_recent
-            .map(|share| share.of(self.meter.config().budget))
+            .map(|share| share.of(self.meter.budget()))
         else {
             return u64::MAX;
         };

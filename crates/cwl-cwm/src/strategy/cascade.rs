@@ -156,7 +156,7 @@ fn render(message: &Message) -> String {
 impl Cwm {
     /// Prompt tokens over the budget.
     pub(super) fn utilisation(&self) -> f64 {
-        self.tokens() as f64 / self.meter.config().budget.max(1) as f64
+        self.tokens() as f64 / self.meter.budget().max(1) as f64
     }
 
     fn position(&self, push: u64) -> Option<usize> {
@@ -269,7 +269,7 @@ impl Cwm {
             .collect();
         let keep = self.compression.keep_recent.max(1);
         let end = *responses.iter().rev().nth(keep - 1)?;
-        let cap = self.meter.config().budget / 2;
+        let cap = self.meter.budget() / 2;
         let mut pushes = Vec::new();
         let mut tokens = 0;
         for entry in &self.entries[lead..end] {
@@ -330,7 +330,7 @@ impl Cwm {
     /// The view's messages from push `from` (to push `to`), rendered, at
     /// most half the budget's worth (the newest are kept).
     fn conversation(&self, from: u64, to: Option<&u64>) -> String {
-        let cap = self.meter.config().budget / 2;
+        let cap = self.meter.budget() / 2;
         let mut tokens = 0;
         let mut parts: Vec<String> = self
             .entries

@@ -100,8 +100,7 @@ impl Cwm {
     /// The budget manager of the window, its components filled from the
     /// view and its burn rate from the recent responses.
     fn budgets(&self) -> BudgetManager {
-        let mut budgets =
-            BudgetManager::new(self.meter.config().budget, self.compression.allocation);
+        let mut budgets = BudgetManager::new(self.meter.budget(), self.compression.allocation);
         budgets.track(Component::ToolDefinitions, self.shadow.tools_tokens());
         if let Some((_, tokens)) = &self.notes {
             budgets.track(Component::MemoryInjection, *tokens);
@@ -146,7 +145,7 @@ impl Cwm {
             .map(|entry| entry.tokens)
             .sum();
         let tool_result_bloat = results as f64 / self.total.max(1) as f64;
-        let budget = self.meter.config().budget.max(1) as f64;
+        let budget = self.meter.budget().max(1) as f64;
         let trend: Vec<f64> = self
             .samples
             .iter()

@@ -17,7 +17,7 @@ impl SelfGc {
     /// The hard backstop: over τ, prunes the oldest tool results, then
     /// whole old conversations, down to the low-water mark.
     pub(super) fn backstop(&mut self) -> Option<String> {
-        let budget = self.meter.config().budget;
+        let budget = self.meter.budget();
         if self.tokens() <= budget {
             return None;
         }

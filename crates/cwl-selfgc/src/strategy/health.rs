@@ -172,9 +172,9 @@ impl SelfGc {
     /// Where the prompt is now.
     pub fn zone(&self) -> Zone {
         let tokens = self.tokens();
-        if tokens > self.meter.config().budget {
+        if tokens > self.meter.budget() {
             Zone::OverBudget
-        } else if (tokens as f64) < self.options.trigger * self.meter.config().budget as f64 {
+        } else if (tokens as f64) < self.options.trigger * self.meter.budget() as f64 {
             Zone::BelowTrigger
         } else {
             Zone::OverTrigger
@@ -182,7 +182,7 @@ impl SelfGc {
     }
 
     fn utilisation(&self) -> f64 {
-        self.tokens() as f64 / self.meter.config().budget.max(1) as f64
+        self.tokens() as f64 / self.meter.budget().max(1) as f64
     }
 
     /// Commits and backstop passes so far.
@@ -241,7 +241,7 @@ impl SelfGc {
     /// "until red" are those until τ at that velocity.
     pub(super) fn health_now(&self) -> Health {
         let velocity = self.velocity();
-        let room = self.meter.config().budget.saturating_sub(self.tokens());
+        let room = self.meter.budget().saturating_sub(self.tokens());
         Health {
             utilisation: self.utilisation(),
             zone: self.zone().name().to_string(),
@@ -276,9 +276,8 @@ impl SelfGc {
             utilisation: self.utilisation(),
             zone: self.zone().name().to_string(),
             tokens: self.tokens(),
-            budget: self.meter.config().budget,
-            trigger_tokens: (self.options.trigger * self.meter.config().budget as f64).ceil()
-                as usize,
+            budget: self.meter.budget(),
+            trigger_tokens: (self.options.trigger * self.meter.budget() as f64).ceil() as usize,
             prune: PruneRates {
                 last: stats
                     .last_commit

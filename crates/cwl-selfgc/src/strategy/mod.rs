@@ -241,7 +241,7 @@ pub struct SelfGc {
 impl std::fmt::Debug for SelfGc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SelfGc")
-            .field("budget", &self.meter.config().budget)
+            .field("budget", &self.meter.budget())
             .field("tokens", &self.tokens())
             .field("messages", &self.transcript.len())
             .field("committed", &self.committed.len())
@@ -460,8 +460,8 @@ impl Strategy for SelfGc {
     fn enforce(&mut self) -> Report {
         let before = self.tokens();
         let mut warnings = Vec::new();
-        let old = (self.pending.is_some() || before > self.meter.config().budget)
-            .then(|| self.view.clone());
+        let old =
+            (self.pending.is_some() || before > self.meter.budget()).then(|| self.view.clone());
         warnings.extend(self.commit_pending());
         self.cache_expired = None;
         if !warnings.is_empty() {
@@ -487,7 +487,7 @@ impl Strategy for SelfGc {
             self.note(warning.clone());
         }
         let after = self.tokens();
-        let budget = self.meter.config().budget;
+        let budget = self.meter.budget();
         let met = after <= budget;
         let in_flight = self.in_flight();
         let turn_start = self.meter.config().reasoning.turn_start(&self.view);
@@ -638,7 +638,7 @@ impl SideCalls for SelfGc {
             return None;
         }
         let tokens = self.tokens();
-        let budget = self.meter.config().budget as f64;
+        let budget = self.meter.budget() as f64;
         if (tokens as f64) < self.options.trigger * budget {
             return None;
         }

@@ -162,7 +162,7 @@ impl SelfGc {
             return None;
         }
         let task_boundary = matches!(self.transcript.last(), Some(Message::User { .. }));
-        let over = self.tokens() > self.meter.config().budget;
+        let over = self.tokens() > self.meter.budget();
         let expired = self.cache_expired;
         if decide(
             pending.prune,
