@@ -40,6 +40,10 @@ run() {
 
 run codex080-3r RUNS=codex-direct ROUNDS=3
 run codex080-12r RUNS=codex-direct ROUNDS=12 REASONING=400 CODEX_AUTO_COMPACT=60000
+# As the real 0.80 rollouts run: gpt-5.1-codex-max through `exec_command`.
+run codex080ue-3r RUNS=codex-direct ROUNDS=3 CODEX_MODEL=gpt-5.1-codex-max CODEX_FEATURES=unified_exec
+run codex080ue-12r RUNS=codex-direct ROUNDS=12 REASONING=400 CODEX_AUTO_COMPACT=60000 \
+  CODEX_MODEL=gpt-5.1-codex-max CODEX_FEATURES=unified_exec
 run claude2077-3r RUNS=claude-direct ROUNDS=3
 run claude2077-16r-pct62 RUNS=claude-direct ROUNDS=16 REASONING=400 CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=62
 run claude2077-24r-pct65 RUNS=claude-direct ROUNDS=24 REASONING=400 CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=65

@@ -26,7 +26,11 @@
 # follows), RUNS (default "claude-direct claude-proxy codex-direct
 # codex-proxy": the runs to make), TIMEOUT (seconds per client run; default
 # 900 a round), CODEX_AUTO_COMPACT (Codex's model_auto_compact_token_limit;
-# unset: its default), PROMPTS (1: every round after the first waits for
+# unset: its default), CODEX_MODEL (the model Codex asks for; default
+# gpt-5-codex; its family picks Codex's tools and reasoning rule, e.g.
+# gpt-5.1-codex-max), CODEX_FEATURES (Codex feature flags to turn on,
+# space-separated, written to its config's [features] table; e.g.
+# "unified_exec", whose `exec_command` tool real 0.80 rollouts use), PROMPTS (1: every round after the first waits for
 # its own prompt, "Go on with round N.", sent by resuming the session:
 # `claude -p --continue`, `codex exec resume <its id>`; a log then holds one
 # user turn a round, as a person's session does; SCRIPTED_PROMPTS of the
@@ -133,7 +137,7 @@ run() {
   else
     mkdir -p "$dir/codex-home"
     cat > "$dir/codex-home/config.toml" <<TOML
-model = "gpt-5-codex"
+model = "${CODEX_MODEL:-gpt-5-codex}"
 model_provider = "scripted"
 
 [model_providers.scripted]
@@ -142,6 +146,10 @@ base_url = "$base/v1"
 env_key = "OPENAI_API_KEY"
 wire_api = "responses"
 TOML
+    if [ -n "${CODEX_FEATURES:-}" ]; then
+      printf '\n[features]\n' >> "$dir/codex-home/config.toml"
+      for feature in $CODEX_FEATURES; do echo "$feature = true" >> "$dir/codex-home/config.toml"; done
+    fi
     if [ -n "${CODEX_AUTO_COMPACT:-}" ]; then
       sed -i "1i model_auto_compact_token_limit = $CODEX_AUTO_COMPACT" "$dir/codex-home/config.toml"
     fi
