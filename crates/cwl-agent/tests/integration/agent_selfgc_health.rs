@@ -4,7 +4,7 @@
 //! `cwl sessions show` prints the same figures as the live session, from
 //! the file, as a resume does.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,5 @@
 //! The toolbox through its public API, on temporary workspaces.
 
-mod support;
-
 use std::fs;
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! server: budgets, user turns, request validity, the session file and
 //! resuming with an identical view.
 
-mod support;
+use crate::support;
 
 use cwl::{Block, Message, Record, Usage};
 use cwl_agent::agent::{Agent, AgentOptions, Event};

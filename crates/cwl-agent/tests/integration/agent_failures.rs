@@ -2,7 +2,7 @@
 //! broken streams, tool errors, runaway models, oversized requests, empty
 //! replies and crashed sessions.
 
-mod support;
+use crate::support;
 
 use cwl::{Block, Message, Record, ToolCall, Usage};
 use cwl_agent::agent::{Agent, AgentError, Event};

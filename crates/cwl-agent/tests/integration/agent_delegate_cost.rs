@@ -3,7 +3,7 @@
 //! share (an event, the stats, the session file), and counted once in
 //! `cwl sessions show` across a resume.
 
-mod support;
+use crate::support;
 
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::{Agent, AgentOptions, Event};

@@ -4,7 +4,7 @@
 //! replay, a bad checkpoint or an old file still resumes, and the settings
 //! stay with the session.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

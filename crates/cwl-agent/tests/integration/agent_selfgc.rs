@@ -5,7 +5,7 @@
 //! a resume shows the same view; a planner that answers garbage, fails or
 //! hangs leaves the session intact and the run finishes.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The `cwl_agent::cli` entry points end to end: flags, config file,
 //! sessions on disk, resume, failures and the demo.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

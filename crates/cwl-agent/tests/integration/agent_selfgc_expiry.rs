@@ -5,7 +5,7 @@
 //! Without the gap the same run leaves the plan pending. A task
 //! continued hours after it stopped commits its waiting plan too.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

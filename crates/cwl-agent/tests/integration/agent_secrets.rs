@@ -2,7 +2,7 @@
 //! variables `env_deny` names, and the values of those variables never
 //! reach the session file, the model or the terminal.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;
@@ -213,9 +213,10 @@ const CHILD_VAR: &str = "CWL_SECRETS_TEST_CHILD";
 #[test]
 fn the_cli_withholds_the_process_environment_s_keys() {
     let exe = std::env::current_exe().unwrap();
+    let test = support::child_test(module_path!(), "cli_run_with_keys_in_the_environment");
     let output = Command::new(exe)
         .args([
-            "cli_run_with_keys_in_the_environment",
+            &test,
             "--exact",
             "--ignored",
             "--nocapture",

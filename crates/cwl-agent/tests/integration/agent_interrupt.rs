@@ -8,7 +8,7 @@
 
 #![cfg(target_os = "linux")]
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -96,10 +96,11 @@ impl Run {
             task,
         ];
         std::fs::write(&settings, fields.join("\n") + "\n").unwrap();
+        let test = support::child_test(module_path!(), "cwl_run_process");
         Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "cwl_run_process",
+                &test,
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",

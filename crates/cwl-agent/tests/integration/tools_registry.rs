@@ -2,7 +2,7 @@
 //! offered, run, classed for eviction and asked about like a built-in one;
 //! bad registrations are refused; the engine's classes come from it.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

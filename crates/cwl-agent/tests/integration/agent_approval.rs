@@ -3,7 +3,7 @@
 //! again as [`cwl_process`]) answering `approval_request` events with JSON
 //! lines on stdin, or terminal answers (y/n/a) in text mode.
 
-mod support;
+use crate::support;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -112,11 +112,12 @@ impl Cwl {
             task.to_string(),
         ];
         std::fs::write(&settings, fields.join("\n") + "\n").unwrap();
+        let test = support::child_test(module_path!(), "cwl_process");
         let mut child = Command::new(std::env::current_exe().unwrap());
         child
             .args([
                 "--exact",
-                "cwl_process",
+                &test,
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",
@@ -214,8 +215,8 @@ impl Events {
 }
 
 /// The JSON event on a line of the child's stdout, which also carries the
-/// test harness's own lines (`running 1 test`, `test cwl_process ... `
-/// before the first event).
+/// test harness's own lines (`running 1 test`,
+/// `test agent_approval::cwl_process ... ` before the first event).
 fn json_event(line: &str) -> Option<Value> {
     let start = line.find('{')?;
     let event = serde_json::from_str(&line[start..])

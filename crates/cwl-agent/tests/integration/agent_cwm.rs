@@ -5,7 +5,7 @@
 //! and shown after the system prompt, the budget holds, and a model that
 //! answers summaries with garbage or not at all leaves the session intact.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

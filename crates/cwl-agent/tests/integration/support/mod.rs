@@ -458,3 +458,37 @@ pub fn gist_side(request: &RecordedRequest) -> Option<Reply> {
         Usage::default(),
     ))
 }
+
+/// The name `--exact` wants for the test `name` of the module `module`
+/// (the caller's `module_path!()`), for the tests that run this test binary
+/// again to run one ignored test in a child process. Libtest names a test
+/// by its path in this binary without the crate (`agent_approval::cwl_process`).
+/// `--exact` with a name that matches no test runs nothing and passes, so
+/// the name is checked first: this binary must list exactly that one
+/// ignored test under it.
+pub fn child_test(module: &str, name: &str) -> String {
+    static CHECKED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let full = match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    };
+    let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+    if !checked.contains(&full) {
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--list", "--ignored", "--exact", &full])
+            .output()
+            .unwrap();
+        let listed = String::from_utf8_lossy(&output.stdout);
+        let tests: Vec<&str> = listed
+            .lines()
+            .filter_map(|line| line.strip_suffix(": test"))
+            .collect();
+        assert_eq!(
+            tests,
+            [full.as_str()],
+            "the child test {full} is not in this binary:\n{listed}"
+        );
+        checked.push(full.clone());
+    }
+    full
+}

@@ -3,7 +3,7 @@
 //! model (or user) can act on, nothing oversized lands in the protected
 //! prologue, and a silent stream is retried.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

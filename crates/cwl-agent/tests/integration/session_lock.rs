@@ -2,7 +2,7 @@
 //! the file stays valid with every record of the first, and the lock goes
 //! when its holder does (dropped, or killed with SIGKILL).
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -191,8 +191,9 @@ fn the_lock_is_released_when_its_holder_is_killed() {
         .unwrap()
         .path()
         .to_owned();
+    let test = support::child_test(module_path!(), "lock_holder_process");
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "lock_holder_process", "--ignored", "--nocapture"])
+        .args(["--exact", &test, "--ignored", "--nocapture"])
         .env(HOLDER_ENV, &path)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -1,7 +1,7 @@
 //! Project instruction files reach the prompt only as UTF-8 text; a file
 //! that is not is refused with a note the user sees and the session keeps.
 
-mod support;
+use crate::support;
 
 use cwl::{Record, Usage};
 use cwl_agent::agent::Event;

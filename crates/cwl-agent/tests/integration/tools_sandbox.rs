@@ -10,7 +10,7 @@
 
 #![cfg(target_os = "linux")]
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

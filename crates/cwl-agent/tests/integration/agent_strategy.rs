@@ -2,7 +2,7 @@
 //! within budget, kept across resumes, and bad names refused with the
 //! choices.
 
-mod support;
+use crate::support;
 
 use clap::Parser;
 use cwl::{Message, Record, Usage};

@@ -4,7 +4,7 @@
 //! that do not start; what a resumed session offers when the servers'
 //! tools changed; stdio servers killed when the agent is done.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
