@@ -2,7 +2,7 @@
 //! importers never panic, account for every line, and emit a transcript in
 //! which every tool call is answered right after its assistant message.
 
-mod import_support;
+use crate::import_support;
 
 use std::io::Write;
 

@@ -2,7 +2,7 @@
 //! and the Claude Code and Codex logs under `$CWL_CLIENT_LOGS` (when set),
 //! and checks the importers' guarantees on them.
 
-mod import_support;
+use crate::import_support;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! and logs written inline. Tests of one shape are tables of cases: each
 //! case says what its log must import to, and one test checks them all.
 
-mod import_support;
+use crate::import_support;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -3,8 +3,7 @@
 //! budget when it reports the budget met — on random unannotated
 //! transcripts (inferred episodes) and on annotated synthetic sessions.
 
-mod lab_common;
-use lab_common as common;
+use crate::lab_common as common;
 
 use cwl::{Estimate, Message, Record};
 use cwl_lab::replay::replay;

@@ -1,8 +1,7 @@
 //! Behaviour of the replay: metrics, determinism, reports, the engine
 //! policy, and the real traces in `shared/traces` when present.
 
-mod lab_common;
-use lab_common as common;
+use crate::lab_common as common;
 
 use std::path::Path;
 use std::sync::Arc;

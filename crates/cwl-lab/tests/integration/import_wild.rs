@@ -2,7 +2,7 @@
 //! wild (`tests/fixtures/import/wild/`): Codex CLI rollouts from 0.44 to
 //! 0.171 and Claude Code sessions from 1.0 to 2.1, one variant each.
 
-mod import_support;
+use crate::import_support;
 
 use cwl::{Block, Message, ReasoningScope, Usage};
 use cwl_lab::import::{self, Event};

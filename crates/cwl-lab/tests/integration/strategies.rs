@@ -4,8 +4,7 @@
 //! answered and costed with one, and every policy reports Self-GC's
 //! prune rate.
 
-mod lab_common;
-use lab_common as common;
+use crate::lab_common as common;
 
 use std::sync::{Arc, Mutex};
 

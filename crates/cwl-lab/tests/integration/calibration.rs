@@ -3,7 +3,7 @@
 //! local count of the history before it, except one noisy call, and a
 //! compaction after which the logged prompt shrinks.
 
-mod lab_common;
+use crate::lab_common;
 
 use std::io::Write;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //!
 //! The paper-scale run (80M tokens, o200k) is `#[ignore]`d because it is
 //! only meaningful in release mode:
-//! `cargo test -p cwl-lab --release --test scale -- --ignored --nocapture`.
+//! `cargo test -p cwl-lab --release --test integration -- --ignored --nocapture scale::`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -86,7 +86,7 @@ fn peak_mib() -> Option<f64> {
 }
 
 #[test]
-#[ignore = "paper scale; run in release: cargo test -p cwl-lab --release --test scale -- --ignored --nocapture"]
+#[ignore = "paper scale; run in release: cargo test -p cwl-lab --release --test integration -- --ignored --nocapture scale::"]
 fn paper_scale_session_replays_in_bounded_memory() {
     let (summary, report, seconds) = run(80_000_000, Arc::new(O200k::new()));
     let stats = report.policies[0].stats.summary();

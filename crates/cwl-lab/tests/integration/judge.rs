@@ -2,8 +2,7 @@
 //! something out, with what it left out and the logged reply; verdicts,
 //! failed judgments and sampling are counted per policy.
 
-mod lab_common;
-use lab_common as common;
+use crate::lab_common as common;
 
 use std::sync::{Arc, Mutex};
 
