@@ -3,7 +3,7 @@
 //! forwarded, their answers are stored so a rebuilt conversation replays
 //! them, and an upstream that fails them leaves the conversation intact.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! committed view, or, rebuilt after the cache expired, commits the plan
 //! that waited (the gap since its file was last written).
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Conversations stored as sessions that `cwl sessions` lists.
 
-mod support;
+use crate::support;
 
 use cwl::{Message, Record};
 use support::Scripted;

@@ -1,6 +1,6 @@
 //! Responses and errors relayed as they come, for all three APIs.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! OpenAI Chat Completions and Responses through the proxy, against
 //! scripted upstreams.
 
-mod support;
+use crate::support;
 
 use cwl::TokenCounter;
 use serde_json::Value;

@@ -1,8 +1,8 @@
-//! Real clients' recorded traffic through the proxy (`tests/measure`),
+//! Real clients' recorded traffic through the proxy ([`crate::measure`]),
 //! when the recordings are on this machine (`CWL_REAL_LOGS`, default
 //! `/tmp/real-logs`); skipped otherwise.
 
-mod measure;
+use crate::measure;
 
 use std::path::PathBuf;
 

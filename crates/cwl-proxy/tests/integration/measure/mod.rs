@@ -37,7 +37,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-#[path = "../../examples/support/usage.rs"]
+#[path = "../../../examples/support/usage.rs"]
 mod usage;
 
 pub use usage::{anthropic_tokens, responses_tokens};

@@ -3,9 +3,9 @@
 //! upstream answers their side calls (summaries, notes, plans) with no
 //! answer here (its scripted reply is not a Chat Completions response), so
 //! eviction and Self-GC's budget backstop keep each conversation within
-//! budget; `tests/side.rs` answers them.
+//! budget; `tests/integration/side.rs` answers them.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Claude Code's files restored after compacting, through the proxy.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::Scripted;

@@ -5,7 +5,7 @@
 //! payload byte for byte, or its error text; every later request carries
 //! the same bytes, and a conversation rebuilt from the store too.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

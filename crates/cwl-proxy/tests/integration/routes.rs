@@ -1,6 +1,6 @@
 //! What the proxy passes through untouched, and what it refuses.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{Reply, Scripted};

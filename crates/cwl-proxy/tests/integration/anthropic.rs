@@ -1,6 +1,6 @@
 //! Anthropic Messages through the proxy, against a scripted upstream.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 
