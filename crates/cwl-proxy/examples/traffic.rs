@@ -15,7 +15,7 @@
 //! `--losses` lists the requests that lost content, `--breaks` those that
 //! broke the forwarded prefix.
 
-#[path = "../tests/measure/mod.rs"]
+#[path = "../tests/integration/measure/mod.rs"]
 mod measure;
 
 use std::path::PathBuf;

@@ -14,7 +14,7 @@
 #![cfg(target_os = "linux")]
 
 // The agent's test helpers, shared rather than copied.
-#[path = "../../cwl-agent/tests/support/mod.rs"]
+#[path = "../../cwl-agent/tests/integration/support/mod.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};

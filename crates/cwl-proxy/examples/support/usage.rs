@@ -1,7 +1,7 @@
 //! How the scripted upstream counts a request's input tokens, which it
 //! reports as usage: shared by `scripted_upstream.rs` and the proxy's
-//! traffic measurement (`tests/measure`), whose local upstream must report
-//! what the recorded runs' upstream did.
+//! traffic measurement (`tests/integration/measure`), whose local
+//! upstream must report what the recorded runs' upstream did.
 
 use cwl::TokenCounter as _;
 use serde_json::Value;

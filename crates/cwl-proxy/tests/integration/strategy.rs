@@ -1,0 +1,171 @@
+//! `cwl proxy --strategy cwm|self-gc`: the context-window manager and
+//! Self-GC behind the same seam, through the Chat Completions route. The
+//! upstream answers their side calls (summaries, notes, plans) with no
+//! answer here (its scripted reply is not a Chat Completions response), so
+//! eviction and Self-GC's budget backstop keep each conversation within
+//! budget; `tests/integration/side.rs` answers them.
+
+use crate::support;
+
+use std::time::Duration;
+
+use cwl::TokenCounter;
+use cwl_session::Settings;
+use cwl_session::strategy::StrategyName;
+use serde_json::Value;
+use support::{Scripted, quoted};
+
+const TOOLS: &str = r#"[{"type": "function", "function": {"name": "read", "description": "Reads a file", "parameters": {"type": "object"}}}]"#;
+
+fn count(text: &str) -> usize {
+    cwl::O200k::new().count(text)
+}
+
+/// Tokens of the texts, arguments and outputs of a message.
+fn content_tokens(value: &Value) -> usize {
+    match value {
+        Value::Object(fields) => fields
+            .iter()
+            .map(|(key, value)| match (key.as_str(), value) {
+                ("content" | "arguments", Value::String(text)) => count(text),
+                (_, Value::String(_)) => 0,
+                (_, other) => content_tokens(other),
+            })
+            .sum(),
+        Value::Array(items) => items.iter().map(content_tokens).sum(),
+        _ => 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cwm_keeps_chat_completions_within_budget_and_is_stored_as_the_strategy() {
+    within_budget_and_stored(StrategyName::Cwm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_gc_keeps_chat_completions_within_budget_and_is_stored_as_the_strategy() {
+    let last = within_budget_and_stored(StrategyName::SelfGc).await;
+    let results = last.iter().filter(|m| m["role"] == "tool").count();
+    assert!(results < 40, "old results were pruned: {results} left");
+}
+
+/// Runs 40 reads through the proxy under `strategy`; returns the last
+/// request's messages.
+async fn within_budget_and_stored(strategy: StrategyName) -> Vec<Value> {
+    let anthropic = Scripted::start().await;
+    let openai = Scripted::start().await;
+    let store = tempfile::tempdir().unwrap();
+    let budget = 3_000;
+    let proxy = support::proxy_strategy(
+        strategy,
+        budget,
+        &anthropic.url(),
+        &openai.url(),
+        Some(store.path()),
+        None,
+        Duration::from_secs(600),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let mut messages = vec![
+        r#"{"role": "system", "content": "You are pi."}"#.to_string(),
+        r#"{"role": "user", "content": "Task: port the module"}"#.to_string(),
+    ];
+    for step in 1..=40 {
+        let id = format!("call_{step}");
+        messages.push(format!(
+            r#"{{"role": "assistant", "content": "step {step}", "tool_calls": [{{"id": "{id}", "type": "function", "function": {{"name": "read", "arguments": {}}}}}]}}"#,
+            quoted(&format!(r#"{{"path": "src/mod_{step}.py"}}"#))
+        ));
+        let output: String = (0..8)
+            .map(|j| {
+                format!("value_{step}_{j} = compute_{j}(input_{step})  # src/mod_{step}.py:{j}\n")
+            })
+            .collect();
+        messages.push(format!(
+            r#"{{"role": "tool", "tool_call_id": "{id}", "content": {}}}"#,
+            quoted(&output)
+        ));
+        if step == 15 {
+            messages.push(r#"{"role": "assistant", "content": "half done"}"#.to_string());
+            messages.push(r#"{"role": "user", "content": "Task: the rest"}"#.to_string());
+        }
+        let body = format!(
+            r#"{{"model": "gpt-test", "tools": {TOOLS}, "stream": true, "stream_options": {{"include_usage": true}}, "messages": [{}]}}"#,
+            messages.join(", ")
+        );
+        let response = client
+            .post(proxy.url("/v1/chat/completions"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    let (seen, side): (Vec<_>, Vec<_>) = openai
+        .seen()
+        .into_iter()
+        .partition(|s| s.json().get("tools").is_some());
+    assert_eq!(seen.len(), 40);
+    assert!(!side.is_empty(), "side calls were made, and failed");
+    let full: usize = messages
+        .iter()
+        .map(|m| content_tokens(&serde_json::from_str(m).unwrap()))
+        .sum();
+    assert!(full > 2 * budget, "{full}");
+    for (at, request) in seen.iter().enumerate() {
+        let body = request.json();
+        let sent = body["messages"].as_array().unwrap();
+        let size: usize = sent.iter().map(content_tokens).sum();
+        assert!(size <= budget, "request {at}: {size} tokens");
+        let mut open: Vec<&Value> = Vec::new();
+        for message in sent {
+            if message["role"] == "tool" {
+                let position = open.iter().position(|id| **id == message["tool_call_id"]);
+                open.remove(position.expect("a result follows its call"));
+            } else {
+                assert!(open.is_empty(), "request {at}: calls unanswered: {open:?}");
+            }
+            if let Some(calls) = message["tool_calls"].as_array() {
+                open.extend(calls.iter().map(|c| &c["id"]));
+            }
+        }
+        let users: Vec<&str> = sent
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        let expected: &[&str] = if at < 14 {
+            &["Task: port the module"]
+        } else {
+            &["Task: port the module", "Task: the rest"]
+        };
+        assert_eq!(users, expected, "request {at} keeps every user turn");
+    }
+    let last = seen.last().unwrap().json();
+    let last = last["messages"].as_array().unwrap().clone();
+    let n = last.len();
+    assert_eq!(
+        last[n - 1]["tool_call_id"],
+        "call_40",
+        "the latest result is sent"
+    );
+    assert_eq!(
+        last[n - 2]["content"],
+        "step 40",
+        "with its call, untouched"
+    );
+    assert!(
+        proxy
+            .events()
+            .iter()
+            .any(|e| !e.evicted.is_empty() || e.tokens_after < e.tokens_before)
+    );
+
+    let sessions = cwl_session::list(store.path()).unwrap();
+    assert_eq!(sessions.len(), 1);
+    let loaded = cwl_session::read(&sessions[0].path).unwrap();
+    let settings = Settings::last(loaded.records.iter().map(|(_, r)| r)).unwrap();
+    assert_eq!(settings.strategy, strategy);
+    last
+}
