@@ -47,9 +47,10 @@ const EARLY_PASS_DIVISOR: usize = 4;
 /// there costs no extra cache write, and leaves room for more requests
 /// before a pass of the proxy's own breaks the prefix again. Measured on
 /// Codex CLI 0.80 and Claude Code 2.0.77 traffic at τ 40k (docs/results.md):
-/// 70% takes 1.4–2.4 points off the proxy's breaks on Claude Code and
+/// 70% takes 2.1–2.9 points off the proxy's breaks on Claude Code and
 /// keeps more content there (87.1% against 80.0% on 24 rounds); 100% is
-/// the pass at τ, and below 70% nothing more changes.
+/// the pass at τ, and below 70% nothing more changes. At τ 60k it costs
+/// a short Claude Code session two requests' content.
 const BREAK_PASS_PERCENT: usize = 70;
 
 /// The engine of one conversation.
