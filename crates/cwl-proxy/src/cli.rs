@@ -198,6 +198,9 @@ pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let address = listener.local_addr()?;
+        if let Some(store) = &options.store {
+            remove_stale_pids(store.dir());
+        }
         eprintln!(
             "cwl proxy: listening on http://{address} (strategy {}, budget {}; Anthropic → {}, OpenAI → {}; {})",
             options.strategy,
@@ -221,6 +224,24 @@ pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// Removes the `.pid` files a crashed proxy left in the session
+/// directory, saying how many; a directory it cannot read is only warned
+/// about.
+fn remove_stale_pids(dir: &std::path::Path) {
+    match cwl_session::remove_stale_pids(dir) {
+        Ok(removed) if !removed.is_empty() => eprintln!(
+            "cwl proxy: removed {} stale .pid file(s) in {} (their writers are gone)",
+            removed.len(),
+            dir.display()
+        ),
+        Ok(_) => {}
+        Err(error) => crate::event::warn(&format!(
+            "stale .pid files in {} not checked: {error}",
+            dir.display()
+        )),
+    }
 }
 
 /// Resolves on Ctrl-C or, on Unix, SIGTERM; the conversations' session

@@ -732,10 +732,33 @@ fn with_history(wire: &dyn Wire, body: &Body, history: &str, recall: bool) -> Ve
     body.with_all(&fields)
 }
 
-/// Serves requests on `listener` until it fails.
+/// Serves requests on `listener` for as long as the process runs. A
+/// failed accept (no file descriptor left, a connection aborted before it
+/// was taken) stops nothing: it is warned about once per burst, and the
+/// next accept waits a little longer each time, up to a second, so the
+/// clients already connected are served and close their sockets.
 pub async fn serve(listener: tokio::net::TcpListener, proxy: Arc<Proxy>) -> std::io::Result<()> {
+    let mut backoff = AcceptBackoff::default();
     loop {
-        let (stream, _) = listener.accept().await?;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                if let Some(failed) = backoff.recovered() {
+                    warn(&format!(
+                        "accepting connections again after {failed} failed accept(s)"
+                    ));
+                }
+                stream
+            }
+            Err(error) => {
+                if backoff.failed() {
+                    warn(&format!(
+                        "cannot accept a connection ({error}); the proxy keeps serving and retries"
+                    ));
+                }
+                tokio::time::sleep(backoff.delay()).await;
+                continue;
+            }
+        };
         let proxy = Arc::clone(&proxy);
         tokio::spawn(async move {
             let service = service_fn(move |request| {
@@ -749,5 +772,56 @@ pub async fn serve(listener: tokio::net::TcpListener, proxy: Arc<Proxy>) -> std:
                 tracing::debug!(%error, "client connection ended");
             }
         });
+    }
+}
+
+/// The pause between failed accepts: from 10 ms, doubling up to a second,
+/// and back to nothing once one succeeds.
+#[derive(Debug, Default)]
+struct AcceptBackoff {
+    /// Accepts failed in a row.
+    failures: u32,
+}
+
+impl AcceptBackoff {
+    /// Counts a failed accept; true for the first of a burst (the one to
+    /// warn about).
+    fn failed(&mut self) -> bool {
+        self.failures += 1;
+        self.failures == 1
+    }
+
+    /// How long to wait before the next accept.
+    fn delay(&self) -> Duration {
+        let exponent = self.failures.saturating_sub(1).min(7);
+        Duration::from_millis(10 << exponent).min(Duration::from_secs(1))
+    }
+
+    /// Counts a successful accept; the number of failures before it, if
+    /// any.
+    fn recovered(&mut self) -> Option<u32> {
+        (self.failures > 0).then(|| std::mem::take(&mut self.failures))
+    }
+}
+
+#[cfg(test)]
+mod accept_tests {
+    use super::*;
+
+    #[test]
+    fn failed_accepts_back_off_to_a_second_and_warn_once_per_burst() {
+        let mut backoff = AcceptBackoff::default();
+        assert_eq!(backoff.recovered(), None);
+        assert!(backoff.failed(), "the first failure warns");
+        assert_eq!(backoff.delay(), Duration::from_millis(10));
+        assert!(!backoff.failed(), "the rest of the burst does not");
+        assert_eq!(backoff.delay(), Duration::from_millis(20));
+        for _ in 0..20 {
+            backoff.failed();
+        }
+        assert_eq!(backoff.delay(), Duration::from_secs(1));
+        assert_eq!(backoff.recovered(), Some(22));
+        assert_eq!(backoff.recovered(), None);
+        assert!(backoff.failed(), "a new burst warns again");
     }
 }

@@ -43,6 +43,38 @@ pub fn pid_path(path: &Path) -> PathBuf {
     path.with_extension("pid")
 }
 
+/// Removes the `.pid` files in `dir` that no live writer holds: their
+/// session file is gone or unlocked (its writer died without cleaning
+/// up, as after `kill -9`). Returns the files removed. Off Unix, where
+/// sessions are not locked, removes nothing.
+pub fn remove_stale_pids(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    if !cfg!(unix) || !dir.is_dir() {
+        return Ok(removed);
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let pid = entry?.path();
+        if pid.extension().is_none_or(|e| e != "pid") {
+            continue;
+        }
+        let stale = match File::open(pid.with_extension("jsonl")) {
+            // Held for as long as `session` is open, then released.
+            Ok(session) => try_lock(&session)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => return Err(e),
+        };
+        if stale {
+            match std::fs::remove_file(&pid) {
+                Ok(()) => removed.push(pid),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    removed.sort();
+    Ok(removed)
+}
+
 /// The notes file of the session in file `session`: `<dir>/<id>.notes.md`,
 /// where the harness writes the working notes a strategy keeps outside
 /// the window (the context-window manager's).
@@ -261,4 +293,50 @@ fn holder(pid_path: &Path) -> Option<u32> {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(id: &str) -> SessionInfo {
+        SessionInfo {
+            id: id.into(),
+            timestamp: "2025-01-01T00:00:00Z".into(),
+            cwd: "/tmp/x".into(),
+            provider: "openai".into(),
+            model: "gpt-test".into(),
+            budget: 4000,
+            tools: Vec::new(),
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn only_pid_files_no_live_writer_holds_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = SessionWriter::create(dir.path(), &info("live")).unwrap();
+        // A writer killed before it could remove its pid file.
+        drop(SessionWriter::create(dir.path(), &info("dead")).unwrap());
+        std::fs::write(dir.path().join("dead.pid"), "4194304\n").unwrap();
+        // A pid file whose session is gone.
+        std::fs::write(dir.path().join("gone.pid"), "4194305\n").unwrap();
+        std::fs::write(dir.path().join("notes.md"), "kept").unwrap();
+
+        let removed = remove_stale_pids(dir.path()).unwrap();
+        assert_eq!(
+            removed,
+            [dir.path().join("dead.pid"), dir.path().join("gone.pid")]
+        );
+        assert!(pid_path(&live.path).is_file(), "the live writer's stays");
+        assert!(dir.path().join("notes.md").is_file());
+        assert!(dir.path().join("dead.jsonl").is_file(), "sessions stay");
+        // The check released its locks: the dead session can be resumed.
+        assert!(SessionWriter::reopen(&dir.path().join("dead.jsonl")).is_ok());
+        assert!(
+            remove_stale_pids(&dir.path().join("absent"))
+                .unwrap()
+                .is_empty()
+        );
+    }
 }
