@@ -53,6 +53,17 @@ const EARLY_PASS_DIVISOR: usize = 4;
 /// a short Claude Code session two requests' content.
 const BREAK_PASS_PERCENT: usize = 70;
 
+/// What a reported prompt size did to a conversation's count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Calibrated {
+    /// The count now follows it.
+    Changed,
+    /// It gave the calibration already in force.
+    Unchanged,
+    /// It was not trusted, for the reason given.
+    Ignored(String),
+}
+
 /// The engine of one conversation.
 pub struct Engine {
     context: Box<dyn Strategy>,
@@ -226,14 +237,25 @@ impl Engine {
     }
 
     /// Calibrates the count with the provider's figure for a request the
-    /// engine counted as `local`; false when that changes nothing.
-    pub fn calibrate(&mut self, local: usize, reported: usize) -> bool {
-        let offset = reported as i64 - local as i64;
-        let changes = offset != self.context.calibration_offset();
-        if changes {
-            self.context.calibrate(local, reported);
+    /// engine counted as `local`, unless no tokenizer difference explains
+    /// it ([`cwl::untrusted_report`]; `window` is the model's context
+    /// window): a single wrong `usage` would otherwise make the next pass
+    /// evict for good.
+    pub fn calibrate(
+        &mut self,
+        local: usize,
+        reported: usize,
+        window: Option<usize>,
+    ) -> Calibrated {
+        if let Some(why) = cwl::untrusted_report(local, reported, window) {
+            return Calibrated::Ignored(why);
         }
-        changes
+        let offset = reported as i64 - local as i64;
+        if offset == self.context.calibration_offset() {
+            return Calibrated::Unchanged;
+        }
+        self.context.calibrate(local, reported);
+        Calibrated::Changed
     }
 
     /// Wire items pushed so far.
@@ -719,6 +741,27 @@ mod tests {
         );
         assert!(engine.prefix_breaks(&edited, &[]), "a result cleared");
         assert!(engine.prefix_breaks(&items[..4], &[]), "items dropped");
+    }
+
+    #[test]
+    fn a_reported_size_no_tokenizer_explains_is_not_trusted() {
+        let mut engine = drops_reasoning(100_000);
+        engine.extend(&OpenAiChat, &mut reads(), None).unwrap();
+        let local = engine.counted();
+        let ignored = |c: Calibrated| matches!(c, Calibrated::Ignored(_));
+        assert!(ignored(engine.calibrate(local, 2 * local + 1, None)));
+        assert!(ignored(engine.calibrate(local, 10_000_000, Some(200_000))));
+        assert!(ignored(engine.calibrate(local, local + 10, Some(local))));
+        assert_eq!(engine.context().calibration_offset(), 0, "nothing applied");
+        assert_eq!(
+            engine.calibrate(local, 2 * local, Some(local * 3)),
+            Calibrated::Changed
+        );
+        assert_eq!(engine.context().calibration_offset(), local as i64);
+        assert_eq!(
+            engine.calibrate(local, 2 * local, None),
+            Calibrated::Unchanged
+        );
     }
 
     #[test]

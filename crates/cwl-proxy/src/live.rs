@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use http_body_util::BodyExt;
 use hyper::http::Response;
 
-use crate::engine::Engine;
+use crate::engine::{Calibrated, Engine};
+use crate::event::warn;
 use crate::store::Log;
 use crate::upstream::ProxyBody;
 use crate::usage::Meter;
@@ -35,6 +36,8 @@ pub(crate) struct Pending {
     pub(crate) slot: Arc<Slot>,
     /// What the engine counted for it, before calibration.
     pub(crate) local: usize,
+    /// The model's context window, when the model is known.
+    pub(crate) window: Option<usize>,
 }
 
 /// Calibrates the conversation's count when the relayed body ends (or the
@@ -50,13 +53,20 @@ impl Drop for Calibration {
             return;
         };
         let reported = usize::try_from(reported).unwrap_or(usize::MAX);
-        let local = self.pending.local;
+        let (local, window) = (self.pending.local, self.pending.window);
         let slot = Arc::clone(&self.pending.slot);
         let apply = move || {
-            if let Some(conversation) = lock(&slot.0).as_mut()
-                && conversation.engine.calibrate(local, reported)
-            {
-                conversation.log.calibrate(local, reported);
+            let mut guard = lock(&slot.0);
+            let Some(conversation) = guard.as_mut() else {
+                return;
+            };
+            match conversation.engine.calibrate(local, reported, window) {
+                Calibrated::Changed => conversation.log.calibrate(local, reported),
+                Calibrated::Unchanged => {}
+                Calibrated::Ignored(why) => {
+                    warn(&format!("conversation {}: {why}", conversation.label));
+                    conversation.log.note(&why);
+                }
             }
         };
         // A conversation busy with its next request (side calls may take

@@ -111,6 +111,8 @@ pub struct Proxy {
     counter: Arc<dyn TokenCounter>,
     identities: Identities,
     router: Mutex<Router>,
+    /// The models' context windows, the most a reported prompt can be.
+    models: cwl_provider::models::ModelTable,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -137,6 +139,7 @@ impl Proxy {
             client,
             counter,
             identities: Identities::new(),
+            models: cwl_provider::models::ModelTable::builtin(),
             router: Mutex::new(Router {
                 conversations: Conversations::new(idle),
                 slots: FxHashMap::default(),
@@ -351,9 +354,14 @@ impl Proxy {
         if !report.budget_met {
             warn_over_budget(conversation, &report);
         }
+        let window = body
+            .read::<String>("model")
+            .and_then(|model| self.models.find(&model))
+            .map(|model| usize::try_from(model.context_window).unwrap_or(usize::MAX));
         let pending = Pending {
             slot: Arc::clone(&slot),
             local: conversation.engine.counted(),
+            window,
         };
         Ok(Some((with_history(wire, &body, &history, recall), pending)))
     }

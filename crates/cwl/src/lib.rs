@@ -78,7 +78,7 @@ pub use context::{Accepted, Context, DelimiterOutcome, Source, TranscriptError};
 pub use evictor::{Evictor, OldestFirst, PaperOrder};
 pub use graph::{Candidates, Episode, EpisodeId, EpisodeState, Graph, Level, Origin};
 pub use message::{Block, Message, ToolCall, ToolResult, ToolSpec};
-pub use meter::Meter;
+pub use meter::{MAX_REPORTED_RATIO, Meter, untrusted_report};
 pub use oneshot::{EvictError, Evicted, evict};
 pub use protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind, delimiter_spec};
 pub use reasoning::ReasoningScope;

@@ -4,6 +4,29 @@
 
 use crate::config::Config;
 
+/// The most a reported prompt size may exceed the local count by (as a
+/// multiple) and still calibrate it: tokenizers differ by tens of percent,
+/// not by twice.
+pub const MAX_REPORTED_RATIO: usize = 2;
+
+/// Why a provider's `reported` prompt size must not calibrate a local
+/// count of `local`, if it must not: it is more than
+/// [`MAX_REPORTED_RATIO`] times the count, or above `window`, the model's
+/// context window. One wrong `usage` would otherwise make every later
+/// pass evict for good what still fits.
+pub fn untrusted_report(local: usize, reported: usize, window: Option<usize>) -> Option<String> {
+    if reported > local.saturating_mul(MAX_REPORTED_RATIO) {
+        return Some(format!(
+            "the provider reported a prompt of {reported} tokens for one counted as {local} here (more than {MAX_REPORTED_RATIO}×); not used to calibrate"
+        ));
+    }
+    window.filter(|&window| reported > window).map(|window| {
+        format!(
+            "the provider reported a prompt of {reported} tokens, more than the model's window of {window}; not used to calibrate"
+        )
+    })
+}
+
 /// The configuration in force and the calibration of the local count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Meter {
@@ -94,5 +117,21 @@ mod tests {
         assert_eq!(meter.config().budget, 2_000);
         let saved = Meter::restore(meter.config().clone(), meter.offset(), true);
         assert_eq!(saved, meter);
+    }
+}
+
+#[cfg(test)]
+mod trust_tests {
+    use super::*;
+
+    #[test]
+    fn a_report_past_twice_the_count_or_the_window_is_untrusted() {
+        assert_eq!(untrusted_report(1_000, 2_000, None), None);
+        assert_eq!(untrusted_report(1_000, 900, Some(1_000)), None);
+        let twice = untrusted_report(1_000, 2_001, None).unwrap();
+        assert!(twice.contains("2001") && twice.contains("1000"), "{twice}");
+        let window = untrusted_report(1_000, 1_500, Some(1_200)).unwrap();
+        assert!(window.contains("window of 1200"), "{window}");
+        assert!(untrusted_report(0, 1, None).is_some());
     }
 }

@@ -432,9 +432,13 @@ impl Agent {
         self.stats.max_request_tokens = self.stats.max_request_tokens.max(prepared.tokens);
         let offset = self.context.calibration_offset();
         let changes = usage.input_tokens as i64 - prepared.local as i64 != offset;
+        let reported = usize::try_from(usage.input_tokens).unwrap_or(usize::MAX);
+        let window = usize::try_from(self.options.model.context_window).ok();
+        let untrusted = cwl::untrusted_report(prepared.local, reported, window);
         // An unchanged offset is not recorded: replaying it would be a no-op.
-        if usage.input_tokens > 0 && changes {
-            let reported = usize::try_from(usage.input_tokens).unwrap_or(usize::MAX);
+        if let (true, Some(why)) = (usage.input_tokens > 0, untrusted) {
+            self.note(why)?;
+        } else if usage.input_tokens > 0 && changes {
             self.context.calibrate(prepared.local, reported);
             self.writer.append(&Record::Calibrate {
                 local: prepared.local as u64,

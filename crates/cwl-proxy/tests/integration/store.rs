@@ -165,7 +165,13 @@ async fn the_reported_prompt_size_calibrates_the_count_and_survives_a_rebuild() 
             gate: None,
             drop: false,
         });
-        let first = r#"{"role": "user", "content": "hello"}"#;
+        // About 40k tokens here, so 60k reported is within what a
+        // tokenizer difference explains.
+        let first = format!(
+            r#"{{"role": "user", "content": "{}"}}"#,
+            "hello world ".repeat(20_000)
+        );
+        let first = first.as_str();
         let post = |messages: &[&str]| {
             client
                 .post(proxy.url("/v1/messages"))
@@ -197,4 +203,66 @@ async fn the_reported_prompt_size_calibrates_the_count_and_survives_a_rebuild() 
             events[1]
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reported_prompt_size_no_tokenizer_explains_changes_nothing() {
+    let anthropic = Scripted::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let dead = support::dead_url().await;
+    let proxy = support::proxy_to(80_000, &anthropic.url(), &dead, Some(dir.path()), None).await;
+    let client = reqwest::Client::new();
+    anthropic.reply(support::Reply::Chunks {
+        chunks: vec![
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10000000}}}\n\n".into(),
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into(),
+        ],
+        gate: None,
+        drop: false,
+    });
+    let first = r#"{"role": "user", "content": "hello"}"#;
+    let post = |messages: &[&str]| {
+        client
+            .post(proxy.url("/v1/messages"))
+            .body(format!(
+                r#"{{"model": "claude-sonnet-4-5", "stream": true, "messages": [{}]}}"#,
+                messages.join(", ")
+            ))
+            .send()
+    };
+    post(&[first]).await.unwrap().text().await.unwrap();
+    let session = || {
+        let sessions = cwl_session::list(dir.path()).unwrap();
+        cwl_session::read(&sessions[0].path).unwrap().records
+    };
+    let mut noted = false;
+    for _ in 0..200 {
+        noted = session().iter().any(|(_, record)| {
+            matches!(record, Record::Note { text, .. } if text.contains("not used to calibrate"))
+        });
+        if noted {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(noted, "the lie is noted in the session");
+    assert!(
+        !session()
+            .iter()
+            .any(|(_, record)| matches!(record, Record::Calibrate { .. })),
+        "and not stored as a calibration"
+    );
+    let more = [
+        first,
+        r#"{"role": "assistant", "content": "hi"}"#,
+        r#"{"role": "user", "content": "again"}"#,
+    ];
+    post(&more).await.unwrap().text().await.unwrap();
+    let events = proxy.events();
+    assert!(events[1].tokens_before < 1_000, "{:?}", events[1]);
+    assert!(
+        events[1].evicted.is_empty(),
+        "nothing evicted: {:?}",
+        events[1]
+    );
 }
