@@ -3,11 +3,9 @@
 //! unannotated stretches, name reuse, low water, the residue cap, recall,
 //! checkpoints and the evictor seam.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{Script, bulk, counter, has_output, recount, texts, validate};
+use crate::common::{Script, bulk, counter, has_output, recount, texts, validate};
 use cwl::{
     Checkpoint, Config, Context, DelimiterError, EpisodeKind, Message, OldestFirst, PaperOrder,
     RecallError, Share, TranscriptStore, delimiter_spec, recall_spec,

@@ -1,9 +1,7 @@
 //! Property tests over random annotated sessions: the invariants of the
 //! paper's episode graph and eviction policy hold for any transcript.
 
-mod common;
-
-use common::{Script, counter, recount, validate};
+use crate::common::{Script, counter, recount, validate};
 use cwl::{Block, Config, Context, EpisodeKind, EpisodeState, Evictor, Message, PaperOrder, evict};
 use proptest::prelude::*;
 use serde_json::json;

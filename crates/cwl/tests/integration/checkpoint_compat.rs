@@ -4,11 +4,9 @@
 //! and driven on, it must give every report and view an uninterrupted run
 //! gives, and save the same state that run saves.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{Script, counter};
+use crate::common::{Script, counter};
 use cwl::{Checkpoint, Config, Context, Message, PaperOrder, delimiter_spec};
 use serde_json::Value;
 
@@ -129,7 +127,7 @@ fn a_checkpoint_from_the_earlier_layout_restores_the_same_engine() {
 }
 
 /// Writes the fixture with this build: run by hand with
-/// `CWL_WRITE_FIXTURE=1 cargo test -p cwl --test checkpoint_compat -- --ignored`.
+/// `CWL_WRITE_FIXTURE=1 cargo test -p cwl --test integration checkpoint_compat:: -- --ignored`.
 #[test]
 #[ignore = "writes the fixture"]
 fn write_fixture() {

@@ -2,11 +2,9 @@
 //! carries the whole plan, so an earlier one goes, with its result, before
 //! anything else in a pass; the latest plan and the latest response stay.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{Script, bulk, counter, has_output, recount, validate};
+use crate::common::{Script, bulk, counter, has_output, recount, validate};
 use cwl::{Block, Checkpoint, Config, Context, Level, Message, PaperOrder, ToolCall};
 use serde_json::json;
 

@@ -1,9 +1,7 @@
 //! Conformance tests: one per rule of the CWL paper (sections 4.2–4.4) and
 //! per delimiter validation error, plus the behaviours DESIGN.md adds.
 
-mod common;
-
-use common::{Script, bulk, context, counter, has_output, recount, texts, validate};
+use crate::common::{Script, bulk, context, counter, has_output, recount, texts, validate};
 use cwl::{
     Accepted, Annotation, Block, Config, Context, DelimiterError, EpisodeKind, EvictError, Level,
     Message, ToolCall, TranscriptError, evict,

@@ -1,0 +1,9 @@
+//! The CLI's integration tests, in one test binary (one link instead of one
+//! per file): a module per former `tests/*.rs` file, each running the real
+//! `cwl` binary.
+
+mod evict;
+mod exit_codes;
+mod help;
+mod pipes;
+mod replay_model;
