@@ -6,4 +6,5 @@ mod evict;
 mod exit_codes;
 mod help;
 mod pipes;
+mod proxy_process;
 mod replay_model;
