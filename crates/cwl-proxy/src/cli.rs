@@ -205,8 +205,8 @@ pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
             "cwl proxy: listening on http://{address} (strategy {}, budget {}; Anthropic → {}, OpenAI → {}; {})",
             options.strategy,
             options.config.budget,
-            options.anthropic.base(),
-            options.openai.base(),
+            options.anthropic.shown(),
+            options.openai.shown(),
             match &options.store {
                 Some(store) => format!("sessions in {}", store.dir().display()),
                 None => "not stored".to_string(),

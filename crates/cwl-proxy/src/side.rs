@@ -33,6 +33,15 @@ pub const DEFAULT_SIDE_TIMEOUT: Duration = Duration::from_secs(90);
 /// Most characters of an upstream error body kept in the reason.
 const ERROR_SNIPPET: usize = 300;
 
+/// Request headers that carry a key, redacted from side calls' errors.
+const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "proxy-authorization",
+];
+
 /// Where a conversation's side calls go and as what.
 #[derive(Clone)]
 pub struct SideCaller {
@@ -150,6 +159,21 @@ impl SideCaller {
         (result, event)
     }
 
+    /// The credentials of the client's headers and of the upstream URL,
+    /// as a redactor: an error body that echoes them must not carry them
+    /// to stderr, `--json` or the session file.
+    fn redactor(&self) -> cwl_provider::secrets::Redactor {
+        let mut pairs = self.upstream.secrets();
+        for name in CREDENTIAL_HEADERS {
+            for value in self.headers.get_all(*name) {
+                let Ok(value) = value.to_str() else { continue };
+                let value = value.strip_prefix("Bearer ").unwrap_or(value);
+                pairs.push((format!("{name} header"), value.to_string()));
+            }
+        }
+        cwl_provider::secrets::Redactor::new(pairs)
+    }
+
     async fn send(
         &self,
         client: &reqwest::Client,
@@ -183,6 +207,7 @@ impl SideCaller {
             .map_err(|e| format!("the answer could not be read: {}", e.without_url()))?;
         if !status.is_success() {
             let text = String::from_utf8_lossy(&bytes);
+            let text = self.redactor().redact(&text).into_owned();
             let snippet: String = text.chars().take(ERROR_SNIPPET).collect();
             return Err(format!("upstream answered {status}: {}", snippet.trim()));
         }
@@ -406,6 +431,39 @@ mod tests {
         assert!(
             shown.contains("/v1/messages") && !shown.contains("sk-secret"),
             "{shown}"
+        );
+    }
+
+    #[test]
+    fn keys_of_the_headers_and_the_upstream_url_are_redacted_from_errors() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-api-key", HeaderValue::from_static("sk-secret-123456"));
+        headers.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer sk-bearer-abcdef"),
+        );
+        let caller = SideCaller {
+            upstream: Upstream::new("http://user:hunter2hunter2@127.0.0.1:1/?token=tok-0123456789"),
+            uri: Uri::from_static("/v1/messages"),
+            headers,
+            api: Api::Anthropic,
+            model: "m".into(),
+            cap: Duration::from_secs(1),
+        };
+        let echoed = "invalid x-api-key sk-secret-123456 (bearer sk-bearer-abcdef) \
+                      for token tok-0123456789 and password hunter2hunter2";
+        let redacted = caller.redactor().redact(echoed).into_owned();
+        for secret in [
+            "sk-secret-123456",
+            "sk-bearer-abcdef",
+            "tok-0123456789",
+            "hunter2hunter2",
+        ] {
+            assert!(!redacted.contains(secret), "{redacted}");
+        }
+        assert!(
+            redacted.contains("[redacted x-api-key header]"),
+            "{redacted}"
         );
     }
 

@@ -88,6 +88,52 @@ impl Upstream {
         &self.base
     }
 
+    /// The base URL as messages show it: a user name, password or query
+    /// (where credentials go) is `***`, so no message, log line or error
+    /// body a client gets carries them.
+    pub fn shown(&self) -> String {
+        let Ok(mut url) = reqwest::Url::parse(&self.base) else {
+            return "(an upstream URL that does not parse)".to_string();
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            let _ = url.set_password(None);
+            let _ = url.set_username("***");
+        }
+        if url.query().is_some() {
+            url.set_query(Some("***"));
+        }
+        url.set_fragment(None);
+        let shown = url.to_string();
+        match shown.strip_suffix('/') {
+            Some(trimmed) if url.path() == "/" => trimmed.to_string(),
+            _ => shown,
+        }
+    }
+
+    /// The secret parts of the base URL (its user name, password and query
+    /// values), each with a name for its redaction marker.
+    pub fn secrets(&self) -> Vec<(String, String)> {
+        let Ok(url) = reqwest::Url::parse(&self.base) else {
+            return Vec::new();
+        };
+        let mut pairs = vec![("upstream user".to_string(), url.username().to_string())];
+        pairs.extend(
+            url.password()
+                .map(|p| ("upstream password".to_string(), p.to_string())),
+        );
+        pairs.extend(
+            url.query_pairs()
+                .map(|(k, v)| (format!("upstream {k}"), v.into_owned())),
+        );
+        pairs
+    }
+
+    /// A redactor of [`Upstream::secrets`], for error texts that might
+    /// echo them.
+    pub fn redactor(&self) -> cwl_provider::secrets::Redactor {
+        cwl_provider::secrets::Redactor::new(self.secrets())
+    }
+
     /// The upstream URL for a request to `uri` (its path and query
     /// appended to the base).
     pub fn url(&self, uri: &Uri) -> String {
@@ -117,8 +163,8 @@ impl Upstream {
             Err(error) => {
                 let why = format!(
                     "upstream {} unreachable: {}",
-                    self.base,
-                    describe(&error.without_url())
+                    self.shown(),
+                    self.redactor().redact(&describe(&error.without_url()))
                 );
                 warn(&why);
                 return shape.error(
@@ -167,4 +213,24 @@ fn describe(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shown_url_carries_no_credentials() {
+        let shown = |base: &str| Upstream::new(base).shown();
+        assert_eq!(
+            shown("http://user:pw@host:8080/base/?token=abc#x"),
+            "http://***@host:8080/base/?***"
+        );
+        assert_eq!(
+            shown("https://api.anthropic.com/"),
+            "https://api.anthropic.com"
+        );
+        assert_eq!(shown("http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1");
+        assert_eq!(shown("not a url"), "(an upstream URL that does not parse)");
+    }
 }

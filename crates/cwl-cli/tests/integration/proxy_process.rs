@@ -15,6 +15,15 @@ fn closed_port() -> SocketAddr {
 
 /// The status line of a small Chat Completions request to `addr`.
 fn status_of(addr: SocketAddr) -> std::io::Result<String> {
+    Ok(response_of(addr)?
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string())
+}
+
+/// The whole response to a small Chat Completions request to `addr`.
+fn response_of(addr: SocketAddr) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let body = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
@@ -25,7 +34,7 @@ fn status_of(addr: SocketAddr) -> std::io::Result<String> {
     )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
-    Ok(response.lines().next().unwrap_or_default().to_string())
+    Ok(response)
 }
 
 /// A running `cwl proxy`, its address and the stderr lines seen so far.
@@ -41,8 +50,12 @@ impl Proxy {
     /// as `ulimit -n 48`), with `flags`, toward an upstream nothing listens
     /// on; waits for its "listening" line.
     fn start(limit: &str, flags: &str) -> Proxy {
+        Proxy::start_to(limit, flags, &format!("http://{}", closed_port()))
+    }
+
+    /// [`Proxy::start`] toward `upstream`.
+    fn start_to(limit: &str, flags: &str, upstream: &str) -> Proxy {
         let cwl = env!("CARGO_BIN_EXE_cwl");
-        let upstream = format!("http://{}", closed_port());
         let script = format!(
             "{limit} && exec '{cwl}' proxy --listen 127.0.0.1:0 {flags} \
              --openai-upstream {upstream} --anthropic-upstream {upstream}"
@@ -145,4 +158,21 @@ fn stale_pid_files_are_removed_at_start_and_sessions_kept() {
     );
     assert!(!dir.path().join("20250101-000000-dead.pid").exists());
     assert!(dir.path().join("20250101-000000-dead.jsonl").is_file());
+}
+
+#[test]
+fn credentials_in_the_upstream_url_are_never_shown() {
+    let upstream = format!(
+        "http://user:secretpw123@{}/?token=tok-0123456789",
+        closed_port()
+    );
+    let proxy = Proxy::start_to("true", "--no-store", &upstream);
+    let response = response_of(proxy.addr).unwrap();
+    assert!(response.starts_with("HTTP/1.1 502"), "{response}");
+    let seen = proxy.stop();
+    let everything = format!("{response}\n{}", seen.join("\n"));
+    assert!(everything.contains("unreachable"), "{everything}");
+    for secret in ["secretpw123", "tok-0123456789", "user:"] {
+        assert!(!everything.contains(secret), "{secret} in {everything}");
+    }
 }
