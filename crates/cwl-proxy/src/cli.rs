@@ -15,7 +15,7 @@ use cwl_session::{Settings, default_dir};
 use crate::server::{DEFAULT_IDLE, DEFAULT_MAX_BODY, Options, Proxy, serve};
 use crate::side::DEFAULT_SIDE_TIMEOUT;
 use crate::store::Store;
-use crate::upstream::Upstream;
+use crate::upstream::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT, Upstream};
 
 /// `cwl proxy` was called wrongly: the `cwl` binary exits with its usage
 /// status.
@@ -106,6 +106,13 @@ pub struct ProxyArgs {
     /// Longest wait, in seconds, for one side call (a strategy asking for longer is cut here).
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SIDE_TIMEOUT.as_secs())]
     pub side_timeout: u64,
+    /// Longest wait, in seconds, to connect to an upstream; past it the client gets a 504.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_CONNECT_TIMEOUT.as_secs())]
+    pub connect_timeout: u64,
+    /// Longest wait, in seconds, from a request sent upstream to its answer's start (a whole
+    /// non-streamed answer may come first); past it the client gets a 504.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_FIRST_BYTE_TIMEOUT.as_secs())]
+    pub first_byte_timeout: u64,
     /// Print one JSON line per request on stdout (conversation, tokens before/after, evicted episodes).
     #[arg(long)]
     pub json: bool,
@@ -130,6 +137,17 @@ impl ProxyArgs {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(UsageError::new(format!(
                     "{flag} `{url}`: expected an http:// or https:// URL"
+                ))
+                .into());
+            }
+        }
+        for (flag, secs) in [
+            ("--connect-timeout", self.connect_timeout),
+            ("--first-byte-timeout", self.first_byte_timeout),
+        ] {
+            if secs == 0 {
+                return Err(UsageError::new(format!(
+                    "{flag} must be at least 1 second (0 would fail every request)"
                 ))
                 .into());
             }
@@ -171,8 +189,14 @@ impl ProxyArgs {
             None
         };
         Ok(Options {
-            anthropic: Upstream::new(&self.anthropic_upstream),
-            openai: Upstream::new(&self.openai_upstream),
+            anthropic: Upstream::new(&self.anthropic_upstream).with_timeouts(
+                Duration::from_secs(self.connect_timeout),
+                Duration::from_secs(self.first_byte_timeout),
+            ),
+            openai: Upstream::new(&self.openai_upstream).with_timeouts(
+                Duration::from_secs(self.connect_timeout),
+                Duration::from_secs(self.first_byte_timeout),
+            ),
             config,
             strategy: self.strategy,
             strategy_options,

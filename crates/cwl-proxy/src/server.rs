@@ -127,8 +127,12 @@ impl Proxy {
     /// A proxy counting tokens with `counter` (loaded here, so no request
     /// waits for it).
     pub fn new(options: Options, counter: Arc<dyn TokenCounter>) -> Result<Self, reqwest::Error> {
+        let connect = options
+            .anthropic
+            .connect_timeout()
+            .min(options.openai.connect_timeout());
         let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(30))
+            .connect_timeout(connect)
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
         let idle = options.idle;

@@ -2,6 +2,8 @@
 //! headers and body as they come, the body streamed chunk by chunk as it
 //! arrives (no buffering), a dropped upstream stream ending the client's.
 
+use std::time::Duration;
+
 use crate::event::warn;
 use bytes::Bytes;
 use futures_util::TryStreamExt;
@@ -69,18 +71,44 @@ pub fn full(body: impl Into<Bytes>) -> ProxyBody {
         .boxed()
 }
 
+/// How long a connection to the upstream may take by default.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the upstream may take by default to start its answer (its
+/// status and headers): a whole non-streamed answer may come first.
+pub const DEFAULT_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The provider at `base` (scheme, host and an optional path prefix).
 #[derive(Debug, Clone)]
 pub struct Upstream {
     base: String,
+    connect: Duration,
+    first_byte: Duration,
 }
 
 impl Upstream {
-    /// An upstream at `base`, such as `https://api.anthropic.com`.
+    /// An upstream at `base`, such as `https://api.anthropic.com`, with
+    /// the default timeouts.
     pub fn new(base: &str) -> Self {
         Upstream {
             base: base.trim_end_matches('/').to_string(),
+            connect: DEFAULT_CONNECT_TIMEOUT,
+            first_byte: DEFAULT_FIRST_BYTE_TIMEOUT,
         }
+    }
+
+    /// The same upstream with these timeouts: to connect, and from the
+    /// request sent to the answer's status and headers. Past either the
+    /// client gets a provider-shaped 504.
+    pub fn with_timeouts(mut self, connect: Duration, first_byte: Duration) -> Self {
+        self.connect = connect;
+        self.first_byte = first_byte;
+        self
+    }
+
+    /// How long connecting may take.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect
     }
 
     /// The base URL.
@@ -158,9 +186,36 @@ impl Upstream {
                 request = request.header(name, value);
             }
         }
-        let upstream = match request.send().await {
-            Ok(upstream) => upstream,
-            Err(error) => {
+        let sent = tokio::time::timeout(self.first_byte, request.send()).await;
+        let upstream = match sent {
+            Ok(Ok(upstream)) => upstream,
+            Err(_) => {
+                let why = format!(
+                    "upstream {} sent no answer within {} s",
+                    self.shown(),
+                    self.first_byte.as_secs_f64()
+                );
+                warn(&why);
+                return shape.error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "api_error",
+                    &format!("cwl proxy: {why}"),
+                );
+            }
+            Ok(Err(error)) if error.is_timeout() => {
+                let why = format!(
+                    "upstream {} not reached within {} s",
+                    self.shown(),
+                    self.connect.as_secs_f64()
+                );
+                warn(&why);
+                return shape.error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "api_error",
+                    &format!("cwl proxy: {why}"),
+                );
+            }
+            Ok(Err(error)) => {
                 let why = format!(
                     "upstream {} unreachable: {}",
                     self.shown(),

@@ -176,3 +176,26 @@ fn credentials_in_the_upstream_url_are_never_shown() {
         assert!(!everything.contains(secret), "{secret} in {everything}");
     }
 }
+
+#[test]
+fn a_stalled_upstream_gets_the_client_a_504_in_time() {
+    // Accepts connections and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream = format!("http://{}", silent.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let held: Vec<TcpStream> = silent.incoming().map_while(Result::ok).collect();
+        drop(held);
+    });
+    let proxy = Proxy::start_to("true", "--no-store --first-byte-timeout 1", &upstream);
+    let started = Instant::now();
+    let response = response_of(proxy.addr).unwrap();
+    let waited = started.elapsed();
+    let seen = proxy.stop();
+    assert!(response.starts_with("HTTP/1.1 504"), "{response}");
+    assert!(response.contains("sent no answer within 1 s"), "{response}");
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    assert!(
+        seen.iter().any(|l| l.contains("sent no answer within 1 s")),
+        "{seen:?}"
+    );
+}
