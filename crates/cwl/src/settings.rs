@@ -13,8 +13,10 @@ use crate::config::{ActOutputs, Config, PlanCalls, ResidueCap, Share};
 #[serde(rename_all = "lowercase")]
 pub enum Preset {
     /// The paper's Algorithm 1 exactly ([`Config::paper`]).
+    #[cfg_attr(feature = "clap", value(help = "The paper's Algorithm 1 exactly"))]
     Paper,
     /// Today's measured refinements ([`Config::default`]).
+    #[cfg_attr(feature = "clap", value(help = "Today's measured refinements"))]
     #[default]
     Default,
 }
