@@ -179,6 +179,7 @@ async fn main() -> Result<(), String> {
                 store: None,
                 max_body: DEFAULT_MAX_BODY,
                 idle: DEFAULT_IDLE,
+                max_conversations: cwl_proxy::server::DEFAULT_MAX_CONVERSATIONS,
                 events: None,
                 planner_model: None,
                 side_timeout: cwl_proxy::side::DEFAULT_SIDE_TIMEOUT,

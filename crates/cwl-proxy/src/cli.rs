@@ -12,7 +12,9 @@ use cwl::{Budget, EngineSettings, O200k, ResidueCap};
 use cwl_session::strategy::StrategyName;
 use cwl_session::{Settings, default_dir};
 
-use crate::server::{DEFAULT_IDLE, DEFAULT_MAX_BODY, Options, Proxy, serve};
+use crate::server::{
+    DEFAULT_IDLE, DEFAULT_MAX_BODY, DEFAULT_MAX_CONVERSATIONS, Options, Proxy, serve,
+};
 use crate::side::DEFAULT_SIDE_TIMEOUT;
 use crate::store::Store;
 use crate::upstream::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT, Upstream};
@@ -99,6 +101,11 @@ pub struct ProxyArgs {
     /// it rebuilds it from its session file, or starts afresh with --no-store).
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_IDLE.as_secs())]
     pub idle: u64,
+    /// The most conversations held in memory; past it the least recently used leaves memory
+    /// (a later request that continues it rebuilds it from its session file, or starts afresh
+    /// with --no-store).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONVERSATIONS)]
+    pub max_conversations: usize,
     /// The model the strategy's side calls ask (Self-GC's planner, cwm's summaries and notes)
     /// [default: the model of the client's request].
     #[arg(long, value_name = "NAME")]
@@ -152,6 +159,12 @@ impl ProxyArgs {
                 .into());
             }
         }
+        if self.max_conversations == 0 {
+            return Err(UsageError::new(
+                "--max-conversations must be at least 1 (0 would keep no conversation)",
+            )
+            .into());
+        }
         if self.side_timeout == 0 {
             return Err(UsageError::new(
                 "--side-timeout must be at least 1 second (0 would fail every side call)",
@@ -203,6 +216,7 @@ impl ProxyArgs {
             store,
             max_body: self.max_body,
             idle: Duration::from_secs(self.idle),
+            max_conversations: self.max_conversations,
             events,
             planner_model: self.planner_model.clone(),
             side_timeout: Duration::from_secs(self.side_timeout),

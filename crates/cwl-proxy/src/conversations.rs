@@ -152,11 +152,13 @@ pub struct Conversations {
     dormant_order: VecDeque<u64>,
     next_id: ConversationId,
     idle: Duration,
+    max_live: usize,
 }
 
 impl Conversations {
-    /// No conversation yet; those unused for `idle` are forgotten.
-    pub fn new(idle: Duration) -> Self {
+    /// No conversation yet; those unused for `idle` are forgotten, and
+    /// past `max_live` in memory the least recently used.
+    pub fn new(idle: Duration, max_live: usize) -> Self {
         Conversations {
             by_chain: FxHashMap::default(),
             conversations: FxHashMap::default(),
@@ -164,6 +166,7 @@ impl Conversations {
             dormant_order: VecDeque::new(),
             next_id: 1,
             idle,
+            max_live: max_live.max(1),
         }
     }
 
@@ -232,17 +235,29 @@ impl Conversations {
         route
     }
 
-    /// Forgets conversations unused since `now - idle`, keeping the hash of
+    /// Forgets conversations unused since `now - idle`, and the least
+    /// recently used past the most kept in memory, keeping the hash of
     /// each one's whole history so a request that continues it is routed
     /// as a [`Route::Resume`]; returns their ids.
     pub fn expire(&mut self, now: Instant) -> Vec<ConversationId> {
         let idle = self.idle;
-        let gone: Vec<ConversationId> = self
+        let mut gone: Vec<ConversationId> = self
             .conversations
             .iter()
             .filter(|(_, c)| now.saturating_duration_since(c.last_used) >= idle)
             .map(|(id, _)| *id)
             .collect();
+        let excess = (self.conversations.len() - gone.len()).saturating_sub(self.max_live);
+        if excess > 0 {
+            let mut live: Vec<(Instant, ConversationId)> = self
+                .conversations
+                .iter()
+                .filter(|(id, _)| !gone.contains(id))
+                .map(|(id, c)| (c.last_used, *id))
+                .collect();
+            live.sort_unstable();
+            gone.extend(live.iter().take(excess).map(|&(_, id)| id));
+        }
         for &id in &gone {
             if let Some(&last) = self.conversations[&id].chain.last() {
                 self.dormant.insert(last, id);
@@ -314,7 +329,7 @@ mod tests {
 
     #[test]
     fn a_growing_history_continues_its_conversation() {
-        let mut known = Conversations::new(Duration::from_secs(60));
+        let mut known = Conversations::new(Duration::from_secs(60), usize::MAX);
         let now = Instant::now();
         let mut history = vec![user("fix the bug")];
         let first = known.route(&hashes(&history), now);
@@ -356,7 +371,7 @@ mod tests {
 
     #[test]
     fn an_edited_history_branches_and_both_go_on() {
-        let mut known = Conversations::new(Duration::from_secs(60));
+        let mut known = Conversations::new(Duration::from_secs(60), usize::MAX);
         let now = Instant::now();
         let original = vec![user("a"), assistant("b"), user("c")];
         let first = known.route(&hashes(&original), now).id();
@@ -386,7 +401,7 @@ mod tests {
 
     #[test]
     fn a_rewound_history_is_a_branch_not_a_continuation() {
-        let mut known = Conversations::new(Duration::from_secs(60));
+        let mut known = Conversations::new(Duration::from_secs(60), usize::MAX);
         let now = Instant::now();
         let long = vec![user("a"), assistant("b"), user("c")];
         let first = known.route(&hashes(&long), now).id();
@@ -399,7 +414,7 @@ mod tests {
 
     #[test]
     fn a_continued_conversation_knows_how_long_it_sat_idle() {
-        let mut known = Conversations::new(Duration::from_secs(3_600));
+        let mut known = Conversations::new(Duration::from_secs(3_600), usize::MAX);
         let start = Instant::now();
         let mut history = vec![user("a")];
         let id = known.route(&hashes(&history), start).id();
@@ -422,8 +437,29 @@ mod tests {
     }
 
     #[test]
+    fn past_the_most_in_memory_the_least_recently_used_leaves_and_resumes() {
+        let mut known = Conversations::new(Duration::from_secs(3_600), 2);
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let a = known.route(&hashes(&[user("a")]), at(0)).id();
+        let b = known.route(&hashes(&[user("b")]), at(1)).id();
+        // `a` is used again, so `b` is now the least recently used.
+        known.route(&hashes(&[user("a"), assistant("x")]), at(2));
+        assert!(known.expire(at(3)).is_empty(), "two fit");
+        let c = known.route(&hashes(&[user("c")]), at(4)).id();
+        assert_eq!(known.expire(at(5)), vec![b]);
+        assert_eq!(known.len(), 2);
+        let back = known.route(&hashes(&[user("b"), assistant("y")]), at(6));
+        assert!(
+            matches!(back, Route::Resume { from, known: 1, .. } if from == b),
+            "{back:?}"
+        );
+        assert_ne!(a, c);
+    }
+
+    #[test]
     fn idle_conversations_are_forgotten() {
-        let mut known = Conversations::new(Duration::from_secs(10));
+        let mut known = Conversations::new(Duration::from_secs(10), usize::MAX);
         let start = Instant::now();
         let a = known.route(&hashes(&[user("a")]), start).id();
         let b = known

@@ -52,6 +52,9 @@ const MAX_BREAKPOINTS: usize = 4;
 /// The default largest request body: Anthropic's own limit.
 pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
 
+/// The most conversations held in memory by default.
+pub const DEFAULT_MAX_CONVERSATIONS: usize = 10_000;
+
 /// The default time after which an unused conversation leaves memory.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(3600);
 
@@ -74,6 +77,9 @@ pub struct Options {
     pub max_body: usize,
     /// Unused conversations leave memory after this long.
     pub idle: Duration,
+    /// The most conversations held in memory; past it the least recently
+    /// used leaves (and is rebuilt from its session when it comes back).
+    pub max_conversations: usize,
     /// Called with each handled request's event.
     pub events: Option<Sink>,
     /// The model side calls ask (`None`: the client's model).
@@ -135,7 +141,7 @@ impl Proxy {
             .connect_timeout(connect)
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        let idle = options.idle;
+        let (idle, max_live) = (options.idle, options.max_conversations);
         // Load the tokenizer now rather than in the first request.
         counter.count("cwl");
         Ok(Proxy {
@@ -145,7 +151,7 @@ impl Proxy {
             identities: Identities::new(),
             models: cwl_provider::models::ModelTable::builtin(),
             router: Mutex::new(Router {
-                conversations: Conversations::new(idle),
+                conversations: Conversations::new(idle, max_live),
                 slots: FxHashMap::default(),
                 paths: FxHashMap::default(),
             }),

@@ -4,12 +4,15 @@
 //! `enforce` record with the pass's report (the view's size in
 //! `tokens_after`), and a `calibrate` record when the provider's reported
 //! prompt size moved the engine's count. A store that fails is switched off for that
-//! conversation with a warning; traffic is never held up by it.
+//! conversation with a warning; traffic is never held up by it. No file
+//! stays open between records (`cwl_session::SessionAppender`).
 
 use std::path::PathBuf;
 
 use cwl::{Message, Record, Report, ToolSpec};
-use cwl_session::{Loaded, SessionError, SessionInfo, SessionWriter, Settings, new_id, now};
+use cwl_session::{
+    Loaded, SessionAppender, SessionError, SessionInfo, SessionWriter, Settings, new_id, now,
+};
 
 /// Where conversations are written, and with what settings.
 #[derive(Debug, Clone)]
@@ -72,7 +75,7 @@ impl Store {
         };
         writer.append(&self.settings.record())?;
         Ok(Log {
-            writer: Some(writer),
+            writer: Some(writer.into_appender()),
             notes_written: None,
         })
     }
@@ -81,7 +84,8 @@ impl Store {
 /// One conversation's session file, or none when storing is off or failed.
 #[derive(Debug, Default)]
 pub struct Log {
-    writer: Option<SessionWriter>,
+    /// Holds no file open: thousands of conversations hold no descriptor.
+    writer: Option<SessionAppender>,
     /// The strategy's working notes as last written beside the session.
     notes_written: Option<String>,
 }
@@ -98,7 +102,7 @@ impl Log {
         let (writer, loaded) = SessionWriter::reopen(path)?;
         Ok((
             Log {
-                writer: Some(writer),
+                writer: Some(writer.into_appender()),
                 notes_written: None,
             },
             loaded,
@@ -112,7 +116,7 @@ impl Log {
 
     /// The session id, when stored.
     pub fn id(&self) -> Option<String> {
-        self.writer.as_ref().map(SessionWriter::id)
+        self.writer.as_ref().map(SessionAppender::id)
     }
 
     /// Records messages pushed to the engine.
@@ -191,7 +195,7 @@ impl Log {
     }
 
     fn append(&mut self, record: &Record) {
-        if let Some(writer) = &mut self.writer
+        if let Some(writer) = &self.writer
             && let Err(error) = writer.append(record)
         {
             crate::event::warn(&format!("{error}; this conversation is no longer stored"));

@@ -50,7 +50,9 @@ pub use resume::{
 };
 pub use settings::Settings;
 pub use sidecars::SidecarDir;
-pub use store::{SessionWriter, new_id, notes_path, pid_path, remove_stale_pids, write_notes};
+pub use store::{
+    SessionAppender, SessionWriter, new_id, notes_path, pid_path, remove_stale_pids, write_notes,
+};
 pub use transcript::SessionTranscript;
 pub use usage::{SessionUsage, Spent, session_usage};
 

@@ -230,6 +230,64 @@ impl SessionWriter {
     }
 }
 
+/// A session file written with no file held open: each
+/// [`SessionAppender::append`] opens it to append, takes its lock for the
+/// one write, and closes it. A process that keeps thousands of sessions
+/// going (the proxy) then holds no file descriptor, lock or `.pid` file
+/// between records, and two processes appending to one session interleave
+/// whole lines only.
+#[derive(Debug, Clone)]
+pub struct SessionAppender {
+    path: PathBuf,
+}
+
+impl SessionWriter {
+    /// Closes the file (its lock and `.pid` file go with it) and goes on
+    /// as a [`SessionAppender`].
+    pub fn into_appender(self) -> SessionAppender {
+        SessionAppender {
+            path: self.path.clone(),
+        }
+    }
+}
+
+impl SessionAppender {
+    /// Appends one record as one line, under the session's lock.
+    pub fn append(&self, record: &Record) -> Result<(), SessionError> {
+        let io = |source| SessionError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut line = serde_json::to_string(record).map_err(|e| io(std::io::Error::other(e)))?;
+        line.push('\n');
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(io)?;
+        match try_lock_briefly(&file) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(SessionError::InUse {
+                    id: stem(&self.path),
+                    pid: holder(&pid_path(&self.path)),
+                });
+            }
+            Err(e) => return Err(io(e)),
+        }
+        file.write_all(line.as_bytes()).map_err(io)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The session id (the file stem).
+    pub fn id(&self) -> String {
+        stem(&self.path)
+    }
+}
+
 impl Drop for SessionWriter {
     /// Syncs the file (best effort) and removes the pid file before the
     /// lock goes with the handle.
@@ -309,6 +367,43 @@ mod tests {
             budget: 4000,
             tools: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_appender_holds_nothing_between_records_and_appends_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = SessionWriter::create(dir.path(), &info("s1")).unwrap();
+        let path = writer.path().to_owned();
+        let appender = writer.into_appender();
+        assert!(!pid_path(&path).exists(), "no pid file once closed");
+        let note = |text: &str| Record::Note {
+            timestamp: None,
+            text: text.into(),
+        };
+        // Two appenders of one session, as two proxies sharing a directory.
+        let other = appender.clone();
+        appender.append(&note("one")).unwrap();
+        other.append(&note("two")).unwrap();
+        // Nothing is held: a writer can take the session.
+        let (reopened, loaded) = SessionWriter::reopen(&path).unwrap();
+        let notes: Vec<&str> = loaded
+            .records
+            .iter()
+            .filter_map(|(_, r)| match r {
+                Record::Note { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(notes, ["one", "two"]);
+        assert_eq!(appender.id(), "s1");
+        // While a writer holds it, an appender is refused, not interleaved.
+        #[cfg(unix)]
+        assert!(matches!(
+            appender.append(&note("three")),
+            Err(SessionError::InUse { .. })
+        ));
+        drop(reopened);
+        appender.append(&note("three")).unwrap();
     }
 
     #[cfg(unix)]

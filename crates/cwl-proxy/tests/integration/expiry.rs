@@ -68,6 +68,7 @@ async fn start(openai: &Scripted, anthropic: &Scripted, store: &std::path::Path)
         strategy_options: json!({"commit_prune": 0.95, "cache_ttl_s": 2}),
         max_body: DEFAULT_MAX_BODY,
         idle: FORGET,
+        max_conversations: cwl_proxy::server::DEFAULT_MAX_CONVERSATIONS,
         events: Some(Box::new(move |event: &Event| {
             sink.lock().unwrap().push(event.clone())
         })),

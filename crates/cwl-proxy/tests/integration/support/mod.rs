@@ -344,6 +344,7 @@ pub async fn proxy_configured(
         strategy_options: serde_json::Value::Null,
         max_body: max_body.unwrap_or(DEFAULT_MAX_BODY),
         idle,
+        max_conversations: cwl_proxy::server::DEFAULT_MAX_CONVERSATIONS,
         events: Some(Box::new(move |event: &Event| {
             sink.lock().unwrap().push(event.clone())
         })),
