@@ -11,6 +11,10 @@
 //!     --proxy http://127.0.0.1:8788
 //! ```
 //!
+//! `--first N` numbers the conversations from N, so runs one after the
+//! other against one proxy start new conversations (20 runs of
+//! `--conversations 1000` make 20,000).
+//!
 //! The upstream answers every request with a short SSE stream. Each
 //! conversation grows by one tool call (two reads, then an edit) and its
 //! result per request, with a new user turn every ten, until its last body
@@ -45,6 +49,7 @@ struct Args {
     proxy: Option<String>,
     upstream_listen: String,
     direct: bool,
+    first: usize,
 }
 
 fn args() -> Result<Args, String> {
@@ -56,6 +61,7 @@ fn args() -> Result<Args, String> {
         proxy: None,
         upstream_listen: "127.0.0.1:0".into(),
         direct: true,
+        first: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -69,6 +75,7 @@ fn args() -> Result<Args, String> {
             "--proxy" => args.proxy = Some(value()?),
             "--upstream-listen" => args.upstream_listen = value()?,
             "--no-direct" => args.direct = false,
+            "--first" => args.first = number(value()?)?,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -201,7 +208,7 @@ async fn main() -> Result<(), String> {
     let per_step = args.tokens / args.requests;
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for conversation in 0..args.conversations {
+    for conversation in args.first..args.first + args.conversations {
         let (proxy_url, upstream_url) = (proxy_url.clone(), upstream_url.clone());
         tasks.push(tokio::spawn(async move {
             let client = reqwest::Client::new();

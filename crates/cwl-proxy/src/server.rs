@@ -52,8 +52,11 @@ const MAX_BREAKPOINTS: usize = 4;
 /// The default largest request body: Anthropic's own limit.
 pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
 
-/// The most conversations held in memory by default.
-pub const DEFAULT_MAX_CONVERSATIONS: usize = 10_000;
+/// The most conversations held in memory by default. Each holds its whole
+/// history and indexes (about 43 KiB for a 3k-token conversation, a few
+/// MiB for a long one), so 1,000 bounds memory where 10,000 would not;
+/// the rest are rebuilt from their session files when they come back.
+pub const DEFAULT_MAX_CONVERSATIONS: usize = 1_000;
 
 /// The default time after which an unused conversation leaves memory.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(3600);
