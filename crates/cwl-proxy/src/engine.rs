@@ -60,8 +60,16 @@ pub enum Calibrated {
     Changed,
     /// It gave the calibration already in force.
     Unchanged,
-    /// It was not trusted, for the reason given.
-    Ignored(String),
+    /// It was not trusted, for the reason given; `first` for the
+    /// conversation's first such figure (the one worth a warning: a
+    /// client that sends side requests with other tools under one history
+    /// gets one per request).
+    Ignored {
+        /// Why.
+        why: String,
+        /// Whether no figure of this conversation was refused before.
+        first: bool,
+    },
 }
 
 /// The engine of one conversation.
@@ -81,6 +89,8 @@ pub struct Engine {
     /// A hash of each item of the client's previous request, to tell when
     /// the client edits what it sent before.
     sent: Vec<u64>,
+    /// Reported prompt sizes refused for calibration so far.
+    refused: usize,
 }
 
 impl std::fmt::Debug for Engine {
@@ -112,6 +122,7 @@ impl Engine {
             recalls: FxHashMap::default(),
             answers: Vec::new(),
             sent: Vec::new(),
+            refused: 0,
         }
     }
 
@@ -170,6 +181,7 @@ impl Engine {
             recalls: FxHashMap::default(),
             answers,
             sent: Vec::new(),
+            refused: 0,
         };
         for record in records {
             match record {
@@ -248,7 +260,11 @@ impl Engine {
         window: Option<usize>,
     ) -> Calibrated {
         if let Some(why) = cwl::untrusted_report(local, reported, window) {
-            return Calibrated::Ignored(why);
+            self.refused += 1;
+            return Calibrated::Ignored {
+                why,
+                first: self.refused == 1,
+            };
         }
         let offset = reported as i64 - local as i64;
         if offset == self.context.calibration_offset() {
@@ -748,10 +764,23 @@ mod tests {
         let mut engine = drops_reasoning(100_000);
         engine.extend(&OpenAiChat, &mut reads(), None).unwrap();
         let local = engine.counted();
-        let ignored = |c: Calibrated| matches!(c, Calibrated::Ignored(_));
-        assert!(ignored(engine.calibrate(local, 2 * local + 1, None)));
-        assert!(ignored(engine.calibrate(local, 10_000_000, Some(200_000))));
-        assert!(ignored(engine.calibrate(local, local + 10, Some(local))));
+        let ignored = |c: Calibrated| match c {
+            Calibrated::Ignored { first, .. } => Some(first),
+            _ => None,
+        };
+        assert_eq!(
+            ignored(engine.calibrate(local, 2 * local + 1, None)),
+            Some(true)
+        );
+        assert_eq!(
+            ignored(engine.calibrate(local, 10_000_000, Some(200_000))),
+            Some(false),
+            "warned about once"
+        );
+        assert_eq!(
+            ignored(engine.calibrate(local, local + 10, Some(local))),
+            Some(false)
+        );
         assert_eq!(engine.context().calibration_offset(), 0, "nothing applied");
         assert_eq!(
             engine.calibrate(local, 2 * local, Some(local * 3)),

@@ -63,10 +63,12 @@ impl Drop for Calibration {
             match conversation.engine.calibrate(local, reported, window) {
                 Calibrated::Changed => conversation.log.calibrate(local, reported),
                 Calibrated::Unchanged => {}
-                Calibrated::Ignored(why) => {
+                Calibrated::Ignored { why, first: true } => {
+                    let why = format!("{why} (said once a conversation)");
                     warn(&format!("conversation {}: {why}", conversation.label));
                     conversation.log.note(&why);
                 }
+                Calibrated::Ignored { first: false, .. } => {}
             }
         };
         // A conversation busy with its next request (side calls may take
