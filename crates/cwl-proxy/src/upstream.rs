@@ -187,33 +187,24 @@ impl Upstream {
             }
         }
         let sent = tokio::time::timeout(self.first_byte, request.send()).await;
+        let timed_out = |what: &str, after: Duration| {
+            let why = format!(
+                "upstream {} {what} within {} s",
+                self.shown(),
+                after.as_secs_f64()
+            );
+            warn(&why);
+            shape.error(
+                StatusCode::GATEWAY_TIMEOUT,
+                "api_error",
+                &format!("cwl proxy: {why}"),
+            )
+        };
         let upstream = match sent {
             Ok(Ok(upstream)) => upstream,
-            Err(_) => {
-                let why = format!(
-                    "upstream {} sent no answer within {} s",
-                    self.shown(),
-                    self.first_byte.as_secs_f64()
-                );
-                warn(&why);
-                return shape.error(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "api_error",
-                    &format!("cwl proxy: {why}"),
-                );
-            }
+            Err(_) => return timed_out("sent no answer", self.first_byte),
             Ok(Err(error)) if error.is_timeout() => {
-                let why = format!(
-                    "upstream {} not reached within {} s",
-                    self.shown(),
-                    self.connect.as_secs_f64()
-                );
-                warn(&why);
-                return shape.error(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "api_error",
-                    &format!("cwl proxy: {why}"),
-                );
+                return timed_out("not reached", self.connect);
             }
             Ok(Err(error)) => {
                 let why = format!(

@@ -103,12 +103,13 @@ pub fn read(path: &Path) -> Result<Loaded, SessionError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::SessionWriter;
     use cwl::Message;
 
-    fn info(id: &str) -> SessionInfo {
+    /// A session header for tests.
+    pub(crate) fn info(id: &str) -> SessionInfo {
         SessionInfo {
             id: id.into(),
             timestamp: "2025-01-01T00:00:00Z".into(),

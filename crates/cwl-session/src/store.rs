@@ -356,18 +356,7 @@ fn holder(pid_path: &Path) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn info(id: &str) -> SessionInfo {
-        SessionInfo {
-            id: id.into(),
-            timestamp: "2025-01-01T00:00:00Z".into(),
-            cwd: "/tmp/x".into(),
-            provider: "openai".into(),
-            model: "gpt-test".into(),
-            budget: 4000,
-            tools: Vec::new(),
-        }
-    }
+    use crate::read::tests::info;
 
     #[test]
     fn an_appender_holds_nothing_between_records_and_appends_whole_lines() {

@@ -336,15 +336,14 @@ async fn resuming_rebuilds_the_identical_view() {
     assert_eq!(full.context.tokens(), resumed.context().tokens());
 }
 
-#[tokio::test]
-async fn calibration_uses_the_provider_count() {
-    // The request counts about 1.8k tokens here; 3k is within what a
-    // tokenizer difference explains.
+/// A one-task run whose first response reports a prompt of `reported`
+/// tokens, and the local token count of each request, in order.
+async fn run_reporting(reported: u64) -> (Scripted, Vec<usize>) {
     let replies = [
         Reply::openai(
             &assistant(vec![call("k1", "ls", json!({}))]),
             Usage {
-                input_tokens: 3_000,
+                input_tokens: reported,
                 output_tokens: 5,
                 ..Usage::default()
             },
@@ -353,6 +352,21 @@ async fn calibration_uses_the_provider_count() {
     ];
     let mut t = Scripted::start(replies, options(20_000)).await;
     t.agent.run_task("list").await.unwrap();
+    let requests = events(&t.shared)
+        .iter()
+        .filter_map(|e| match e {
+            Event::Response { request_tokens, .. } => Some(*request_tokens),
+            _ => None,
+        })
+        .collect();
+    (t, requests)
+}
+
+#[tokio::test]
+async fn calibration_uses_the_provider_count() {
+    // The request counts about 1.8k tokens here; 3k is within what a
+    // tokenizer difference explains.
+    let (t, responses) = run_reporting(3_000).await;
     let local = cwl_session::read(&t.agent.session_path())
         .unwrap()
         .records
@@ -372,13 +386,6 @@ async fn calibration_uses_the_provider_count() {
         t.agent.context().tokens() as i64 - t.agent.context().counted_tokens() as i64,
         3_000 - local.0 as i64
     );
-    let responses: Vec<usize> = events(&t.shared)
-        .iter()
-        .filter_map(|e| match e {
-            Event::Response { request_tokens, .. } => Some(*request_tokens),
-            _ => None,
-        })
-        .collect();
     assert!(
         responses[1] > 3_000,
         "the second request is counted calibrated: {responses:?}"
@@ -388,19 +395,7 @@ async fn calibration_uses_the_provider_count() {
 
 #[tokio::test]
 async fn a_reported_size_no_tokenizer_explains_is_noted_and_not_trusted() {
-    let replies = [
-        Reply::openai(
-            &assistant(vec![call("k1", "ls", json!({}))]),
-            Usage {
-                input_tokens: 10_000_000,
-                output_tokens: 5,
-                ..Usage::default()
-            },
-        ),
-        Reply::openai(&assistant(vec![text("ok")]), Usage::default()),
-    ];
-    let mut t = Scripted::start(replies, options(20_000)).await;
-    t.agent.run_task("list").await.unwrap();
+    let (t, responses) = run_reporting(10_000_000).await;
     let records = cwl_session::read(&t.agent.session_path()).unwrap().records;
     assert!(
         records
@@ -415,13 +410,6 @@ async fn a_reported_size_no_tokenizer_explains_is_noted_and_not_trusted() {
             .any(|(_, r)| matches!(r, Record::Calibrate { .. }))
     );
     assert_eq!(t.agent.context().calibration_offset(), 0);
-    let responses: Vec<usize> = events(&t.shared)
-        .iter()
-        .filter_map(|e| match e {
-            Event::Response { request_tokens, .. } => Some(*request_tokens),
-            _ => None,
-        })
-        .collect();
     assert!(responses[1] < 20_000, "nothing over budget: {responses:?}");
     assert!(
         !events(&t.shared)
