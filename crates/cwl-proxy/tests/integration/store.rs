@@ -5,6 +5,24 @@ use crate::support;
 use cwl::{Message, Record};
 use support::Scripted;
 
+/// Posts an Anthropic Messages request for `model` with `messages` (JSON
+/// objects) through `proxy`, streamed or not.
+fn post_messages(
+    client: &reqwest::Client,
+    proxy: &support::Running,
+    model: &str,
+    stream: bool,
+    messages: &[&str],
+) -> impl std::future::Future<Output = reqwest::Result<reqwest::Response>> + use<> {
+    client
+        .post(proxy.url("/v1/messages"))
+        .body(format!(
+            r#"{{"model": "{model}", "stream": {stream}, "messages": [{}]}}"#,
+            messages.join(", ")
+        ))
+        .send()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_conversation_is_a_session_with_its_passes() {
     let anthropic = Scripted::start().await;
@@ -99,15 +117,7 @@ async fn an_idle_conversation_whose_session_is_gone_starts_afresh() {
         r#"{"role": "assistant", "content": "hi"}"#,
         r#"{"role": "user", "content": "again"}"#,
     ];
-    let post = |messages: &[&str]| {
-        client
-            .post(proxy.url("/v1/messages"))
-            .body(format!(
-                r#"{{"model": "m", "messages": [{}]}}"#,
-                messages.join(", ")
-            ))
-            .send()
-    };
+    let post = |messages: &[&str]| post_messages(&client, &proxy, "m", false, messages);
     assert_eq!(post(&[first]).await.unwrap().status(), 200);
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         std::fs::remove_file(entry.unwrap().path()).unwrap();
@@ -172,15 +182,7 @@ async fn the_reported_prompt_size_calibrates_the_count_and_survives_a_rebuild() 
             "hello world ".repeat(20_000)
         );
         let first = first.as_str();
-        let post = |messages: &[&str]| {
-            client
-                .post(proxy.url("/v1/messages"))
-                .body(format!(
-                    r#"{{"model": "m", "stream": true, "messages": [{}]}}"#,
-                    messages.join(", ")
-                ))
-                .send()
-        };
+        let post = |messages: &[&str]| post_messages(&client, &proxy, "m", true, messages);
         let response = post(&[first]).await.unwrap();
         assert_eq!(response.status(), 200);
         assert!(response.text().await.unwrap().contains("message_stop"));
@@ -221,15 +223,8 @@ async fn a_reported_prompt_size_no_tokenizer_explains_changes_nothing() {
         drop: false,
     });
     let first = r#"{"role": "user", "content": "hello"}"#;
-    let post = |messages: &[&str]| {
-        client
-            .post(proxy.url("/v1/messages"))
-            .body(format!(
-                r#"{{"model": "claude-sonnet-4-5", "stream": true, "messages": [{}]}}"#,
-                messages.join(", ")
-            ))
-            .send()
-    };
+    let post =
+        |messages: &[&str]| post_messages(&client, &proxy, "claude-sonnet-4-5", true, messages);
     post(&[first]).await.unwrap().text().await.unwrap();
     let session = || {
         let sessions = cwl_session::list(dir.path()).unwrap();
