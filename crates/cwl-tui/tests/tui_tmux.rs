@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use cwl::Usage;
 use cwl_agent::cli::{self, AgentArgs, ChatArgs};
-use cwl_provider::ProviderKind;
 use cwl_provider::testing::{Reply, ScriptedServer};
 use serde_json::json;
 use support::*;
@@ -36,20 +35,12 @@ const CHILD_ENV: &str = "CWL_TEST_CHAT_CHILD";
 #[test]
 #[ignore = "helper process for the tmux test"]
 fn cwl_chat_process() {
-    let settings = std::fs::read_to_string(std::env::var(CHILD_ENV).expect("run by the tests"))
-        .expect("the settings file");
-    let fields: Vec<&str> = settings.lines().collect();
+    let fields = child_fields(CHILD_ENV);
     let args = ChatArgs {
         agent: AgentArgs {
-            provider: Some(ProviderKind::OpenAi),
-            model: Some("gpt-test".into()),
-            base_url: Some(fields[0].to_string()),
-            cwd: Some(PathBuf::from(fields[1])),
-            session_dir: Some(PathBuf::from(fields[2])),
-            config: Some(PathBuf::from(fields[3])),
             budget: Some(fields[4].parse().expect("a budget")),
             strategy: Some(fields[5].parse().expect("a strategy")),
-            ..AgentArgs::default()
+            ..child_agent(&fields)
         },
         plain: false,
     };

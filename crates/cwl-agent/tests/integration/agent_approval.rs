@@ -7,7 +7,6 @@ use crate::support;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +14,6 @@ use std::time::{Duration, Instant};
 use cwl::{Message, Record, Usage};
 use cwl_agent::agent::{ApprovalMode, ApprovalRequest, Approver, Decision, Event, InvalidAnswer};
 use cwl_agent::cli::{self, AgentArgs, ChatArgs, RunArgs};
-use cwl_provider::ProviderKind;
 use cwl_provider::testing::{Reply, ScriptedServer};
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
@@ -31,25 +29,17 @@ const CHILD_ENV: &str = "CWL_TEST_APPROVAL_CHILD";
 #[test]
 #[ignore = "helper process for the approval tests"]
 fn cwl_process() {
-    let settings = std::fs::read_to_string(std::env::var(CHILD_ENV).expect("run by the tests"))
-        .expect("the settings file");
-    let fields: Vec<&str> = settings.lines().collect();
+    let fields = support::child_fields(CHILD_ENV);
     let optional = |text: &str| (!text.is_empty()).then(|| text.to_string());
     let agent = AgentArgs {
-        provider: Some(ProviderKind::OpenAi),
-        model: Some("gpt-test".into()),
-        base_url: Some(fields[1].to_string()),
-        cwd: Some(PathBuf::from(fields[2])),
-        session_dir: Some(PathBuf::from(fields[3])),
-        config: Some(PathBuf::from(fields[4])),
-        approval: optional(fields[5]).map(|mode| mode.parse().unwrap()),
+        approval: optional(&fields[5]).map(|mode| mode.parse().unwrap()),
         json: fields[6] == "json",
-        ..AgentArgs::default()
+        ..support::child_agent(&fields[1..])
     };
-    let result = match fields[0] {
+    let result = match fields[0].as_str() {
         "run" => cli::run_run(RunArgs {
             agent,
-            tasks: optional(fields[7]).into_iter().collect(),
+            tasks: optional(&fields[7]).into_iter().collect(),
             prompt: None,
         }),
         _ => cli::run_chat(ChatArgs { agent, plain: true }),

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use cwl::{Message, Record, Usage};
 use cwl_agent::cli::{self, AgentArgs, RunArgs};
-use cwl_provider::ProviderKind;
 use cwl_provider::testing::{Reply, ScriptedServer};
 use serde_json::{Value, json};
 use support::*;
@@ -31,22 +30,14 @@ const CHILD_ENV: &str = "CWL_TEST_RUN_CHILD";
 #[test]
 #[ignore = "helper process for the interrupt tests"]
 fn cwl_run_process() {
-    let settings = std::fs::read_to_string(std::env::var(CHILD_ENV).expect("run by the tests"))
-        .expect("the settings file");
-    let fields: Vec<&str> = settings.lines().collect();
+    let fields = support::child_fields(CHILD_ENV);
     let optional = |text: &str| (!text.is_empty()).then(|| text.to_string());
     let args = RunArgs {
         agent: AgentArgs {
-            provider: Some(ProviderKind::OpenAi),
-            model: Some("gpt-test".into()),
-            base_url: Some(fields[0].to_string()),
-            cwd: Some(PathBuf::from(fields[1])),
-            session_dir: Some(PathBuf::from(fields[2])),
-            config: Some(PathBuf::from(fields[3])),
-            resume: optional(fields[4]),
-            ..AgentArgs::default()
+            resume: optional(&fields[4]),
+            ..support::child_agent(&fields)
         },
-        tasks: optional(fields[5]).into_iter().collect(),
+        tasks: optional(&fields[5]).into_iter().collect(),
         prompt: None,
     };
     match cli::run_run(args) {

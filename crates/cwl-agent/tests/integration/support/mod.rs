@@ -459,6 +459,29 @@ pub fn gist_side(request: &RecordedRequest) -> Option<Reply> {
     ))
 }
 
+/// The settings a test wrote for its child process, one field a line, from
+/// the file the environment variable `env` names.
+pub fn child_fields(env: &str) -> Vec<String> {
+    let path = std::env::var(env).expect("run by the tests");
+    let settings = std::fs::read_to_string(path).expect("the settings file");
+    settings.lines().map(str::to_string).collect()
+}
+
+/// The agent arguments a child process starts from: the scripted OpenAI
+/// model at the base URL `fields[0]`, then the workspace, session
+/// directory and config file.
+pub fn child_agent(fields: &[String]) -> cwl_agent::cli::AgentArgs {
+    cwl_agent::cli::AgentArgs {
+        provider: Some(cwl_provider::ProviderKind::OpenAi),
+        model: Some("gpt-test".into()),
+        base_url: Some(fields[0].clone()),
+        cwd: Some(PathBuf::from(&fields[1])),
+        session_dir: Some(PathBuf::from(&fields[2])),
+        config: Some(PathBuf::from(&fields[3])),
+        ..Default::default()
+    }
+}
+
 /// The name `--exact` wants for the test `name` of the module `module`
 /// (the caller's `module_path!()`), for the tests that run this test binary
 /// again to run one ignored test in a child process. Libtest names a test
