@@ -89,8 +89,8 @@ pub struct Engine {
     /// A hash of each item of the client's previous request, to tell when
     /// the client edits what it sent before.
     sent: Vec<u64>,
-    /// Reported prompt sizes refused for calibration so far.
-    refused: usize,
+    /// Whether a reported prompt size was refused for calibration yet.
+    refused: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -122,7 +122,7 @@ impl Engine {
             recalls: FxHashMap::default(),
             answers: Vec::new(),
             sent: Vec::new(),
-            refused: 0,
+            refused: false,
         }
     }
 
@@ -181,7 +181,7 @@ impl Engine {
             recalls: FxHashMap::default(),
             answers,
             sent: Vec::new(),
-            refused: 0,
+            refused: false,
         };
         for record in records {
             match record {
@@ -260,11 +260,8 @@ impl Engine {
         window: Option<usize>,
     ) -> Calibrated {
         if let Some(why) = cwl::untrusted_report(local, reported, window) {
-            self.refused += 1;
-            return Calibrated::Ignored {
-                why,
-                first: self.refused == 1,
-            };
+            let first = !std::mem::replace(&mut self.refused, true);
+            return Calibrated::Ignored { why, first };
         }
         let offset = reported as i64 - local as i64;
         if offset == self.context.calibration_offset() {

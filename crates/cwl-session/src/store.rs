@@ -189,11 +189,7 @@ impl SessionWriter {
 
     /// Appends one record as one line and flushes it.
     pub fn append(&mut self, record: &Record) -> Result<(), SessionError> {
-        let mut line = serde_json::to_string(record).map_err(|e| SessionError::Io {
-            path: self.path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        line.push('\n');
+        let line = line_of(&self.path, record)?;
         self.file
             .write_all(line.as_bytes())
             .and_then(|()| self.file.flush())
@@ -258,8 +254,7 @@ impl SessionAppender {
             path: self.path.clone(),
             source,
         };
-        let mut line = serde_json::to_string(record).map_err(|e| io(std::io::Error::other(e)))?;
-        line.push('\n');
+        let line = line_of(&self.path, record)?;
         let mut file = OpenOptions::new()
             .append(true)
             .open(&self.path)
@@ -295,6 +290,16 @@ impl Drop for SessionWriter {
         let _ = self.file.sync_data();
         let _ = std::fs::remove_file(&self.pid_path);
     }
+}
+
+/// `record` as one line of the session file at `path`.
+fn line_of(path: &Path, record: &Record) -> Result<String, SessionError> {
+    let mut line = serde_json::to_string(record).map_err(|e| SessionError::Io {
+        path: path.to_owned(),
+        source: std::io::Error::other(e),
+    })?;
+    line.push('\n');
+    Ok(line)
 }
 
 /// Takes the lock, trying again for up to a second: a process that

@@ -420,6 +420,26 @@ impl Agent {
         }
     }
 
+    /// Calibrates the engine's count of a request counted as `local` with
+    /// the provider's `reported` size, unless no tokenizer difference
+    /// explains it (then a note says so). An unchanged offset is not
+    /// recorded: replaying it would be a no-op.
+    fn calibrate(&mut self, local: usize, reported: u64) -> Result<(), AgentError> {
+        let size = usize::try_from(reported).unwrap_or(usize::MAX);
+        let window = usize::try_from(self.options.model.context_window).ok();
+        if let Some(why) = cwl::untrusted_report(local, size, window) {
+            return self.note(why);
+        }
+        if reported as i64 - local as i64 != self.context.calibration_offset() {
+            self.context.calibrate(local, size);
+            self.writer.append(&Record::Calibrate {
+                local: local as u64,
+                reported,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Books a response's usage and calibrates the engine's count.
     fn account(&mut self, prepared: &Prepared, response: &Response) -> Result<(), AgentError> {
         let usage = response.usage;
@@ -430,20 +450,8 @@ impl Agent {
         let cost = self.options.model.cost(&usage);
         self.stats.cost_usd += cost.unwrap_or(0.0);
         self.stats.max_request_tokens = self.stats.max_request_tokens.max(prepared.tokens);
-        let offset = self.context.calibration_offset();
-        let changes = usage.input_tokens as i64 - prepared.local as i64 != offset;
-        let reported = usize::try_from(usage.input_tokens).unwrap_or(usize::MAX);
-        let window = usize::try_from(self.options.model.context_window).ok();
-        let untrusted = cwl::untrusted_report(prepared.local, reported, window);
-        // An unchanged offset is not recorded: replaying it would be a no-op.
-        if let (true, Some(why)) = (usage.input_tokens > 0, untrusted) {
-            self.note(why)?;
-        } else if usage.input_tokens > 0 && changes {
-            self.context.calibrate(prepared.local, reported);
-            self.writer.append(&Record::Calibrate {
-                local: prepared.local as u64,
-                reported: usage.input_tokens,
-            })?;
+        if usage.input_tokens > 0 {
+            self.calibrate(prepared.local, usage.input_tokens)?;
         }
         self.observer.event(&Event::Response {
             request: self.stats.requests,
