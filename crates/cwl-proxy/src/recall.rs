@@ -93,17 +93,7 @@ impl TranscriptStore for Transcript<'_> {
             }
             out
         });
-        usize::try_from(first)
-            .ok()
-            .zip(usize::try_from(last).ok())
-            .and_then(|(first, last)| all.get(first..=last))
-            .map(<[Message]>::to_vec)
-            .ok_or_else(|| {
-                format!(
-                    "messages {first} to {last} are not in the request's history ({} messages)",
-                    all.len()
-                )
-            })
+        all.messages(first, last)
     }
 }
 

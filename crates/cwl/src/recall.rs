@@ -21,6 +21,25 @@ pub trait TranscriptStore {
     fn messages(&self, first: u64, last: u64) -> Result<Vec<Message>, String>;
 }
 
+/// A transcript kept in memory (tests, short-lived embedders) is its own
+/// store.
+impl TranscriptStore for Vec<Message> {
+    fn messages(&self, first: u64, last: u64) -> Result<Vec<Message>, String> {
+        usize::try_from(first)
+            .ok()
+            .zip(usize::try_from(last).ok())
+            .filter(|(first, last)| first <= last)
+            .and_then(|(first, last)| self.get(first..=last))
+            .map(<[Message]>::to_vec)
+            .ok_or_else(|| {
+                format!(
+                    "messages {first} to {last} are not in the transcript ({} messages)",
+                    self.len()
+                )
+            })
+    }
+}
+
 /// Why a recall failed; the message is the tool result to send back.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
@@ -202,5 +221,22 @@ fn render(message: &Message, out: &mut String) {
             out.push('\n');
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transcript_in_memory_gives_its_span_or_says_what_is_missing() {
+        let transcript = vec![Message::user("a"), Message::user("b"), Message::user("c")];
+        assert_eq!(transcript.messages(1, 2).unwrap(), transcript[1..].to_vec());
+        let error = transcript.messages(2, 3).unwrap_err();
+        assert_eq!(
+            error,
+            "messages 2 to 3 are not in the transcript (3 messages)"
+        );
+        assert!(transcript.messages(2, 1).is_err(), "a reversed span");
     }
 }

@@ -68,6 +68,16 @@ pub trait SidecarStore {
     fn read_sidecar(&self, name: &str) -> Result<String, String>;
 }
 
+/// Sidecars kept in memory, by name (tests, embedders that write no
+/// files).
+impl SidecarStore for std::collections::HashMap<String, String> {
+    fn read_sidecar(&self, name: &str) -> Result<String, String> {
+        self.get(name)
+            .cloned()
+            .ok_or_else(|| format!("no sidecar `{name}`"))
+    }
+}
+
 /// A sidecar store that holds nothing (harnesses without sidecars).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoSidecars;
@@ -418,16 +428,10 @@ mod tests {
 
     #[test]
     fn recall_errors_come_back_as_text() {
-        struct Empty;
-        impl TranscriptStore for Empty {
-            fn messages(&self, _: u64, _: u64) -> Result<Vec<Message>, String> {
-                Ok(Vec::new())
-            }
-        }
         let context = Context::new(Config::with_budget(1_000), Arc::new(Estimate), Vec::new());
         let strategy: &dyn Strategy = &context;
         let error = strategy
-            .recall(r#"{"episode":"nope"}"#, &Empty)
+            .recall(r#"{"episode":"nope"}"#, &Vec::new())
             .unwrap_err();
         assert!(error.contains("nope"), "{error}");
     }

@@ -3,16 +3,27 @@
 use clap::Parser;
 use cwl_lab::cli::{GenArgs, ReplayArgs, run_gen, run_replay};
 
+/// The lab's two commands, as the `cwl` binary mounts them.
 #[derive(Parser)]
-struct Replay {
-    #[command(flatten)]
-    args: ReplayArgs,
+enum Lab {
+    Replay(Box<ReplayArgs>),
+    Gen(GenArgs),
 }
 
-#[derive(Parser)]
-struct Gen {
-    #[command(flatten)]
-    args: GenArgs,
+/// The arguments of `cwl replay ARGS...`.
+fn replay_args(args: &[&str]) -> ReplayArgs {
+    match Lab::try_parse_from(["cwl", "replay"].iter().chain(args)).unwrap() {
+        Lab::Replay(args) => *args,
+        Lab::Gen(_) => unreachable!("parsed as replay"),
+    }
+}
+
+/// The arguments of `cwl gen ARGS...`.
+fn gen_args(args: &[&str]) -> GenArgs {
+    match Lab::try_parse_from(["cwl", "gen"].iter().chain(args)).unwrap() {
+        Lab::Gen(args) => args,
+        Lab::Replay(_) => unreachable!("parsed as gen"),
+    }
 }
 
 #[test]
@@ -20,9 +31,8 @@ fn gen_then_replay_with_a_plot() {
     let dir = tempfile::tempdir().unwrap();
     let session = dir.path().join("s.jsonl");
     let session_arg = session.to_str().unwrap();
-    let gen_args = || {
-        Gen::try_parse_from([
-            "gen",
+    let generated = || {
+        gen_args(&[
             "--tasks",
             "3",
             "--tokens",
@@ -34,14 +44,12 @@ fn gen_then_replay_with_a_plot() {
             "-o",
             session_arg,
         ])
-        .unwrap()
-        .args
     };
-    let generate = gen_args();
+    let generate = generated();
     run_gen(generate).unwrap();
     let first = std::fs::read(&session).unwrap();
     assert!(first.starts_with(b"{\"type\":\"session\""));
-    let again = gen_args();
+    let again = generated();
     run_gen(again).unwrap();
     assert_eq!(
         std::fs::read(&session).unwrap(),
@@ -50,8 +58,7 @@ fn gen_then_replay_with_a_plot() {
     );
 
     let plot = dir.path().join("tokens.svg");
-    let replay = Replay::try_parse_from([
-        "replay",
+    let replay = replay_args(&[
         session_arg,
         "--budget",
         "10k",
@@ -60,9 +67,7 @@ fn gen_then_replay_with_a_plot() {
         "--json",
         "--plot",
         plot.to_str().unwrap(),
-    ])
-    .unwrap()
-    .args;
+    ]);
     run_replay(replay).unwrap();
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(svg.starts_with("<svg"));
@@ -77,20 +82,14 @@ fn gen_then_replay_with_a_plot() {
 fn replay_errors_say_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.jsonl");
-    let args = Replay::try_parse_from(["replay", missing.to_str().unwrap()])
-        .unwrap()
-        .args;
+    let args = replay_args(&[missing.to_str().unwrap()]);
     let error = format!("{:#}", run_replay(args).unwrap_err());
     assert!(error.contains("missing.jsonl"), "{error}");
 
-    let args = Replay::try_parse_from(["replay", "x.jsonl", "--plot", "out.png"])
-        .unwrap()
-        .args;
+    let args = replay_args(&["x.jsonl", "--plot", "out.png"]);
     let error = run_replay(args).unwrap_err().to_string();
     assert!(error.contains("only .svg"), "{error}");
 
-    let args = Gen::try_parse_from(["gen", "--tokens", "50%"])
-        .unwrap()
-        .args;
+    let args = gen_args(&["--tokens", "50%"]);
     assert!(run_gen(args).unwrap_err().to_string().contains("--tokens"));
 }

@@ -17,33 +17,18 @@ use cwl_proxy::store::Store;
 use cwl_proxy::upstream::Upstream;
 use cwl_session::strategy::StrategyName;
 use serde_json::json;
-use support::{Reply, Running, Scripted, Seen, quoted};
+use support::porting::{chat_answer, chat_body, plan_folding, push_read};
+use support::{Reply, Running, Scripted, Seen};
 
-const TOOLS: &str = r#"[{"type": "function", "function": {"name": "read", "description": "Reads a file", "parameters": {"type": "object"}}}]"#;
 const PLANNER: &str = "context garbage collector";
 const FOLDED: &str = "[folded as function:read:1;";
 const BUDGET: usize = 3_000;
 /// How long a conversation stays in memory.
 const FORGET: Duration = Duration::from_secs(4);
 
-fn output(step: usize) -> String {
-    (0..8)
-        .map(|j| format!("value_{step}_{j} = compute_{j}(input_{step})  # src/mod_{step}.py:{j}\n"))
-        .collect()
-}
-
 /// Folds the first two reads.
 fn plan() -> Reply {
-    let text = "<above_conversation_summary>\nA porting session.\n</above_conversation_summary>\n<gc_plan>\n<fold kind=\"function\" reason=\"stable_artifact\">\nread:1\nread:2\n</fold>\n</gc_plan>";
-    Reply::Whole {
-        status: 200,
-        headers: vec![("content-type", "application/json")],
-        body: json!({
-            "choices": [{"message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": 1234, "completion_tokens": 56},
-        })
-        .to_string(),
-    }
+    chat_answer(&plan_folding(&["read:1".into(), "read:2".into()]))
 }
 
 async fn start(openai: &Scripted, anthropic: &Scripted, store: &std::path::Path) -> Running {
@@ -88,22 +73,10 @@ async fn start(openai: &Scripted, anthropic: &Scripted, store: &std::path::Path)
 
 /// Sends the history with read `step` added.
 async fn step(proxy: &Running, messages: &mut Vec<String>, step: usize) {
-    let id = format!("call_{step}");
-    messages.push(format!(
-        r#"{{"role": "assistant", "content": "step {step}", "tool_calls": [{{"id": "{id}", "type": "function", "function": {{"name": "read", "arguments": {}}}}}]}}"#,
-        quoted(&format!(r#"{{"path": "src/mod_{step}.py"}}"#))
-    ));
-    messages.push(format!(
-        r#"{{"role": "tool", "tool_call_id": "{id}", "content": {}}}"#,
-        quoted(&output(step))
-    ));
-    let body = format!(
-        r#"{{"model": "gpt-test", "tools": {TOOLS}, "stream": true, "messages": [{}]}}"#,
-        messages.join(", ")
-    );
+    push_read(messages, step, 8);
     let response = reqwest::Client::new()
         .post(proxy.url("/v1/chat/completions"))
-        .body(body)
+        .body(chat_body(messages))
         .send()
         .await
         .unwrap();

@@ -3,12 +3,11 @@
 
 use crate::support;
 
-use cwl::TokenCounter;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use support::porting::{TOOLS, content_tokens};
 use support::{Scripted, quoted};
 
-const TOOLS: &str = r#"[{"type": "function", "function": {"name": "read", "description": "Reads a file", "parameters": {"type": "object"}}}]"#;
 const RESPONSE_TOOLS: &str = r#"[{"type": "function", "name": "exec_command", "description": "Runs a command", "parameters": {"type": "object"}}]"#;
 
 fn lines(step: usize) -> String {
@@ -28,27 +27,6 @@ fn parsed(raw: &[Box<RawValue>]) -> Vec<Value> {
     raw.iter()
         .map(|r| serde_json::from_str(r.get()).unwrap())
         .collect()
-}
-
-fn count(text: &str) -> usize {
-    cwl::O200k::new().count(text)
-}
-
-/// Tokens of what the model reads in one item: its texts, arguments and
-/// outputs (not the JSON around them).
-fn content_tokens(value: &Value) -> usize {
-    match value {
-        Value::Object(fields) => fields
-            .iter()
-            .map(|(key, value)| match (key.as_str(), value) {
-                ("content" | "text" | "arguments" | "output", Value::String(text)) => count(text),
-                (_, Value::String(_)) => 0,
-                (_, other) => content_tokens(other),
-            })
-            .sum(),
-        Value::Array(items) => items.iter().map(content_tokens).sum(),
-        _ => 0,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@ use cwl_proxy::event::{Event, RecallEvent};
 use cwl_session::strategy::StrategyName;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use support::porting::{fold_plan, output};
 use support::{Reply, Scripted, Seen, quoted};
 
 const PLANNER: &str = "context garbage collector";
@@ -248,34 +249,6 @@ impl Client {
     }
 }
 
-/// The output of read `step`.
-fn output(step: usize) -> String {
-    (0..8)
-        .map(|j| format!("value_{step}_{j} = compute_{j}(input_{step})  # src/mod_{step}.py:{j}\n"))
-        .collect()
-}
-
-/// A planner that folds every read but the latest six it is shown.
-fn fold_plan(seen: &Seen) -> String {
-    let mut ids: Vec<u64> = seen
-        .text()
-        .split("function:read:")
-        .skip(1)
-        .filter_map(|rest| {
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse().ok()
-        })
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let keep = ids.len().saturating_sub(6);
-    let lines: Vec<String> = ids[..keep].iter().map(|n| format!("read:{n}")).collect();
-    format!(
-        "<above_conversation_summary>\nA porting session.\n</above_conversation_summary>\n<gc_plan>\n<fold kind=\"function\" reason=\"stable_artifact\">\n{}\n</fold>\n</gc_plan>",
-        lines.join("\n")
-    )
-}
-
 /// The history items of a forwarded body, each as the bytes sent.
 fn raw_items(seen: &Seen, key: &str) -> Vec<String> {
     let fields: std::collections::HashMap<String, Box<RawValue>> =
@@ -347,7 +320,7 @@ async fn converse(client: Client, idle: Duration, store: &Path) -> (Vec<Seen>, V
         let id = format!("read_{step}");
         let arguments = format!(r#"{{"path": "src/mod_{step}.py"}}"#);
         items.extend(client.calls(&[(&id, "read", &arguments)]));
-        items.extend(client.results(&[(&id, &output(step), false)]));
+        items.extend(client.results(&[(&id, &output(step, 8), false)]));
         client.send(&proxy, &items, tools).await;
         let last = main(&upstream).pop().unwrap();
         if last.text().contains("[folded as function:read:1;") {
@@ -369,7 +342,7 @@ async fn converse(client: Client, idle: Duration, store: &Path) -> (Vec<Seen>, V
         let id = format!("read_{step}");
         let arguments = format!(r#"{{"path": "src/mod_{step}.py"}}"#);
         items.extend(client.calls(&[(&id, "read", &arguments)]));
-        items.extend(client.results(&[(&id, &output(step), false)]));
+        items.extend(client.results(&[(&id, &output(step, 8), false)]));
         client.send(&proxy, &items, tools).await;
     }
     (main(&upstream), proxy.events())
@@ -400,7 +373,7 @@ async fn recall_round_trip(client: Client) {
         bytes,
     };
     assert_eq!(recalls.len(), 3, "each answered once: {recalls:?}");
-    assert_eq!(*recalls[0], answered(GOOD, true, output(1).len()));
+    assert_eq!(*recalls[0], answered(GOOD, true, output(1, 8).len()));
     assert_eq!(
         (recalls[1].call_id.as_str(), recalls[1].ok),
         (UNKNOWN, false)
@@ -428,7 +401,7 @@ async fn recall_round_trip(client: Client) {
 
     let recalled = &main[n - 5];
     let (bytes, content, error) = result_in(client, recalled, GOOD);
-    assert_eq!(content, output(1), "the folded payload, byte for byte");
+    assert_eq!(content, output(1, 8), "the folded payload, byte for byte");
     assert!(!error);
     let bad = &main[n - 4];
     let (unknown_bytes, unknown, unknown_error) = result_in(client, bad, UNKNOWN);
@@ -469,7 +442,7 @@ async fn recall_round_trip(client: Client) {
     let good = result(GOOD);
     assert_eq!(
         (good.content.as_str(), good.is_error),
-        (output(1).as_str(), false)
+        (output(1, 8).as_str(), false)
     );
     assert_eq!(good.tool_name, "recall");
     assert_eq!(result(UNKNOWN).content, unknown);
@@ -653,7 +626,7 @@ async fn cwl_recalls_an_evicted_episode_from_the_requests_own_history() {
         let id = format!("read_{step}");
         let arguments = format!(r#"{{"path": "src/mod_{step}.py"}}"#);
         items.extend(client.calls(&[(&id, "read", &arguments)]));
-        items.extend(client.results(&[(&id, &output(step), false)]));
+        items.extend(client.results(&[(&id, &output(step, 8), false)]));
         client.send(&proxy, &items, tools).await;
         let text = openai.seen().pop().unwrap().json().to_string();
         if let Some(at) = text.find("[evicted expl episode `") {
@@ -676,7 +649,7 @@ async fn cwl_recalls_an_evicted_episode_from_the_requests_own_history() {
         "{content}"
     );
     assert!(
-        content.contains(&output(1)),
+        content.contains(&output(1, 8)),
         "the first read comes back: {content}"
     );
 }

@@ -7,77 +7,17 @@ use crate::support;
 
 use std::time::Duration;
 
-use cwl::{Record, TokenCounter};
+use cwl::Record;
 use cwl_proxy::event::Event;
 use cwl_session::strategy::StrategyName;
 use serde_json::{Value, json};
+use support::porting::{
+    assert_paired, chat_answer, chat_body, content_tokens, fold_plan, output, push_read,
+};
 use support::{Reply, Running, Scripted, Seen, quoted};
-
-const TOOLS: &str = r#"[{"type": "function", "function": {"name": "read", "description": "Reads a file", "parameters": {"type": "object"}}}]"#;
 
 const PLANNER: &str = "context garbage collector";
 const SUMMARY: &str = "Summarize the following tool output";
-
-fn count(text: &str) -> usize {
-    cwl::O200k::new().count(text)
-}
-
-/// Tokens of the texts, arguments and outputs of a message.
-fn content_tokens(value: &Value) -> usize {
-    match value {
-        Value::Object(fields) => fields
-            .iter()
-            .map(|(key, value)| match (key.as_str(), value) {
-                ("content" | "arguments", Value::String(text)) => count(text),
-                (_, Value::String(_)) => 0,
-                (_, other) => content_tokens(other),
-            })
-            .sum(),
-        Value::Array(items) => items.iter().map(content_tokens).sum(),
-        _ => 0,
-    }
-}
-
-/// The output of read `step`, `lines` lines long.
-fn output(step: usize, lines: usize) -> String {
-    (0..lines)
-        .map(|j| format!("value_{step}_{j} = compute_{j}(input_{step})  # src/mod_{step}.py:{j}\n"))
-        .collect()
-}
-
-/// A Chat Completions answer with `text` and usage.
-fn chat_answer(text: &str) -> Reply {
-    Reply::Whole {
-        status: 200,
-        headers: vec![("content-type", "application/json")],
-        body: json!({
-            "choices": [{"message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": 1234, "completion_tokens": 56},
-        })
-        .to_string(),
-    }
-}
-
-/// A planner that folds every read but the latest six it is shown.
-fn fold_plan(seen: &Seen) -> String {
-    let text = seen.text();
-    let mut ids: Vec<u64> = text
-        .split("function:read:")
-        .skip(1)
-        .filter_map(|rest| {
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse().ok()
-        })
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let keep = ids.len().saturating_sub(6);
-    let lines: Vec<String> = ids[..keep].iter().map(|n| format!("read:{n}")).collect();
-    format!(
-        "<above_conversation_summary>\nA porting session.\n</above_conversation_summary>\n<gc_plan>\n<fold kind=\"function\" reason=\"stable_artifact\">\n{}\n</fold>\n</gc_plan>",
-        lines.join("\n")
-    )
-}
 
 /// Sends the 40-step porting task (outputs `lines` lines long) through
 /// `proxy`, as pi would; returns the messages of the last request.
@@ -88,27 +28,15 @@ async fn drive(proxy: &Running, lines: usize) -> Vec<String> {
         r#"{"role": "user", "content": "Task: port the module"}"#.to_string(),
     ];
     for step in 1..=40 {
-        let id = format!("call_{step}");
-        messages.push(format!(
-            r#"{{"role": "assistant", "content": "step {step}", "tool_calls": [{{"id": "{id}", "type": "function", "function": {{"name": "read", "arguments": {}}}}}]}}"#,
-            quoted(&format!(r#"{{"path": "src/mod_{step}.py"}}"#))
-        ));
-        messages.push(format!(
-            r#"{{"role": "tool", "tool_call_id": "{id}", "content": {}}}"#,
-            quoted(&output(step, lines))
-        ));
+        push_read(&mut messages, step, lines);
         if step == 15 {
             messages.push(r#"{"role": "assistant", "content": "half done"}"#.to_string());
             messages.push(r#"{"role": "user", "content": "Task: the rest"}"#.to_string());
         }
-        let body = format!(
-            r#"{{"model": "gpt-test", "tools": {TOOLS}, "stream": true, "messages": [{}]}}"#,
-            messages.join(", ")
-        );
         let response = client
             .post(proxy.url("/v1/chat/completions"))
             .header("authorization", "Bearer sk-client")
-            .body(body)
+            .body(chat_body(&messages))
             .send()
             .await
             .unwrap();
@@ -135,18 +63,7 @@ fn assert_intact(main: &[Value], budget: usize, lines: usize) {
         let sent = body["messages"].as_array().unwrap();
         let size: usize = sent.iter().map(content_tokens).sum();
         assert!(size <= budget, "request {at}: {size} tokens");
-        let mut open: Vec<&Value> = Vec::new();
-        for message in sent {
-            if message["role"] == "tool" {
-                let position = open.iter().position(|id| **id == message["tool_call_id"]);
-                open.remove(position.expect("a result follows its call"));
-            } else {
-                assert!(open.is_empty(), "request {at}: calls unanswered: {open:?}");
-            }
-            if let Some(calls) = message["tool_calls"].as_array() {
-                open.extend(calls.iter().map(|c| &c["id"]));
-            }
-        }
+        assert_paired(at, sent);
         let tasks: Vec<&Value> = sent
             .iter()
             .filter(|m| m["role"] == "user")

@@ -9,33 +9,11 @@ use crate::support;
 
 use std::time::Duration;
 
-use cwl::TokenCounter;
 use cwl_session::Settings;
 use cwl_session::strategy::StrategyName;
 use serde_json::Value;
-use support::{Scripted, quoted};
-
-const TOOLS: &str = r#"[{"type": "function", "function": {"name": "read", "description": "Reads a file", "parameters": {"type": "object"}}}]"#;
-
-fn count(text: &str) -> usize {
-    cwl::O200k::new().count(text)
-}
-
-/// Tokens of the texts, arguments and outputs of a message.
-fn content_tokens(value: &Value) -> usize {
-    match value {
-        Value::Object(fields) => fields
-            .iter()
-            .map(|(key, value)| match (key.as_str(), value) {
-                ("content" | "arguments", Value::String(text)) => count(text),
-                (_, Value::String(_)) => 0,
-                (_, other) => content_tokens(other),
-            })
-            .sum(),
-        Value::Array(items) => items.iter().map(content_tokens).sum(),
-        _ => 0,
-    }
-}
+use support::Scripted;
+use support::porting::{TOOLS, assert_paired, content_tokens, push_read};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cwm_keeps_chat_completions_within_budget_and_is_stored_as_the_strategy() {
@@ -72,20 +50,7 @@ async fn within_budget_and_stored(strategy: StrategyName) -> Vec<Value> {
         r#"{"role": "user", "content": "Task: port the module"}"#.to_string(),
     ];
     for step in 1..=40 {
-        let id = format!("call_{step}");
-        messages.push(format!(
-            r#"{{"role": "assistant", "content": "step {step}", "tool_calls": [{{"id": "{id}", "type": "function", "function": {{"name": "read", "arguments": {}}}}}]}}"#,
-            quoted(&format!(r#"{{"path": "src/mod_{step}.py"}}"#))
-        ));
-        let output: String = (0..8)
-            .map(|j| {
-                format!("value_{step}_{j} = compute_{j}(input_{step})  # src/mod_{step}.py:{j}\n")
-            })
-            .collect();
-        messages.push(format!(
-            r#"{{"role": "tool", "tool_call_id": "{id}", "content": {}}}"#,
-            quoted(&output)
-        ));
+        push_read(&mut messages, step, 8);
         if step == 15 {
             messages.push(r#"{"role": "assistant", "content": "half done"}"#.to_string());
             messages.push(r#"{"role": "user", "content": "Task: the rest"}"#.to_string());
@@ -118,18 +83,7 @@ async fn within_budget_and_stored(strategy: StrategyName) -> Vec<Value> {
         let sent = body["messages"].as_array().unwrap();
         let size: usize = sent.iter().map(content_tokens).sum();
         assert!(size <= budget, "request {at}: {size} tokens");
-        let mut open: Vec<&Value> = Vec::new();
-        for message in sent {
-            if message["role"] == "tool" {
-                let position = open.iter().position(|id| **id == message["tool_call_id"]);
-                open.remove(position.expect("a result follows its call"));
-            } else {
-                assert!(open.is_empty(), "request {at}: calls unanswered: {open:?}");
-            }
-            if let Some(calls) = message["tool_calls"].as_array() {
-                open.extend(calls.iter().map(|c| &c["id"]));
-            }
-        }
+        assert_paired(at, sent);
         let users: Vec<&str> = sent
             .iter()
             .filter(|m| m["role"] == "user")

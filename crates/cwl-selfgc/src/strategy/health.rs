@@ -339,34 +339,19 @@ mod tests {
     use std::collections::HashMap;
     use std::sync::Arc;
 
-    use cwl::strategy::{SideRequest, SidecarStore};
-    use cwl::{Block, Config, Estimate, ToolCall, TranscriptStore};
+    use cwl::strategy::SideRequest;
+    use cwl::{Block, Config, Estimate, ToolCall};
 
     use super::*;
     use crate::SelfGcOptions;
 
     const BUDGET: usize = 4_000;
 
-    struct NoStore;
+    /// A session store with nothing in it: these recalls read sidecars.
+    const NO_STORE: &Vec<Message> = &Vec::new();
 
-    impl TranscriptStore for NoStore {
-        fn messages(&self, _: u64, _: u64) -> Result<Vec<Message>, String> {
-            Err("unused".into())
-        }
-    }
-
-    #[derive(Default)]
-    struct Files(RefCell<HashMap<String, String>>);
-
-    impl SidecarStore for Files {
-        fn read_sidecar(&self, name: &str) -> Result<String, String> {
-            self.0
-                .borrow()
-                .get(name)
-                .cloned()
-                .ok_or_else(|| format!("no sidecar {name}"))
-        }
-    }
+    /// Sidecars kept in memory, as the harness keeps them on disk.
+    type Files = RefCell<HashMap<String, String>>;
 
     fn body(i: usize) -> String {
         (0..30)
@@ -421,7 +406,7 @@ mod tests {
     fn pass(gc: &mut SelfGc, files: &Files) {
         gc.enforce();
         for file in gc.take_sidecars() {
-            files.0.borrow_mut().insert(file.name, file.content);
+            files.borrow_mut().insert(file.name, file.content);
         }
     }
 
@@ -552,7 +537,7 @@ mod tests {
         assert_eq!(metrics.actions.folds, 4);
         assert_eq!(metrics.actions.masks + metrics.actions.prunes, 0);
         assert_eq!(metrics.sidecars, 4);
-        let bytes: usize = files.0.borrow().values().map(String::len).sum();
+        let bytes: usize = files.borrow().values().map(String::len).sum();
         assert_eq!(metrics.sidecar_bytes, bytes as u64);
         assert_eq!(bytes, (0..4).map(|i| body(i).len()).sum::<usize>());
         let whole: usize = gc
@@ -575,7 +560,7 @@ mod tests {
                 content: vec![Block::ToolCall(ToolCall::new(id, RECALL, arguments))],
             })
             .unwrap();
-            let answer = gc.recall_with(arguments, &NoStore, &files);
+            let answer = gc.recall_with(arguments, NO_STORE, &*files.borrow());
             let is_error = answer.is_err();
             let text = answer.unwrap_or_else(|error| error);
             gc.push(Message::tool_result(id, RECALL, text, is_error))

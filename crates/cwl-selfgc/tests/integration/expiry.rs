@@ -10,31 +10,7 @@ use cwl::{Block, Config, Estimate, Message, ToolCall};
 use cwl_selfgc::strategy::DEFAULT_CACHE_TTL_S;
 use cwl_selfgc::{SelfGc, SelfGcOptions};
 
-const BUDGET: usize = 4_000;
-
-fn body(i: usize) -> String {
-    (0..30)
-        .map(|line| format!("fn item_{i}_{line}() {{ body of file {i} }}\n"))
-        .collect()
-}
-
-fn read(gc: &mut SelfGc, i: usize) {
-    gc.push(Message::Assistant {
-        content: vec![Block::ToolCall(ToolCall::new(
-            format!("c{i}"),
-            "read",
-            format!("{{\"path\":\"src/f{i}.rs\"}}"),
-        ))],
-    })
-    .unwrap();
-    gc.push(Message::tool_result(
-        format!("c{i}"),
-        "read",
-        body(i),
-        false,
-    ))
-    .unwrap();
-}
+use crate::strategy::{BUDGET, step};
 
 /// A session whose planner answered a plan too small to commit at once:
 /// it waits, pending.
@@ -63,7 +39,7 @@ fn with_pending_plan() -> SelfGc {
             return gc;
         }
         gc.enforce();
-        read(&mut gc, i);
+        step(&mut gc, i);
     }
     panic!("the planner was never asked: {gc:?}");
 }

@@ -6,37 +6,19 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use cwl::strategy::{SidecarStore, Strategy};
+use cwl::strategy::Strategy;
 use cwl::tokens::message_tokens;
-use cwl::{
-    Block, Config, Estimate, Message, ReasoningScope, ToolCall, TranscriptStore, delimiter_spec,
-};
+use cwl::{Block, Config, Estimate, Message, ReasoningScope, ToolCall, delimiter_spec};
 use cwl_selfgc::strategy::BACKSTOP_REASON;
 use cwl_selfgc::{Action, SelfGc, SelfGcOptions};
 
-const BUDGET: usize = 4_000;
+pub(crate) const BUDGET: usize = 4_000;
 
-struct NoStore;
-
-impl TranscriptStore for NoStore {
-    fn messages(&self, _: u64, _: u64) -> Result<Vec<Message>, String> {
-        Err("unused".into())
-    }
-}
+/// A session store with nothing in it: these recalls read sidecars.
+const NO_STORE: &Vec<Message> = &Vec::new();
 
 /// Sidecars kept in memory, as the harness keeps them on disk.
-#[derive(Default)]
-struct Files(RefCell<HashMap<String, String>>);
-
-impl SidecarStore for Files {
-    fn read_sidecar(&self, name: &str) -> Result<String, String> {
-        self.0
-            .borrow()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| format!("no sidecar {name}"))
-    }
-}
+type Files = RefCell<HashMap<String, String>>;
 
 fn strategy() -> SelfGc {
     SelfGc::new(
@@ -53,7 +35,7 @@ fn body(i: usize) -> String {
 }
 
 /// Step `i`: a read with its result.
-fn step(strategy: &mut dyn Strategy, i: usize) {
+pub(crate) fn step(strategy: &mut dyn Strategy, i: usize) {
     strategy
         .push(Message::Assistant {
             content: vec![
@@ -115,7 +97,7 @@ fn drive(strategy: &mut SelfGc, planner: Planner<'_>, files: &Files) {
     let report = strategy.enforce();
     assert_eq!(report.tokens_after, strategy.tokens());
     for file in strategy.take_sidecars() {
-        files.0.borrow_mut().insert(file.name, file.content);
+        files.borrow_mut().insert(file.name, file.content);
     }
     assert!(
         report.budget_met || report.deferred,
@@ -189,14 +171,16 @@ fn plans_fold_to_sidecars_and_recall_restores_them_byte_exact() {
         .filter(|t| t.action == Action::Fold)
         .collect();
     assert!(!folds.is_empty());
-    assert_eq!(files.0.borrow().len(), folds.len(), "one sidecar per fold");
+    assert_eq!(files.borrow().len(), folds.len(), "one sidecar per fold");
     for target in &folds {
         let n = match &target.id {
             cwl_selfgc::ObjectId::Function { n, .. } => *n as usize,
             other => panic!("{other}"),
         };
         let arguments = format!("{{\"id\":\"{}\"}}", target.id);
-        let recalled = gc.recall_with(&arguments, &NoStore, &files).unwrap();
+        let recalled = gc
+            .recall_with(&arguments, NO_STORE, &*files.borrow())
+            .unwrap();
         assert_eq!(recalled, body(n - 1), "byte-exact, \\r\\n included");
         assert!(
             view.iter().any(|m| matches!(m, Message::ToolResult(r)
@@ -212,32 +196,34 @@ fn plans_fold_to_sidecars_and_recall_restores_them_byte_exact() {
     // A damaged or lost sidecar: recall falls back to the transcript.
     let first = folds[0].id.clone();
     let name = cwl_selfgc::fold::sidecar_name(&first);
-    files.0.borrow_mut().insert(name.clone(), "damaged".into());
+    files.borrow_mut().insert(name.clone(), "damaged".into());
     let arguments = format!("{{\"episode\":\"{}\"}}", first.short());
-    let expected = gc.recall(&arguments, &NoStore).unwrap();
+    let expected = gc.recall(&arguments, NO_STORE).unwrap();
     assert_eq!(
-        gc.recall_with(&arguments, &NoStore, &files).unwrap(),
+        gc.recall_with(&arguments, NO_STORE, &*files.borrow())
+            .unwrap(),
         expected
     );
-    files.0.borrow_mut().remove(&name);
+    files.borrow_mut().remove(&name);
     assert_eq!(
-        gc.recall_with(&arguments, &NoStore, &files).unwrap(),
+        gc.recall_with(&arguments, NO_STORE, &*files.borrow())
+            .unwrap(),
         expected
     );
     // Bad recalls say what was wrong.
     assert!(
-        gc.recall("{}", &NoStore)
+        gc.recall("{}", NO_STORE)
             .unwrap_err()
             .contains("recall needs")
     );
     assert!(
-        gc.recall(r#"{"id":"read:999"}"#, &NoStore)
+        gc.recall(r#"{"id":"read:999"}"#, NO_STORE)
             .unwrap_err()
             .contains("no object")
     );
     let latest = format!("{{\"id\":\"read:{}\"}}", 40);
     assert!(
-        gc.recall(&latest, &NoStore)
+        gc.recall(&latest, NO_STORE)
             .unwrap_err()
             .contains("still whole"),
         "the latest read is in view"
@@ -296,7 +282,7 @@ fn errors_garbage_and_useless_plans_change_nothing_and_the_backstop_keeps_the_bu
                 .iter()
                 .all(|t| t.action == Action::Prune && t.reason == BACKSTOP_REASON)
         );
-        assert!(files.0.borrow().is_empty(), "nothing folded");
+        assert!(files.borrow().is_empty(), "nothing folded");
         let notes = gc.take_notes();
         assert!(
             notes
@@ -556,7 +542,7 @@ fn random_sessions_and_answers_keep_every_guarantee_and_restore_anywhere() {
             }
             let report = gc.enforce();
             for file in gc.take_sidecars() {
-                files.0.borrow_mut().insert(file.name, file.content);
+                files.borrow_mut().insert(file.name, file.content);
             }
             let view: Vec<Message> = gc.view().cloned().collect();
             assert!(
@@ -599,13 +585,17 @@ fn random_sessions_and_answers_keep_every_guarantee_and_restore_anywhere() {
         }
         for target in gc.committed().iter().filter(|t| t.action == Action::Fold) {
             let arguments = format!("{{\"id\":\"{}\"}}", target.id);
-            let exact = gc.recall(&arguments, &NoStore).unwrap();
-            assert_eq!(gc.recall_with(&arguments, &NoStore, &files).unwrap(), exact);
+            let exact = gc.recall(&arguments, NO_STORE).unwrap();
+            assert_eq!(
+                gc.recall_with(&arguments, NO_STORE, &*files.borrow())
+                    .unwrap(),
+                exact
+            );
         }
         assert!(gc.stats().rounds > 0, "seed {seed}: the planner was asked");
         commits += gc.stats().commits;
         backstops += gc.stats().backstops;
-        folds += files.0.borrow().len();
+        folds += files.borrow().len();
     }
     assert!(
         commits > 0 && folds > 0 && backstops > 0,

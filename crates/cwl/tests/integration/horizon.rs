@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::common::{Script, bulk, counter, has_output, recount, texts, validate};
 use cwl::{
     Checkpoint, Config, Context, DelimiterError, EpisodeKind, Message, OldestFirst, PaperOrder,
-    RecallError, Share, TranscriptStore, delimiter_spec, recall_spec,
+    RecallError, Share, delimiter_spec, recall_spec,
 };
 use serde_json::json;
 
@@ -238,20 +238,12 @@ fn without_the_residue_cap_user_turns_are_never_evicted_and_the_budget_is_report
     assert_eq!(users(&view(&context)), users(&messages));
 }
 
-/// A session store backed by the pushed messages, as a harness keeps them.
-struct Store(Vec<Message>);
-
-impl TranscriptStore for Store {
-    fn messages(&self, first: u64, last: u64) -> Result<Vec<Message>, String> {
-        let (first, last) = (first as usize, last as usize);
-        self.0
-            .get(first..=last)
-            .map(<[Message]>::to_vec)
-            .ok_or_else(|| format!("no messages {first}..={last}"))
-    }
-}
-
-fn recall_call(context: &mut Context, store: &mut Store, id: &str, reference: &str) -> String {
+fn recall_call(
+    context: &mut Context,
+    store: &mut Vec<Message>,
+    id: &str,
+    reference: &str,
+) -> String {
     let call = Message::Assistant {
         content: vec![cwl::Block::ToolCall(cwl::ToolCall::new(
             id,
@@ -259,14 +251,14 @@ fn recall_call(context: &mut Context, store: &mut Store, id: &str, reference: &s
             json!({ "episode": reference }).to_string(),
         ))],
     };
-    store.0.push(call.clone());
+    store.push(call.clone());
     context.push(call).unwrap();
     let (text, error) = match context.recall(&json!({ "episode": reference }).to_string(), store) {
         Ok(text) => (text, false),
         Err(error) => (error.to_string(), true),
     };
     let result = Message::tool_result(id, "recall", text.clone(), error);
-    store.0.push(result.clone());
+    store.push(result.clone());
     context.push(result).unwrap();
     text
 }
@@ -282,7 +274,7 @@ fn recall_brings_evicted_content_back_as_a_new_expl() {
         .end_expl("login is in src/auth.rs")
         .say("ok");
     let messages = script.build();
-    let mut store = Store(messages.clone());
+    let mut store = messages.clone();
     let mut context = Context::new(
         Config::paper(100_000),
         counter(),
@@ -295,7 +287,7 @@ fn recall_brings_evicted_content_back_as_a_new_expl() {
 
     context.set_budget(context.tokens() - 20);
     context.push(Message::user("next")).unwrap();
-    store.0.push(Message::user("next"));
+    store.push(Message::user("next"));
     let report = context.enforce();
     assert_eq!(names(&report)[0], "find-auth");
     assert!(texts(&view(&context)).iter().any(|t| t.contains("(#0)")));
@@ -348,7 +340,7 @@ fn recall_brings_evicted_content_back_as_a_new_expl() {
 #[test]
 fn a_folded_user_turn_can_be_recalled() {
     let messages = long_session(60);
-    let mut store = Store(messages.clone());
+    let mut store = messages.clone();
     let mut context = Context::new(Config::with_budget(2_000), counter(), vec![recall_spec()]);
     for message in &messages {
         context.push(message.clone()).unwrap();

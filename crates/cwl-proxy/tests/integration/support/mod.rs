@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod porting;
+
 use cwl_session::strategy::StrategyName;
 use std::collections::VecDeque;
 use std::convert::Infallible;
