@@ -26,6 +26,7 @@
 //! strategy_options = { trigger = 0.4 }  # the strategy's own settings (see --strategy-option)
 //! env_deny = ["*_API_KEY", "*_TOKEN", "*SECRET*"]  # variables `bash` does not get
 //! stream_idle_timeout = "90s"     # a model stream silent this long is retried
+//! side_timeout = "20s"            # the longest one side call (a plan, a summary) waits
 //! approval = "on-mutate"          # or "never", "always": which tool calls ask first
 //! sandbox = "workspace-write"     # what bash may write: off, workspace-write, read-only
 //!
@@ -105,6 +106,10 @@ pub struct FileConfig {
     /// seconds, as a TOML number too).
     #[serde(default, deserialize_with = "duration_text")]
     pub stream_idle_timeout: Option<String>,
+    /// The longest one of the strategy's side calls may wait (`20s`; as
+    /// `stream_idle_timeout`).
+    #[serde(default, deserialize_with = "duration_text")]
+    pub side_timeout: Option<String>,
     /// Which tool calls ask for approval (`never`, `on-mutate`, `always`;
     /// `None`: on-mutate when stdin is a terminal, else never).
     pub approval: Option<String>,
@@ -257,6 +262,7 @@ max_turns = 12
 low_water = "60%"
 residue_share = "off"
 stream_idle_timeout = "45s"
+side_timeout = "15s"
 sandbox = "read-only"
 
 [[models]]
@@ -273,6 +279,7 @@ output_price = 1.5
         assert_eq!(config.low_water.as_deref(), Some("60%"));
         assert_eq!(config.residue_share.as_deref(), Some("off"));
         assert_eq!(config.stream_idle_timeout.as_deref(), Some("45s"));
+        assert_eq!(config.side_timeout.as_deref(), Some("15s"));
         assert_eq!(config.sandbox.as_deref(), Some("read-only"));
         assert_eq!(config.models.len(), 1);
         assert_eq!(config.models[0].context_window, 32_000);

@@ -111,6 +111,8 @@ pub struct ProxyArgs {
     #[arg(long, value_name = "NAME")]
     pub planner_model: Option<String>,
     /// Longest wait, in seconds, for one side call (a strategy asking for longer is cut here).
+    /// After one stalls, the conversation's next requests skip side calls (one, then two,
+    /// four...); once failed ones took three times this, it makes no more.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SIDE_TIMEOUT.as_secs())]
     pub side_timeout: u64,
     /// Longest wait, in seconds, to connect to an upstream; past it the client gets a 504.

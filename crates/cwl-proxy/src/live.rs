@@ -13,11 +13,12 @@ use crate::upstream::ProxyBody;
 use crate::usage::Meter;
 
 /// One conversation in memory: its engine, its session file, its name in
-/// events.
+/// events, and what its side calls may still cost.
 pub(crate) struct Conversation {
     pub(crate) engine: Engine,
     pub(crate) log: Log,
     pub(crate) label: String,
+    pub(crate) side_gate: cwl_provider::side::SideGate,
 }
 
 /// Where a conversation lives, behind its own lock (requests of different

@@ -44,6 +44,7 @@ use crate::side::{SideCallEvent, SideCaller, run_side_calls};
 use crate::store::{Log, Store};
 use crate::upstream::{ProxyBody, Shape, Upstream, full};
 use crate::wire::{Item, Wire, anthropic};
+use cwl_provider::side::SideGate;
 
 /// Cache breakpoints Anthropic allows in one request: the proxy adds one
 /// only when the client left room.
@@ -481,10 +482,14 @@ impl Proxy {
     ) -> Vec<SideCallEvent> {
         let strategy = self.options.strategy;
         let Conversation {
-            engine, log, label, ..
-        } = conversation;
-        run_side_calls(
             engine,
+            log,
+            label,
+            side_gate,
+        } = conversation;
+        let (events, shut) = run_side_calls(
+            engine,
+            side_gate,
             |request| runtime.block_on(caller.call(&self.client, request)),
             |request, result| {
                 if let Err(why) = result {
@@ -494,7 +499,12 @@ impl Proxy {
                 }
                 log.side_call(request.id, &request.purpose, result);
             },
-        )
+        );
+        if let Some(text) = shut {
+            warn(&format!("conversation {label}: {text}"));
+            log.note(&text);
+        }
+        events
     }
 
     /// Logs what the strategy wants logged, writes its working notes and
@@ -543,6 +553,7 @@ impl Proxy {
             engine,
             label: loaded.info.id,
             log,
+            side_gate: SideGate::new(self.options.side_timeout),
         })
     }
 
@@ -584,7 +595,12 @@ impl Proxy {
                     .create(self.config(&model), Arc::clone(&self.counter), tools)
             });
         let engine = Engine::new(context, system);
-        Conversation { engine, log, label }
+        Conversation {
+            engine,
+            log,
+            label,
+            side_gate: SideGate::new(self.options.side_timeout),
+        }
     }
 
     /// A fresh strategy of the proxy's kind with its options, offering

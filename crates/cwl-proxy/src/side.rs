@@ -25,10 +25,8 @@ use cwl_provider::openai::OpenAi;
 use crate::api::Api;
 use crate::upstream::{Upstream, is_hop_by_hop};
 
-pub use cwl_provider::side::MAX_SIDE_CALLS;
-
-/// The default longest wait for one side call.
-pub const DEFAULT_SIDE_TIMEOUT: Duration = Duration::from_secs(90);
+use cwl_provider::side::SideGate;
+pub use cwl_provider::side::{DEFAULT_SIDE_TIMEOUT, MAX_SIDE_CALLS};
 
 /// Most characters of an upstream error body kept in the reason.
 const ERROR_SNIPPET: usize = 300;
@@ -94,25 +92,38 @@ pub struct SideCallEvent {
     pub ms: u64,
 }
 
-/// Runs the calls `asker` asks for, at most [`MAX_SIDE_CALLS`], each
-/// through `call`; gives each answer back to it and to `done` (to store
-/// it), in order; returns their events.
+/// Runs the calls `asker` asks for, at most [`MAX_SIDE_CALLS`] and as
+/// `gate` allows (each cut at the gate's timeout), each through `call`;
+/// gives each answer back to it and to `done` (to store it), in order;
+/// returns their events, and the gate's note when it shut.
 pub fn run_side_calls(
     asker: &mut dyn SideCalls,
+    gate: &mut SideGate,
     mut call: impl FnMut(&SideRequest) -> (Result<String, String>, SideCallEvent),
     mut done: impl FnMut(&SideRequest, &Result<String, String>),
-) -> Vec<SideCallEvent> {
+) -> (Vec<SideCallEvent>, Option<String>) {
     let mut events = Vec::new();
+    let mut shut = None;
+    if !gate.open() {
+        return (events, shut);
+    }
     for _ in 0..MAX_SIDE_CALLS {
-        let Some(request) = asker.side_request() else {
+        let Some(mut request) = asker.side_request() else {
             break;
         };
+        request.timeout = gate.timeout(request.timeout);
         let (result, event) = call(&request);
+        let waited = Duration::from_millis(event.ms);
+        let (go_on, note) = gate.record(waited, request.timeout, result.is_ok());
+        shut = shut.or(note);
         asker.side_result(request.id, result.clone());
         done(&request, &result);
         events.push(event);
+        if !go_on {
+            break;
+        }
     }
-    events
+    (events, shut)
 }
 
 /// Token usage an answer reported.
@@ -380,8 +391,10 @@ mod tests {
             asker.asked.push(SideRequest { id, ..request() });
         }
         let mut stored = Vec::new();
-        let events = run_side_calls(
+        let mut gate = SideGate::new(Duration::from_secs(1));
+        let (events, shut) = run_side_calls(
             &mut asker,
+            &mut gate,
             |request| {
                 let result = if request.id % 2 == 0 {
                     Err(format!("no {}", request.id))
@@ -402,6 +415,7 @@ mod tests {
             |request, result| stored.push((request.id, result.clone())),
         );
         assert_eq!(events.len(), MAX_SIDE_CALLS);
+        assert_eq!(shut, None, "fast failures spend little");
         assert_eq!(asker.asked.len(), 2, "the rest wait for the next request");
         assert_eq!(asker.answers, stored);
         assert_eq!(

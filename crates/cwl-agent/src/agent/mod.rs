@@ -70,9 +70,10 @@ pub struct AgentOptions {
     /// The strategy managing the context (`None`: the resumed session's,
     /// else CWL).
     pub strategy: Option<StrategyName>,
-    /// The longest a strategy's side call (a summary, a plan) may take
-    /// (`None`: the timeout the strategy asks for).
-    pub side_timeout: Option<std::time::Duration>,
+    /// The longest one of the strategy's side calls (a summary, a plan)
+    /// may take; failed ones may cost the session three times this in all
+    /// (see [`cwl_provider::side::SideGate`]).
+    pub side_timeout: std::time::Duration,
     /// The strategy's own settings (`--strategy-option`, the config table
     /// `strategy_options`; `None`: the resumed session's, else the
     /// defaults).
@@ -96,7 +97,7 @@ impl AgentOptions {
             engine: cwl::EngineSettings::default(),
             strategy: None,
             strategy_options: None,
-            side_timeout: None,
+            side_timeout: cwl_provider::side::DEFAULT_SIDE_TIMEOUT,
             planner_model: None,
         }
     }
@@ -305,6 +306,8 @@ pub struct Agent {
     /// Idle time already passed at `last_call_end`: for a resumed
     /// session, since its last response was recorded.
     idle_carry: std::time::Duration,
+    /// What the strategy's side calls may still cost this process.
+    side_gate: cwl_provider::side::SideGate,
 }
 
 impl std::fmt::Debug for Agent {
@@ -507,6 +510,7 @@ impl Agent {
         writer: SessionWriter,
     ) -> Agent {
         let priced = options.model.input_price.is_some() && options.model.output_price.is_some();
+        let side_gate = cwl_provider::side::SideGate::new(options.side_timeout);
         Agent {
             provider,
             toolbox,
@@ -531,6 +535,7 @@ impl Agent {
             clock: Arc::new(SystemClock),
             last_call_end: None,
             idle_carry: std::time::Duration::ZERO,
+            side_gate,
         }
     }
 

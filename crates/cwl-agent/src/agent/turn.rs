@@ -242,14 +242,14 @@ impl Agent {
     /// Runs the side calls the strategy asks for and records each answer
     /// (a failed one is also noted); CWL never asks.
     async fn side_calls(&mut self) -> Result<(), AgentError> {
-        let done = cwl_provider::side::run_side_calls(
+        let (done, shut) = cwl_provider::side::run_side_calls(
             self.provider.as_ref(),
             self.options
                 .planner_model
                 .as_deref()
                 .unwrap_or(&self.options.model.name),
             self.context.as_mut(),
-            self.options.side_timeout,
+            &mut self.side_gate,
         )
         .await;
         for (request, result) in done {
@@ -264,6 +264,9 @@ impl Agent {
                 purpose: request.purpose,
                 result,
             })?;
+        }
+        if let Some(note) = shut {
+            self.note(note)?;
         }
         self.write_notes()?;
         self.strategy_notes()

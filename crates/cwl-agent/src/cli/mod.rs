@@ -155,6 +155,14 @@ pub struct AgentArgs {
     /// Default: the config file's stream_idle_timeout, else 90s.
     #[arg(long, value_name = "SECS", value_parser = crate::config::parse_duration)]
     pub stream_idle_timeout: Option<std::time::Duration>,
+
+    /// The longest one of the strategy's side calls (Self-GC's planner,
+    /// cwm's summaries) may take: seconds, or 500ms, 2m. After one stalls,
+    /// the next model calls skip side calls (one, then two, four...), and
+    /// once failed ones took three times this, the session makes no more.
+    /// Default: the config file's side_timeout, else 20s.
+    #[arg(long, value_name = "SECS", value_parser = crate::config::parse_duration)]
+    pub side_timeout: Option<std::time::Duration>,
 }
 
 /// `cwl run`: run tasks non-interactively, one after another, in one
@@ -402,6 +410,8 @@ mod tests {
             "off",
             "--stream-idle-timeout",
             "200ms",
+            "--side-timeout",
+            "5s",
             "--approval",
             "on-mutate",
             "--sandbox",
@@ -419,6 +429,10 @@ mod tests {
         assert_eq!(
             run.agent.stream_idle_timeout,
             Some(std::time::Duration::from_millis(200))
+        );
+        assert_eq!(
+            run.agent.side_timeout,
+            Some(std::time::Duration::from_secs(5))
         );
         assert_eq!(run.agent.approval, Some(ApprovalMode::OnMutate));
         assert_eq!(run.agent.sandbox, Some(Sandbox::ReadOnly));

@@ -143,8 +143,11 @@ pub async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     let mut options = options(args, &file, header, kind, model)?;
     options.budget = budget;
     options.max_turns = max_turns;
-    // A side call (a strategy's summary) silent this long is given up too.
-    options.side_timeout = Some(idle_timeout);
+    options.side_timeout = match (args.side_timeout, &file.side_timeout) {
+        (Some(cap), _) => cap,
+        (None, Some(text)) => config_value(config::parse_duration(text), "side_timeout")?,
+        (None, None) => cwl_provider::side::DEFAULT_SIDE_TIMEOUT,
+    };
     // Last of the checks that can refuse the command: servers start only
     // for an agent that will run.
     mcp::check_unique(&file.mcp_servers)

@@ -444,7 +444,7 @@ async fn summaries_answered_with_garbage_change_nothing() {
 async fn summaries_that_hang_time_out_once_per_call_and_change_nothing() {
     let silent = |request: &RecordedRequest| is_side_call(request).then_some(Reply::Silence);
     let mut options = cwm_options();
-    options.side_timeout = Some(Duration::from_millis(300));
+    options.side_timeout = Duration::from_millis(300);
     let started = std::time::Instant::now();
     let run = run_with_side(silent, options).await;
     let (path, server, view) = (&run.path, &run.server, &run.view);

@@ -349,6 +349,55 @@ async fn a_planner_that_answers_garbage_fails_or_hangs_changes_nothing_and_the_r
     assert!(replayed.warnings.is_empty(), "{:?}", replayed.warnings);
 }
 
+#[tokio::test]
+async fn a_planner_that_never_answers_costs_three_timeouts_in_all_and_four_tasks_finish() {
+    let timeout = Duration::from_millis(400);
+    let tasks: Vec<Vec<Message>> = (0..4).map(|_| first_task(12)).collect();
+    let t = Scripted::start(
+        tasks
+            .iter()
+            .flatten()
+            .map(|m| Reply::openai(m, Usage::default())),
+        selfgc_options(BUDGET, timeout),
+    )
+    .await;
+    planner_answers(&t.server, (0..200).map(|_| Reply::Silence));
+    let mut t = t;
+    for task in 0..4 {
+        t.agent
+            .run_task(&format!("task {task}: {T1}"))
+            .await
+            .unwrap();
+    }
+    let requests = main_requests(&t.server);
+    assert_eq!(requests.len(), 4 * 13, "every task ran to its answer");
+    for (index, body) in requests.iter().enumerate() {
+        let tokens = openai_request_tokens(body);
+        assert!(tokens <= BUDGET, "request {index}: {tokens} > {BUDGET}");
+    }
+    let planner_calls = t.server.requests().len() - requests.len();
+    assert_eq!(
+        planner_calls, 3,
+        "a stall skips the next model calls' side calls, and three stalls shut them"
+    );
+    let notes = notes(&t.shared);
+    assert!(
+        notes.iter().any(|n| n
+            == "side calls are off for the rest of this session: failed ones took 1.2s in all"),
+        "{notes:?}"
+    );
+    let closed = t.close();
+    let loaded = cwl_session::read(&closed.path).unwrap();
+    let timed_out = loaded
+        .records
+        .iter()
+        .filter(|(_, r)| {
+            matches!(r, Record::SideCall { result: Err(e), .. } if e.contains("timed out after 0.4s"))
+        })
+        .count();
+    assert_eq!(timed_out, 3, "1.2s stalled in all, for 52 model calls");
+}
+
 #[derive(Parser)]
 struct Command {
     #[command(flatten)]

@@ -312,6 +312,55 @@ async fn failing_side_calls_change_nothing_and_the_planner_model_reaches_them_on
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planner_that_always_hangs_holds_a_conversation_three_timeouts_in_all() {
+    let anthropic = Scripted::start().await;
+    let openai = Scripted::start().await;
+    openai.respond(|seen| seen.text().contains(PLANNER).then_some(Reply::Hang));
+    let store = tempfile::tempdir().unwrap();
+    let budget = 3_000;
+    let proxy = support::proxy_side(
+        StrategyName::SelfGc,
+        budget,
+        &anthropic.url(),
+        &openai.url(),
+        Some(store.path()),
+        None,
+        Duration::from_secs(600),
+        None,
+        Some(Duration::from_millis(500)),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    drive(&proxy, 8).await;
+    let (main, side) = split(&openai.seen());
+    assert_intact(&main, budget, 8);
+    assert_eq!(
+        side.len(),
+        3,
+        "three stalls shut the conversation's side calls"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?} for 40 requests",
+        started.elapsed()
+    );
+    let (_, records) = stored(store.path());
+    let notes: Vec<&str> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Note { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notes.contains(
+            &"side calls are off for the rest of this session: failed ones took 1.5s in all"
+        ),
+        "{notes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cwm_asks_for_summaries_through_the_proxy_and_forwards_them() {
     let anthropic = Scripted::start().await;
     let openai = Scripted::start().await;

@@ -16,7 +16,7 @@ pub const PLANNER: &str = "context garbage collector";
 pub fn selfgc_options(budget: usize, side_timeout: Duration) -> AgentOptions {
     let mut options = super::options(budget);
     options.strategy = Some(StrategyName::SelfGc);
-    options.side_timeout = Some(side_timeout);
+    options.side_timeout = side_timeout;
     options
 }
 
