@@ -31,15 +31,6 @@ pub use cwl_provider::side::{DEFAULT_SIDE_TIMEOUT, MAX_SIDE_CALLS};
 /// Most characters of an upstream error body kept in the reason.
 const ERROR_SNIPPET: usize = 300;
 
-/// Request headers that carry a key, redacted from side calls' errors.
-const CREDENTIAL_HEADERS: &[&str] = &[
-    "authorization",
-    "x-api-key",
-    "api-key",
-    "x-goog-api-key",
-    "proxy-authorization",
-];
-
 /// Where a conversation's side calls go and as what.
 #[derive(Clone)]
 pub struct SideCaller {
@@ -174,15 +165,7 @@ impl SideCaller {
     /// as a redactor: an error body that echoes them must not carry them
     /// to stderr, `--json` or the session file.
     fn redactor(&self) -> cwl_provider::secrets::Redactor {
-        let mut pairs = self.upstream.secrets();
-        for name in CREDENTIAL_HEADERS {
-            for value in self.headers.get_all(*name) {
-                let Ok(value) = value.to_str() else { continue };
-                let value = value.strip_prefix("Bearer ").unwrap_or(value);
-                pairs.push((format!("{name} header"), value.to_string()));
-            }
-        }
-        cwl_provider::secrets::Redactor::new(pairs)
+        self.upstream.redactor_with(&self.headers)
     }
 
     async fn send(

@@ -71,6 +71,20 @@ pub fn full(body: impl Into<Bytes>) -> ProxyBody {
         .boxed()
 }
 
+/// Request headers that carry a key: an error body that echoes one is
+/// redacted before it goes anywhere.
+pub const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "proxy-authorization",
+];
+
+/// The largest error body read whole to be redacted; a longer one goes
+/// on unread.
+const MAX_ERROR_BODY: usize = 1 << 20;
+
 /// How long a connection to the upstream may take by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -162,6 +176,20 @@ impl Upstream {
         cwl_provider::secrets::Redactor::new(self.secrets())
     }
 
+    /// A redactor of [`Upstream::secrets`] and of the keys in `headers`
+    /// (a client's request), for upstream error bodies that echo them.
+    pub fn redactor_with(&self, headers: &HeaderMap) -> cwl_provider::secrets::Redactor {
+        let mut pairs = self.secrets();
+        for name in CREDENTIAL_HEADERS {
+            for value in headers.get_all(*name) {
+                let Ok(value) = value.to_str() else { continue };
+                let value = value.strip_prefix("Bearer ").unwrap_or(value);
+                pairs.push((format!("{name} header"), value.to_string()));
+            }
+        }
+        cwl_provider::secrets::Redactor::new(pairs)
+    }
+
     /// The upstream URL for a request to `uri` (its path and query
     /// appended to the base).
     pub fn url(&self, uri: &Uri) -> String {
@@ -220,13 +248,39 @@ impl Upstream {
                 );
             }
         };
-        let mut response = Response::builder().status(upstream.status());
+        let status = upstream.status();
+        let readable = upstream
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .is_none_or(|coding| coding == "identity");
+        let small = upstream
+            .content_length()
+            .is_none_or(|length| length <= MAX_ERROR_BODY as u64);
+        let redacting = (status.is_client_error() || status.is_server_error()) && readable && small;
+        let mut response = Response::builder().status(status);
         if let Some(out) = response.headers_mut() {
             for (name, value) in upstream.headers() {
-                if !is_hop_by_hop(name) || name == header::CONTENT_LENGTH {
+                let length = name == header::CONTENT_LENGTH;
+                if (!is_hop_by_hop(name) || length) && !(redacting && length) {
                     out.append(name, value.clone());
                 }
             }
+        }
+        if redacting {
+            let body = match upstream.bytes().await {
+                Ok(bytes) => self.redacted(&bytes, headers),
+                Err(error) => Bytes::from(format!(
+                    "cwl proxy: the upstream's error body could not be read: {}",
+                    describe(&error.without_url())
+                )),
+            };
+            return response.body(full(body)).unwrap_or_else(|error| {
+                shape.error(
+                    StatusCode::BAD_GATEWAY,
+                    "api_error",
+                    &format!("cwl proxy: bad upstream response: {error}"),
+                )
+            });
         }
         let stream = upstream
             .bytes_stream()
@@ -241,6 +295,21 @@ impl Upstream {
                     &format!("cwl proxy: bad upstream response: {error}"),
                 )
             })
+    }
+}
+
+impl Upstream {
+    /// `body` (an upstream error) with the keys of the client's `headers`
+    /// and of the upstream URL redacted; bytes that are not text go as
+    /// they are.
+    fn redacted(&self, body: &Bytes, headers: &HeaderMap) -> Bytes {
+        let Ok(text) = std::str::from_utf8(body) else {
+            return body.clone();
+        };
+        match self.redactor_with(headers).redact(text) {
+            std::borrow::Cow::Borrowed(_) => body.clone(),
+            std::borrow::Cow::Owned(text) => Bytes::from(text),
+        }
     }
 }
 

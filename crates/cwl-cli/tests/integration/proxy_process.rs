@@ -1,5 +1,7 @@
 //! `cwl proxy` as a process: it keeps serving when idle sockets exhaust
-//! its file descriptors, and cleans the `.pid` files a crash left.
+//! its file descriptors, cleans the `.pid` files a crash left, shows no
+//! credential an upstream URL or error body carries, and answers a
+//! stalled upstream in time.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -43,6 +45,18 @@ struct Proxy {
     addr: SocketAddr,
     seen: Vec<String>,
     stderr: mpsc::Receiver<String>,
+    stdout: mpsc::Receiver<String>,
+}
+
+/// Sends each line `pipe` gives to a channel, from a thread of its own.
+fn lines_of(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (lines, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    receiver
 }
 
 impl Proxy {
@@ -63,17 +77,12 @@ impl Proxy {
         let mut child = Command::new("sh")
             .args(["-c", &script])
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("sh runs");
-        let (lines, stderr) = mpsc::channel();
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let _ = lines.send(line);
-            }
-        });
+        let stderr = lines_of(child.stderr.take().unwrap());
+        let stdout = lines_of(child.stdout.take().unwrap());
         let mut seen = Vec::new();
         let addr = loop {
             let line = stderr
@@ -89,15 +98,21 @@ impl Proxy {
             addr,
             seen,
             stderr,
+            stdout,
         }
     }
 
     /// Stops the proxy; every line it wrote to stderr.
-    fn stop(mut self) -> Vec<String> {
+    fn stop(self) -> Vec<String> {
+        self.stop_both().0
+    }
+
+    /// Stops the proxy; every line it wrote to stderr, then to stdout.
+    fn stop_both(mut self) -> (Vec<String>, Vec<String>) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
         self.seen.extend(self.stderr.try_iter());
-        self.seen
+        (self.seen, self.stdout.try_iter().collect())
     }
 }
 
@@ -198,4 +213,173 @@ fn a_stalled_upstream_gets_the_client_a_504_in_time() {
         seen.iter().any(|l| l.contains("sent no answer within 1 s")),
         "{seen:?}"
     );
+}
+
+/// The request line, headers and body of one HTTP/1.1 request.
+fn read_request(stream: &mut TcpStream) -> std::io::Result<(String, String)> {
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    Ok((head, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// An upstream on loopback that answers Chat Completions requests
+/// offering tools, and answers side calls (no tools) and requests saying
+/// `FAIL-ME` with a 401 whose body echoes the key, as providers' do.
+fn echoing_upstream() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let Ok((head, body)) = read_request(&mut stream) else {
+                    return;
+                };
+                let key = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("authorization: Bearer "))
+                    .unwrap_or("none")
+                    .trim()
+                    .to_string();
+                let (status, answer) = if body.contains("\"tools\"") && !body.contains("FAIL-ME") {
+                    ("200 OK", r#"{"id":"c1","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}"#.to_string())
+                } else {
+                    (
+                        "401 Unauthorized",
+                        format!(
+                            r#"{{"error":{{"message":"Incorrect API key provided: {key}. You can find your API key at https://example.com.","type":"invalid_request_error","code":"invalid_api_key"}}}}"#
+                        ),
+                    )
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            });
+        }
+    });
+    addr
+}
+
+/// Posts a Chat Completions `body` to `addr` with `key`; the whole
+/// response.
+fn post(addr: SocketAddr, body: &str, key: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {key}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// Every file below `dir`, read as text.
+fn files_below(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().map_while(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_below(&path));
+        } else {
+            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+            out.push((path, text));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_key_an_upstream_echoes_appears_nowhere_under_cwm() {
+    const KEY: &str = "sk-proj-ECHOED0123456789abcdef";
+    let upstream = echoing_upstream();
+    let sessions = tempfile::tempdir().unwrap();
+    let flags = format!(
+        "--strategy cwm --budget 6000 --json --session-dir '{}'",
+        sessions.path().display()
+    );
+    let proxy = Proxy::start_to("true", &flags, &format!("http://{upstream}"));
+    let tools =
+        r#"[{"type":"function","function":{"name":"read","parameters":{"type":"object"}}}]"#;
+    let mut messages = vec![
+        r#"{"role":"system","content":"You are pi."}"#.to_string(),
+        r#"{"role":"user","content":"Task: port the module"}"#.to_string(),
+    ];
+    let mut responses = Vec::new();
+    for step in 1..=12 {
+        messages.push(format!(
+            r#"{{"role":"assistant","content":"step {step}","tool_calls":[{{"id":"call_{step}","type":"function","function":{{"name":"read","arguments":"{{}}"}}}}]}}"#
+        ));
+        let output: String = (0..60)
+            .map(|j| {
+                format!("value_{step}_{j} = compute_{j}(input_{step}) # src/mod_{step}.py:{j}\\n")
+            })
+            .collect();
+        messages.push(format!(
+            r#"{{"role":"tool","tool_call_id":"call_{step}","content":"{output}"}}"#
+        ));
+        let last = if step == 12 { "FAIL-ME" } else { "go on" };
+        let body = format!(
+            r#"{{"model":"gpt-4o","tools":{tools},"messages":[{},{{"role":"user","content":"{last}"}}]}}"#,
+            messages.join(",")
+        );
+        responses.push(post(proxy.addr, &body, KEY));
+    }
+    let (stderr, stdout) = proxy.stop_both();
+    assert!(responses[0].starts_with("HTTP/1.1 200"), "{}", responses[0]);
+    let refused = responses.last().unwrap();
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(
+        refused.contains("Incorrect API key provided: [redacted authorization header]"),
+        "{refused}"
+    );
+    let stored = files_below(sessions.path());
+    let side_calls = stored
+        .iter()
+        .filter(|(_, text)| text.contains("\"side_call\""))
+        .count();
+    assert!(side_calls >= 1, "cwm asked for summaries: {stored:?}");
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("401") && l.contains("[redacted authorization header]")),
+        "the side call's failure is told, redacted: {stderr:?}"
+    );
+    let everything = [
+        ("stderr".to_string(), stderr.join("\n")),
+        ("stdout".to_string(), stdout.join("\n")),
+        ("client".to_string(), responses.join("\n")),
+    ]
+    .into_iter()
+    .chain(
+        stored
+            .into_iter()
+            .map(|(path, text)| (path.display().to_string(), text)),
+    );
+    for (place, text) in everything {
+        assert!(!text.contains(KEY), "the key in {place}: {text}");
+        assert!(!text.contains("ECHOED0123"), "part of the key in {place}");
+    }
 }
