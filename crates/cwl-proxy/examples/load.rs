@@ -190,6 +190,7 @@ async fn main() -> Result<(), String> {
                 events: None,
                 planner_model: None,
                 side_timeout: cwl_proxy::side::DEFAULT_SIDE_TIMEOUT,
+                heads: None,
             };
             let proxy = Arc::new(
                 Proxy::new(options, Arc::new(cwl::O200k::new())).map_err(|e| e.to_string())?,

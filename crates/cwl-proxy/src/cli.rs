@@ -122,6 +122,11 @@ pub struct ProxyArgs {
     /// non-streamed answer may come first); past it the client gets a 504.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_FIRST_BYTE_TIMEOUT.as_secs())]
     pub first_byte_timeout: u64,
+    /// The session directory is shared with other `cwl proxy` replicas behind one load
+    /// balancer: a request whose conversation another replica served last is rebuilt from its
+    /// session file, so any replica answers it as the other would have (see docs/proxy.md).
+    #[arg(long, conflicts_with = "no_store")]
+    pub shared_sessions: bool,
     /// Print one JSON line per request on stdout (conversation, tokens before/after, evicted episodes).
     #[arg(long)]
     pub json: bool,
@@ -194,6 +199,17 @@ impl ProxyArgs {
             };
             Some(Store::new(dir, settings, budget))
         };
+        let heads = match &store {
+            Some(store) if self.shared_sessions => {
+                Some(crate::heads::Heads::open(store.dir()).with_context(|| {
+                    format!(
+                        "--shared-sessions: cannot make {}",
+                        store.dir().join("heads").display()
+                    )
+                })?)
+            }
+            _ => None,
+        };
         let events: Option<crate::event::Sink> = if self.json {
             Some(Box::new(|event| {
                 if let Ok(line) = serde_json::to_string(event) {
@@ -222,6 +238,7 @@ impl ProxyArgs {
             events,
             planner_model: self.planner_model.clone(),
             side_timeout: Duration::from_secs(self.side_timeout),
+            heads,
         })
     }
 }

@@ -75,6 +75,19 @@ fn chain(previous: u64, message: u64) -> u64 {
     hasher.finish()
 }
 
+/// The chain hashes of a history whose messages hash to `messages`: the
+/// `i`-th names its first `i + 1` messages, the same in every process.
+pub fn chains(messages: &[u64]) -> Vec<u64> {
+    let mut previous = 0;
+    messages
+        .iter()
+        .map(|&message| {
+            previous = chain(previous, message);
+            previous
+        })
+        .collect()
+}
+
 /// Where a request goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
@@ -102,6 +115,14 @@ pub enum Route {
         /// How many of the request's messages the stored one holds.
         known: usize,
     },
+    /// Another replica served its history last (see [`crate::heads`]):
+    /// rebuild it from the shared session file and go on from `known`.
+    Shared {
+        /// The conversation here.
+        id: ConversationId,
+        /// How many of the request's messages the stored one holds.
+        known: usize,
+    },
     /// It shares only part of a known conversation's history (the client
     /// edited or rewound it): a new conversation, every message to push.
     Branch {
@@ -121,6 +142,7 @@ impl Route {
             Route::Continue { id, .. }
             | Route::New { id }
             | Route::Resume { id, .. }
+            | Route::Shared { id, .. }
             | Route::Branch { id, .. } => id,
         }
     }
@@ -129,7 +151,9 @@ impl Route {
     /// for a resumed conversation).
     pub fn known(&self) -> usize {
         match *self {
-            Route::Continue { known, .. } | Route::Resume { known, .. } => known,
+            Route::Continue { known, .. }
+            | Route::Resume { known, .. }
+            | Route::Shared { known, .. } => known,
             Route::New { .. } | Route::Branch { .. } => 0,
         }
     }
@@ -173,12 +197,7 @@ impl Conversations {
     /// Routes a request whose messages hash to `messages` (see
     /// [`message_hash`]) and records its history as the conversation's.
     pub fn route(&mut self, messages: &[u64], now: Instant) -> Route {
-        let mut chains = Vec::with_capacity(messages.len());
-        let mut previous = 0;
-        for &message in messages {
-            previous = chain(previous, message);
-            chains.push(previous);
-        }
+        let chains = chains(messages);
         let found = chains.iter().enumerate().rev().find_map(|(at, c)| {
             let id = *self.by_chain.get(c)?;
             let conversation = self.conversations.get(&id)?;

@@ -13,6 +13,8 @@
 //! upstream in the client's own bytes wherever the engine left a message
 //! unchanged ([`server`], [`upstream`]). Conversations are stored as
 //! sessions ([`store`]); each request can be reported as an [`event`].
+//! Replicas behind a load balancer share conversations through their
+//! session directory ([`heads`]).
 //! Strategies that fold content the model can bring back get a `recall`
 //! tool the proxy adds and answers itself ([`recall`]).
 //!
@@ -26,6 +28,7 @@ pub mod cli;
 pub mod conversations;
 pub mod engine;
 pub mod event;
+pub mod heads;
 pub mod identity;
 mod live;
 pub mod recall;

@@ -38,6 +38,7 @@ use crate::body::Body;
 use crate::conversations::{ConversationId, Conversations, Route};
 use crate::engine::Engine;
 use crate::event::{Event, Sink, warn};
+use crate::heads::Heads;
 use crate::identity::Identities;
 use crate::live::{Conversation, Pending, Slot, lock, metered};
 use crate::side::{SideCallEvent, SideCaller, run_side_calls};
@@ -90,6 +91,9 @@ pub struct Options {
     pub planner_model: Option<String>,
     /// The longest one side call may take, whatever its strategy allows.
     pub side_timeout: Duration,
+    /// The head files of a session directory shared with other replicas
+    /// (`--shared-sessions`; `None`: this proxy serves alone).
+    pub heads: Option<Heads>,
 }
 
 impl std::fmt::Debug for Options {
@@ -292,13 +296,14 @@ impl Proxy {
         };
         // Routing goes by the client's bytes, `recall` answers or not.
         let hashes = self.identities.of(&items);
+        let chains = crate::conversations::chains(&hashes);
         let recall = self.recalls(wire, &body);
         let Routed {
             route,
             slot,
             resume,
             gap,
-        } = self.route(&hashes);
+        } = self.route(&hashes, &chains);
         let stored_gap = resume.as_deref().and_then(idle_since_written);
         let mut guard = lock(&slot.0);
         let mut opened = Opened::default();
@@ -340,6 +345,7 @@ impl Proxy {
             }
         };
         conversation.log.messages(&pushed);
+        self.advance_head(conversation, route, &chains);
         let caller = self.side_caller(side, api, &body);
         let side_calls = self.side_calls(conversation, &caller, &side.runtime);
         let gap = if opened.rebuilt {
@@ -380,9 +386,11 @@ impl Proxy {
         Ok(Some((with_history(wire, &body, &history, recall), pending)))
     }
 
-    /// The route of a request whose history hashes to `hashes`, after
-    /// conversations idle too long have left memory.
-    fn route(&self, hashes: &[u64]) -> Routed {
+    /// The route of a request whose history hashes to `hashes` (chain
+    /// hashes `chains`), after conversations idle too long have left
+    /// memory; with replicas, one another replica served last is rebuilt
+    /// from the shared session directory.
+    fn route(&self, hashes: &[u64], chains: &[u64]) -> Routed {
         let now = Instant::now();
         let mut router = lock(&self.router);
         for gone in router.conversations.expire(now) {
@@ -390,16 +398,58 @@ impl Proxy {
         }
         let route = router.conversations.route(hashes, now);
         let gap = router.conversations.gap(route.id());
-        let slot = Arc::clone(router.slots.entry(route.id()).or_default());
         let resume = match route {
             Route::Resume { from, .. } => router.paths.remove(&from),
             _ => None,
         };
-        Routed {
-            route,
-            slot,
-            resume,
-            gap,
+        let shared = self
+            .options
+            .heads
+            .as_ref()
+            .and_then(|heads| shared(heads, route, chains));
+        let slot = match shared {
+            // The copy here, if any, is behind the stored one.
+            Some(_) => Arc::clone(
+                router
+                    .slots
+                    .entry(route.id())
+                    .insert_entry(Arc::default())
+                    .get(),
+            ),
+            None => Arc::clone(router.slots.entry(route.id()).or_default()),
+        };
+        match shared {
+            Some((path, known)) => Routed {
+                route: Route::Shared {
+                    id: route.id(),
+                    known,
+                },
+                slot,
+                resume: Some(path),
+                gap,
+            },
+            None => Routed {
+                route,
+                slot,
+                resume,
+                gap,
+            },
+        }
+    }
+
+    /// Tells the other replicas that `conversation`, routed by `route`,
+    /// now holds the history `chains` names.
+    fn advance_head(&self, conversation: &mut Conversation, route: Route, chains: &[u64]) {
+        let (Some(heads), Some(path), Some(&head)) =
+            (&self.options.heads, conversation.log.path(), chains.last())
+        else {
+            return;
+        };
+        let previous = route.known().checked_sub(1).map(|at| chains[at]);
+        if let Err(error) = heads.advance(previous, head, &path) {
+            let text = format!("the shared head file was not written: {error}");
+            warn(&format!("conversation {}: {text}", conversation.label));
+            conversation.log.note(&text);
         }
     }
 
@@ -416,7 +466,7 @@ impl Proxy {
     ) -> (Conversation, Opened) {
         let resuming = resume.is_some();
         let rebuilt = resume.and_then(|path| {
-            self.resume(wire, known, &path, recall)
+            self.resume(wire, known, &path, route, recall)
                 .map_err(|why| {
                     warn(&format!(
                         "{}: cannot resume the idle conversation: {why}; it starts afresh",
@@ -540,6 +590,7 @@ impl Proxy {
         wire: &dyn Wire,
         items: &mut [Item],
         path: &Path,
+        route: Route,
         recall: bool,
     ) -> Result<Conversation, String> {
         let (mut log, loaded) = Log::reopen(path).map_err(|e| e.to_string())?;
@@ -548,7 +599,10 @@ impl Proxy {
             .strategy(loaded.info.tools, &loaded.info.model)
             .map_err(|error| error.to_string())?;
         let engine = Engine::rebuild(context, wire, items, &records, recall)?;
-        log.note("resumed after leaving memory idle");
+        log.note(match route {
+            Route::Shared { .. } => "continued here after another replica served it",
+            _ => "resumed after leaving memory idle",
+        });
         Ok(Conversation {
             engine,
             label: loaded.info.id,
@@ -638,6 +692,22 @@ struct Side {
     upstream: Upstream,
     uri: Uri,
     headers: HeaderMap,
+}
+
+/// The session file, and how many of the request's messages it holds,
+/// of a conversation another replica served last: for a request no
+/// conversation here continues, or one whose copy here another replica
+/// has since taken further.
+fn shared(heads: &Heads, route: Route, chains: &[u64]) -> Option<(PathBuf, usize)> {
+    match route {
+        Route::New { .. } | Route::Branch { .. } => heads.find(chains, 0),
+        Route::Continue { known, .. } | Route::Resume { known, .. }
+            if known > 0 && !heads.holds(chains[known - 1]) =>
+        {
+            heads.find(chains, known)
+        }
+        Route::Continue { .. } | Route::Resume { .. } | Route::Shared { .. } => None,
+    }
 }
 
 /// Where a request goes (see [`Proxy::route`]).
@@ -738,6 +808,8 @@ fn route_name(route: Route, afresh: bool) -> &'static str {
         Route::Resume { .. } if afresh => "new",
         Route::Continue { .. } => "continue",
         Route::Resume { .. } => "resume",
+        Route::Shared { .. } if afresh => "new",
+        Route::Shared { .. } => "shared",
         Route::Branch { .. } => "branch",
     }
 }

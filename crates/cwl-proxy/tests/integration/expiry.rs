@@ -7,14 +7,9 @@
 
 use crate::support;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cwl::Record;
-use cwl_proxy::event::Event;
-use cwl_proxy::server::{DEFAULT_MAX_BODY, Options, Proxy, serve};
-use cwl_proxy::store::Store;
-use cwl_proxy::upstream::Upstream;
 use cwl_session::strategy::StrategyName;
 use serde_json::json;
 use support::porting::{chat_answer, chat_body, plan_folding, push_read};
@@ -33,42 +28,20 @@ fn plan() -> Reply {
 
 async fn start(openai: &Scripted, anthropic: &Scripted, store: &std::path::Path) -> Running {
     let config = cwl::Config::with_budget(BUDGET).residue_share(None);
-    let strategy = StrategyName::SelfGc;
-    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
-    let sink = Arc::clone(&events);
-    let options = Options {
-        anthropic: Upstream::new(&anthropic.url()),
-        openai: Upstream::new(&openai.url()),
-        store: Some(Store::new(
-            store.to_owned(),
-            cwl_session::Settings {
-                strategy,
-                ..cwl_session::Settings::of(&config)
-            },
-            BUDGET,
-        )),
+    let (mut options, events) = support::options(
+        StrategyName::SelfGc,
         config,
-        strategy,
-        // Plans wait; the cache lives two seconds.
-        strategy_options: json!({"commit_prune": 0.95, "cache_ttl_s": 2}),
-        max_body: DEFAULT_MAX_BODY,
-        idle: FORGET,
-        max_conversations: cwl_proxy::server::DEFAULT_MAX_CONVERSATIONS,
-        events: Some(Box::new(move |event: &Event| {
-            sink.lock().unwrap().push(event.clone())
-        })),
-        planner_model: None,
-        side_timeout: Duration::from_secs(5),
-    };
-    let proxy = Arc::new(Proxy::new(options, Arc::new(cwl::O200k::new())).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve(listener, Arc::clone(&proxy)));
-    Running {
-        addr,
-        proxy,
-        events,
-    }
+        &anthropic.url(),
+        &openai.url(),
+        Some(store),
+        None,
+        FORGET,
+        None,
+        Some(Duration::from_secs(5)),
+    );
+    // Plans wait; the cache lives two seconds.
+    options.strategy_options = json!({"commit_prune": 0.95, "cache_ttl_s": 2});
+    support::start(options, events).await
 }
 
 /// Sends the history with read `step` added.

@@ -12,6 +12,7 @@ mod expiry;
 mod openai;
 mod recall;
 mod relay;
+mod replicas;
 mod restored;
 mod routes;
 mod side;

@@ -325,6 +325,34 @@ pub async fn proxy_configured(
     planner_model: Option<&str>,
     side_timeout: Option<Duration>,
 ) -> Running {
+    let (options, events) = options(
+        strategy,
+        config,
+        anthropic,
+        openai,
+        store,
+        max_body,
+        idle,
+        planner_model,
+        side_timeout,
+    );
+    start(options, events).await
+}
+
+/// A proxy's options as [`proxy_configured`] sets them, and where its
+/// events go.
+#[allow(clippy::too_many_arguments)]
+pub fn options(
+    strategy: StrategyName,
+    config: cwl::Config,
+    anthropic: &str,
+    openai: &str,
+    store: Option<&std::path::Path>,
+    max_body: Option<usize>,
+    idle: Duration,
+    planner_model: Option<&str>,
+    side_timeout: Option<Duration>,
+) -> (Options, Arc<Mutex<Vec<Event>>>) {
     let budget = config.budget;
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let sink = Arc::clone(&events);
@@ -352,7 +380,13 @@ pub async fn proxy_configured(
         })),
         planner_model: planner_model.map(str::to_string),
         side_timeout: side_timeout.unwrap_or(cwl_proxy::side::DEFAULT_SIDE_TIMEOUT),
+        heads: None,
     };
+    (options, events)
+}
+
+/// Serves `options` on 127.0.0.1, its events kept in `events`.
+pub async fn start(options: Options, events: Arc<Mutex<Vec<Event>>>) -> Running {
     let proxy = Arc::new(Proxy::new(options, Arc::new(cwl::O200k::new())).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
