@@ -8,3 +8,4 @@ mod help;
 mod pipes;
 mod proxy_process;
 mod replay_model;
+mod replicas_nginx;

@@ -40,9 +40,9 @@ fn response_of(addr: SocketAddr) -> std::io::Result<String> {
 }
 
 /// A running `cwl proxy`, its address and the stderr lines seen so far.
-struct Proxy {
+pub(crate) struct Proxy {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     seen: Vec<String>,
     stderr: mpsc::Receiver<String>,
     stdout: mpsc::Receiver<String>,
@@ -68,7 +68,7 @@ impl Proxy {
     }
 
     /// [`Proxy::start`] toward `upstream`.
-    fn start_to(limit: &str, flags: &str, upstream: &str) -> Proxy {
+    pub(crate) fn start_to(limit: &str, flags: &str, upstream: &str) -> Proxy {
         let cwl = env!("CARGO_BIN_EXE_cwl");
         let script = format!(
             "{limit} && exec '{cwl}' proxy --listen 127.0.0.1:0 {flags} \
@@ -108,7 +108,7 @@ impl Proxy {
     }
 
     /// Stops the proxy; every line it wrote to stderr, then to stdout.
-    fn stop_both(mut self) -> (Vec<String>, Vec<String>) {
+    pub(crate) fn stop_both(mut self) -> (Vec<String>, Vec<String>) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
         self.seen.extend(self.stderr.try_iter());
@@ -216,7 +216,7 @@ fn a_stalled_upstream_gets_the_client_a_504_in_time() {
 }
 
 /// The request line, headers and body of one HTTP/1.1 request.
-fn read_request(stream: &mut TcpStream) -> std::io::Result<(String, String)> {
+pub(crate) fn read_request(stream: &mut TcpStream) -> std::io::Result<(String, String)> {
     let mut reader = BufReader::new(stream);
     let mut head = String::new();
     loop {
