@@ -24,7 +24,8 @@
 //! with `--no-direct`, which skips the direct requests), and the
 //! process's peak resident memory (which includes this client and the
 //! upstream when the proxy runs in process; use `--proxy` and the proxy's
-//! own `/proc/PID/status` VmHWM to isolate it).
+//! own `/proc/PID/status` VmHWM to isolate it), and, with the proxy in
+//! process, where its own time went (parse, engine, serialise).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 
+use cwl_proxy::event::{Event, Timing};
 use cwl_proxy::server::{DEFAULT_IDLE, DEFAULT_MAX_BODY, Options, Proxy, serve};
 use cwl_proxy::upstream::Upstream;
 
@@ -148,6 +150,57 @@ async fn ttfb(client: &reqwest::Client, url: &str, body: String) -> Result<Durat
     Ok(elapsed)
 }
 
+/// The proxy's own time on each request it handled in process.
+type Timings = Arc<std::sync::Mutex<Vec<Timing>>>;
+
+/// Starts the proxy in process in front of `upstream_url`, keeping each
+/// request's timing; its URL.
+async fn start_proxy(args: &Args, upstream_url: &str, timings: Timings) -> Result<String, String> {
+    let options = Options {
+        anthropic: Upstream::new(upstream_url),
+        openai: Upstream::new(upstream_url),
+        config: cwl::Config::with_budget(args.budget).residue_share(None),
+        strategy: cwl_session::strategy::StrategyName::Cwl,
+        strategy_options: serde_json::Value::Null,
+        store: None,
+        max_body: DEFAULT_MAX_BODY,
+        idle: DEFAULT_IDLE,
+        max_conversations: cwl_proxy::server::DEFAULT_MAX_CONVERSATIONS,
+        events: Some(Box::new(move |event: &Event| {
+            timings.lock().unwrap().push(event.timing)
+        })),
+        planner_model: None,
+        side_timeout: cwl_proxy::side::DEFAULT_SIDE_TIMEOUT,
+        heads: None,
+    };
+    let proxy =
+        Arc::new(Proxy::new(options, Arc::new(cwl::O200k::new())).map_err(|e| e.to_string())?);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let url = format!(
+        "http://{}",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    tokio::spawn(serve(listener, proxy));
+    Ok(url)
+}
+
+/// p50 and p99 of each phase of the proxy's own time, in milliseconds.
+fn phases(timings: &[Timing]) -> serde_json::Value {
+    let phase = |of: fn(&Timing) -> u64| {
+        let mut ms: Vec<f64> = timings.iter().map(|t| of(t) as f64 / 1000.0).collect();
+        ms.sort_by(f64::total_cmp);
+        serde_json::json!({"p50": percentile(&ms, 0.5), "p99": percentile(&ms, 0.99)})
+    };
+    serde_json::json!({
+        "parse": phase(|t| t.parse_us),
+        "engine": phase(|t| t.engine_us),
+        "serialise": phase(|t| t.serialise_us),
+        "sum": phase(|t| t.parse_us + t.engine_us + t.serialise_us),
+    })
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -174,37 +227,10 @@ async fn main() -> Result<(), String> {
     );
     eprintln!("upstream on {upstream_url}");
     tokio::spawn(upstream(listener));
+    let timings: Timings = Arc::default();
     let proxy_url = match &args.proxy {
         Some(url) => url.clone(),
-        None => {
-            let options = Options {
-                anthropic: Upstream::new(&upstream_url),
-                openai: Upstream::new(&upstream_url),
-                config: cwl::Config::with_budget(args.budget).residue_share(None),
-                strategy: cwl_session::strategy::StrategyName::Cwl,
-                strategy_options: serde_json::Value::Null,
-                store: None,
-                max_body: DEFAULT_MAX_BODY,
-                idle: DEFAULT_IDLE,
-                max_conversations: cwl_proxy::server::DEFAULT_MAX_CONVERSATIONS,
-                events: None,
-                planner_model: None,
-                side_timeout: cwl_proxy::side::DEFAULT_SIDE_TIMEOUT,
-                heads: None,
-            };
-            let proxy = Arc::new(
-                Proxy::new(options, Arc::new(cwl::O200k::new())).map_err(|e| e.to_string())?,
-            );
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|e| e.to_string())?;
-            let url = format!(
-                "http://{}",
-                listener.local_addr().map_err(|e| e.to_string())?
-            );
-            tokio::spawn(serve(listener, proxy));
-            url
-        }
+        None => start_proxy(&args, &upstream_url, Arc::clone(&timings)).await?,
     };
     let per_step = args.tokens / args.requests;
     let started = Instant::now();
@@ -282,6 +308,7 @@ async fn main() -> Result<(), String> {
         "direct_interleaved": args.direct,
         "peak_rss_mib": peak_rss_kib().map(|k| k as f64 / 1024.0),
         "proxy_in_process": args.proxy.is_none(),
+        "proxy_time_ms": phases(&timings.lock().unwrap()),
     });
     println!("{}", serde_json::to_string_pretty(&report).unwrap());
     Ok(())

@@ -13,7 +13,8 @@
 //! Arguments after the run directory go to the proxy as `cwl proxy`
 //! flags (`--budget` among them); `--no-lab` skips the lab and
 //! `--losses` lists the requests that lost content, `--breaks` those that
-//! broke the forwarded prefix.
+//! broke the forwarded prefix; `--replicas N` sends request `k` to replica
+//! `k % N` of N proxies sharing a session directory (`--shared-sessions`).
 
 #[path = "../tests/integration/measure/mod.rs"]
 mod measure;
@@ -30,6 +31,16 @@ fn main() -> Result<(), String> {
     };
     let (no_lab, losses, breaks) = (flag("--no-lab"), flag("--losses"), flag("--breaks"));
     let passes = flag("--passes");
+    let replicas = match args.iter().position(|a| a == "--replicas") {
+        Some(at) if at + 1 < args.len() => {
+            let n = args.remove(at + 1);
+            args.remove(at);
+            n.parse::<usize>()
+                .map_err(|_| format!("--replicas {n}: not a number"))?
+        }
+        Some(_) => return Err("--replicas needs a number".into()),
+        None => 1,
+    };
     if args.is_empty() {
         return Err("usage: traffic RUN_DIR [--no-lab] [--losses] [cwl proxy flags]".into());
     }
@@ -48,7 +59,7 @@ fn main() -> Result<(), String> {
         run.requests.len(),
         run.reasoning
     );
-    let forwarded = measure::forward(&run, &args)?;
+    let forwarded = measure::forward_through(&run, &args, replicas)?;
     if let Ok(dump) = std::env::var("TRAFFIC_DUMP") {
         std::fs::create_dir_all(&dump).map_err(|e| e.to_string())?;
         for (k, forwarded) in forwarded.iter().enumerate() {

@@ -18,7 +18,8 @@ pub struct Event {
     pub api: &'static str,
     /// The conversation's session id (or its number when not stored).
     pub conversation: String,
-    /// `new`, `continue` or `branch`.
+    /// `new`, `continue`, `resume` (rebuilt after leaving memory),
+    /// `shared` (rebuilt after another replica served it) or `branch`.
     pub route: &'static str,
     /// The history items the client sent.
     pub items: usize,
@@ -44,6 +45,29 @@ pub struct Event {
     /// (see [`crate::recall`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub recalls: Vec<RecallEvent>,
+    /// Where the proxy's own time on the request went.
+    pub timing: Timing,
+}
+
+/// Where the proxy's own time on a request went, in microseconds: what
+/// it adds to the time to first byte, side calls (which wait on the
+/// upstream) apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Timing {
+    /// Reading the body and hashing its history.
+    pub parse_us: u64,
+    /// Routing, pushing the new messages and the pass (a rebuild from the
+    /// session file included).
+    pub engine_us: u64,
+    /// Rendering the view and writing the body that goes upstream.
+    pub serialise_us: u64,
+}
+
+impl Timing {
+    /// Microseconds in `duration`.
+    pub fn micros(duration: std::time::Duration) -> u64 {
+        u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+    }
 }
 
 /// One `recall` result the proxy answered for the client.
@@ -82,6 +106,7 @@ impl Event {
             warnings: report.warnings.clone(),
             side_calls: Vec::new(),
             recalls: Vec::new(),
+            timing: Timing::default(),
         }
     }
 }

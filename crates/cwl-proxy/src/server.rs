@@ -37,7 +37,7 @@ use crate::api::Api;
 use crate::body::Body;
 use crate::conversations::{ConversationId, Conversations, Route};
 use crate::engine::Engine;
-use crate::event::{Event, Sink, warn};
+use crate::event::{Event, Sink, Timing, warn};
 use crate::heads::Heads;
 use crate::identity::Identities;
 use crate::live::{Conversation, Pending, Slot, lock, metered};
@@ -290,6 +290,7 @@ impl Proxy {
         bytes: &[u8],
         side: &Side,
     ) -> Result<Option<(Vec<u8>, Pending)>, String> {
+        let started = Instant::now();
         let wire = api.wire();
         let Some((body, mut items)) = history(api, bytes)? else {
             return Ok(None);
@@ -297,6 +298,7 @@ impl Proxy {
         // Routing goes by the client's bytes, `recall` answers or not.
         let hashes = self.identities.of(&items);
         let chains = crate::conversations::chains(&hashes);
+        let parsed = started.elapsed();
         let recall = self.recalls(wire, &body);
         let Routed {
             route,
@@ -347,7 +349,9 @@ impl Proxy {
         conversation.log.messages(&pushed);
         self.advance_head(conversation, route, &chains);
         let caller = self.side_caller(side, api, &body);
+        let side_started = Instant::now();
         let side_calls = self.side_calls(conversation, &caller, &side.runtime);
+        let side_time = side_started.elapsed();
         let gap = if opened.rebuilt {
             gap.or(stored_gap)
         } else {
@@ -355,20 +359,27 @@ impl Proxy {
         };
         let report = enforce(conversation, gap, &items, &pushed);
         self.strategy_output(conversation);
+        let engine = started.elapsed().saturating_sub(parsed + side_time);
+        let rendering = Instant::now();
         let cache = cache_breakpoint(api, &body, &items);
         let history = conversation.engine.render(wire, &items, cache.as_ref());
+        let out = with_history(wire, &body, &history, recall);
         if let Some(events) = &self.options.events {
-            let route_name = route_name(route, opened.afresh);
             let mut event = Event::new(
                 api.name(),
                 conversation.label.clone(),
-                route_name,
+                route_name(route, opened.afresh),
                 items.len(),
                 pushed.len(),
                 &report,
             );
             event.side_calls = side_calls;
             event.recalls = conversation.engine.recall_events(recalls);
+            event.timing = Timing {
+                parse_us: Timing::micros(parsed),
+                engine_us: Timing::micros(engine),
+                serialise_us: Timing::micros(rendering.elapsed()),
+            };
             events(&event);
         }
         if !report.budget_met {
@@ -383,7 +394,7 @@ impl Proxy {
             local: conversation.engine.counted(),
             window,
         };
-        Ok(Some((with_history(wire, &body, &history, recall), pending)))
+        Ok(Some((out, pending)))
     }
 
     /// The route of a request whose history hashes to `hashes` (chain

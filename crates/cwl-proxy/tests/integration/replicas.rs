@@ -126,11 +126,14 @@ async fn a_conversation_alternating_between_replicas_goes_upstream_as_through_on
         .map(|m| content_tokens(&serde_json::from_str(m).unwrap()))
         .sum();
     assert!(full > 2 * BUDGET, "eviction was needed: {full}");
-    let routes: Vec<String> = replicas
-        .iter()
-        .flat_map(|r| r.events())
-        .map(|e| e.route.to_string())
-        .collect();
+    let events: Vec<_> = replicas.iter().flat_map(|r| r.events()).collect();
+    assert!(
+        events
+            .iter()
+            .all(|e| e.timing.parse_us > 0 && e.timing.serialise_us > 0),
+        "each request says where the proxy's time went"
+    );
+    let routes: Vec<String> = events.iter().map(|e| e.route.to_string()).collect();
     assert!(
         routes.iter().filter(|r| *r == "shared").count() >= 10,
         "{routes:?}"

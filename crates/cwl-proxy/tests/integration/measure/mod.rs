@@ -193,12 +193,23 @@ pub struct Forwarded {
 /// returns what the upstream received for each: `None` for a request
 /// that never reached it.
 pub fn forward(run: &Run, args: &[String]) -> Result<Vec<Forwarded>, String> {
+    forward_through(run, args, 1)
+}
+
+/// [`forward`] through `replicas` proxies sharing a session directory
+/// (`--shared-sessions`), request `k` to replica `k % replicas`: round
+/// robin, each conversation changing replica at every request.
+pub fn forward_through(
+    run: &Run,
+    args: &[String],
+    replicas: usize,
+) -> Result<Vec<Forwarded>, String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    runtime.block_on(forward_async(run, args))
+    runtime.block_on(forward_async(run, args, replicas.max(1)))
 }
 
 #[derive(Parser)]
@@ -207,38 +218,53 @@ struct Cli {
     proxy: ProxyArgs,
 }
 
-async fn forward_async(run: &Run, args: &[String]) -> Result<Vec<Forwarded>, String> {
+async fn forward_async(
+    run: &Run,
+    args: &[String],
+    replicas: usize,
+) -> Result<Vec<Forwarded>, String> {
     let received: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
     let upstream = start_upstream(Arc::clone(&received), run.reasoning).await;
-    let mut line = vec![
-        "cwl-proxy".to_string(),
-        "--no-store".into(),
+    let shared = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let store: Vec<String> = if replicas > 1 {
+        let dir = shared.path().display().to_string();
+        vec!["--session-dir".into(), dir, "--shared-sessions".into()]
+    } else {
+        vec!["--no-store".into()]
+    };
+    let mut line = vec!["cwl-proxy".to_string()];
+    line.extend(store);
+    line.extend([
         "--anthropic-upstream".into(),
         upstream.clone(),
         "--openai-upstream".into(),
         upstream,
-    ];
+    ]);
     line.extend(args.iter().cloned());
-    let mut options = Cli::try_parse_from(line)
-        .map_err(|e| e.to_string())?
-        .proxy
-        .options()
-        .map_err(|e| e.to_string())?;
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
-    let sink = Arc::clone(&events);
-    options.events = Some(Box::new(move |event: &Event| {
-        sink.lock().unwrap().push(event.clone())
-    }));
-    let proxy =
-        Arc::new(Proxy::new(options, Arc::new(cwl::O200k::new())).map_err(|e| e.to_string())?);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    tokio::spawn(serve(listener, proxy));
+    let mut addrs = Vec::new();
+    for _ in 0..replicas {
+        let mut options = Cli::try_parse_from(line.clone())
+            .map_err(|e| e.to_string())?
+            .proxy
+            .options()
+            .map_err(|e| e.to_string())?;
+        let sink = Arc::clone(&events);
+        options.events = Some(Box::new(move |event: &Event| {
+            sink.lock().unwrap().push(event.clone())
+        }));
+        let proxy =
+            Arc::new(Proxy::new(options, Arc::new(cwl::O200k::new())).map_err(|e| e.to_string())?);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| e.to_string())?;
+        addrs.push(listener.local_addr().map_err(|e| e.to_string())?);
+        tokio::spawn(serve(listener, proxy));
+    }
     let client = reqwest::Client::new();
     let mut out = Vec::new();
-    for request in &run.requests {
+    for (k, request) in run.requests.iter().enumerate() {
+        let addr = addrs[k % replicas];
         let before = received.lock().unwrap().len();
         let response = client
             .post(format!("http://{addr}{}", request.path))
