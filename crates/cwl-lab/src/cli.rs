@@ -19,6 +19,7 @@ use crate::metrics::cost::{self, DEFAULT_MODEL, ModelSource};
 use crate::policy::clear::ClearParams;
 use crate::policy::compact::CompactParams;
 use crate::policy::{PolicyConfig, PolicyKind};
+use crate::replay::FileReport;
 use crate::replay::{ReplayConfig, replay_with};
 use crate::report::{ReplayReport, Skipped, json, losses, plot, table, warnings};
 use crate::session::Session;
@@ -184,6 +185,9 @@ pub struct ReplayArgs {
     /// Keep local token counts as they are: do not calibrate them to the prompt sizes the log recorded, nor add the estimated client system prompt.
     #[arg(long)]
     pub no_calibration: bool,
+    /// Files replayed at once [default: one a core]; the report is the same whatever the number.
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
     /// mask: tool outputs of the last N steps stay whole [default 10: Lindenbauer et al. 2025, "The Complexity Trap"].
     #[arg(long, value_name = "N", default_value_t = crate::policy::mask::DEFAULT_TURNS)]
     pub mask_turns: usize,
@@ -504,11 +508,14 @@ pub fn replay_files(args: &ReplayArgs) -> anyhow::Result<(ReplayReport, u64)> {
 #[error("--model-url and --judge are for `cwl replay`; this command replays without a model")]
 pub struct NoModelClient;
 
-/// [`replay_files`] with the side requests answered by `side`.
+/// [`replay_files`] with the side requests answered by `side`. Files
+/// replay in parallel (one a core); the report lists them in the order
+/// given, as a sequential run would.
 pub fn replay_files_with(
     args: &ReplayArgs,
     side: Arc<dyn SideModel>,
 ) -> anyhow::Result<(ReplayReport, u64)> {
+    use rayon::prelude::*;
     let logs = import::session_logs(&args.files)?;
     let counter = args.tokenizer.counter();
     let (config, _) = args.config_for(None, DEFAULT_MODEL, None, Arc::clone(&counter))?;
@@ -517,57 +524,32 @@ pub fn replay_files_with(
         ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg} ({elapsed})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.jobs.map_or(0, usize::from))
+        .build()
+        .context("cannot start the replay's threads")?;
+    let replayed: Vec<anyhow::Result<Replayed>> = pool.install(|| {
+        logs.par_iter()
+            .map(|path| {
+                let replayed = replay_one(args, path, &counter, &side, &bar);
+                bar.inc(1);
+                replayed
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     let mut bytes = 0u64;
-    for path in &logs {
-        let shown = path.display().to_string();
-        bar.set_message(shown.clone());
-        let opened = if args.no_calibration {
-            Session::open(path).map(|session| calibrate::uncalibrated(session, counter.as_ref()))
-        } else {
-            calibrate::measure_path(path, counter.as_ref())
-        }
-        .and_then(|calibration| Ok((Session::open(path)?, calibration)));
-        let (session, calibration) = match opened {
-            Ok(opened) => opened,
-            Err(error) => {
-                skipped.push(Skipped {
-                    path: shown,
-                    why: error.to_string(),
-                });
-                bar.inc(1);
-                continue;
+    for replayed in replayed {
+        match replayed? {
+            Replayed::File(file, size) => {
+                bytes += size;
+                files.push(*file);
             }
-        };
-        let (mut file_config, source) = args.config_for(
-            session.info.model.as_deref(),
-            default_model(&session.info.format),
-            session.info.window,
-            Arc::clone(&counter),
-        )?;
-        file_config.side = Arc::clone(&side);
-        if args.judge {
-            file_config.judge = Some(Judge {
-                model: Arc::clone(&side),
-                every: args.judge_every,
-            });
+            Replayed::Skipped(why) => skipped.push(why),
         }
-        bytes += session.info.bytes.unwrap_or(0);
-        let mut events = 0u64;
-        let mut tick = || {
-            events += 1;
-            if events.is_multiple_of(512) {
-                bar.set_message(format!("{shown}: {events} events"));
-                bar.tick();
-            }
-        };
-        let mut file = replay_with(session, &shown, &file_config, calibration, &mut tick);
-        file.model_source = Some(source);
-        bar.inc(1);
-        files.push(file);
     }
-    bar.finish_and_clear();
     let report = ReplayReport {
         budget: config.policy.budget,
         budget_typed: args.budget.text.clone(),
@@ -577,6 +559,66 @@ pub fn replay_files_with(
         skipped,
     };
     Ok((report, bytes))
+}
+
+/// What became of one file of a replay.
+enum Replayed {
+    /// Its report, and its size in bytes.
+    File(Box<FileReport>, u64),
+    /// Why it could not be read.
+    Skipped(Skipped),
+}
+
+/// Replays the session log at `path` under `args`.
+fn replay_one(
+    args: &ReplayArgs,
+    path: &std::path::Path,
+    counter: &Arc<dyn TokenCounter>,
+    side: &Arc<dyn SideModel>,
+    bar: &ProgressBar,
+) -> anyhow::Result<Replayed> {
+    let shown = path.display().to_string();
+    bar.set_message(shown.clone());
+    let opened = if args.no_calibration {
+        Session::open(path).map(|session| calibrate::uncalibrated(session, counter.as_ref()))
+    } else {
+        calibrate::measure_path(path, counter.as_ref())
+    }
+    .and_then(|calibration| Ok((Session::open(path)?, calibration)));
+    let (session, calibration) = match opened {
+        Ok(opened) => opened,
+        Err(error) => {
+            return Ok(Replayed::Skipped(Skipped {
+                path: shown,
+                why: error.to_string(),
+            }));
+        }
+    };
+    let (mut file_config, source) = args.config_for(
+        session.info.model.as_deref(),
+        default_model(&session.info.format),
+        session.info.window,
+        Arc::clone(counter),
+    )?;
+    file_config.side = Arc::clone(side);
+    if args.judge {
+        file_config.judge = Some(Judge {
+            model: Arc::clone(side),
+            every: args.judge_every,
+        });
+    }
+    let size = session.info.bytes.unwrap_or(0);
+    let mut events = 0u64;
+    let mut tick = || {
+        events += 1;
+        if events.is_multiple_of(512) {
+            bar.set_message(format!("{shown}: {events} events"));
+            bar.tick();
+        }
+    };
+    let mut file = replay_with(session, &shown, &file_config, calibration, &mut tick);
+    file.model_source = Some(source);
+    Ok(Replayed::File(Box::new(file), size))
 }
 
 /// Kinds of warning printed before the rest are only counted.

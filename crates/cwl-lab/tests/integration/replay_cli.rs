@@ -670,3 +670,50 @@ fn a_logged_prompt_that_shrinks_without_a_compaction_is_the_harness_cutting_it()
     let json: Value = serde_json::from_str(&json::to_json(&report)).unwrap();
     assert_eq!(json["files"][0]["log_prompt_drops"], 1);
 }
+
+/// The smallest real Claude Code traces in `shared/traces`, when present.
+fn smallest_real_traces(count: usize) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/claude-code");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        println!("no real traces at {}: generated logs only", dir.display());
+        return Vec::new();
+    };
+    let mut found: Vec<(u64, PathBuf)> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .map(|p| (std::fs::metadata(&p).map_or(u64::MAX, |m| m.len()), p))
+        .collect();
+    found.sort();
+    found.into_iter().take(count).map(|(_, p)| p).collect()
+}
+
+#[test]
+fn files_replayed_in_parallel_report_as_one_after_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files: Vec<PathBuf> = (1..=5)
+        .map(|n| {
+            pi_log(
+                dir.path(),
+                &format!("p{n}.jsonl"),
+                "claude-sonnet-4-5",
+                2 + n,
+            )
+        })
+        .collect();
+    files.extend(smallest_real_traces(3));
+    files.push(dir.path().join("missing.jsonl"));
+    let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let run = |jobs: &str| {
+        let (report, bytes) =
+            replay_files(&args(&paths, &["--policy", "all", "--jobs", jobs])).unwrap();
+        (
+            json::to_json(&report).to_string(),
+            bytes,
+            report.skipped.len(),
+        )
+    };
+    let sequential = run("1");
+    assert_eq!(sequential.2, 1, "the missing file is skipped, in its place");
+    assert_eq!(run("2"), sequential);
+    assert_eq!(run("3"), sequential);
+}
