@@ -6,7 +6,9 @@
 use std::fmt;
 use std::hash::Hash;
 
-use bm25::{Embedder, EmbedderBuilder, Language, Scorer};
+use std::collections::HashMap;
+
+use bm25::{Embedder, EmbedderBuilder, Embedding, Language, Scorer};
 
 /// Average block length in tokens assumed by a [`RelevanceIndex`] that
 /// grows block by block (BM25 needs one; the document's tool outputs are
@@ -42,6 +44,22 @@ impl<K: Eq + Hash + Clone> RelevanceIndex<K> {
         self.scorer.upsert(key, self.embedder.embed(text));
     }
 
+    /// Adds (or replaces) a block, embedding its text only if `seen` does
+    /// not hold it yet (indexes built with the same `avgdl` embed a text
+    /// alike).
+    pub fn insert_seen(&mut self, key: &K, text: &str, seen: &mut Embeddings) {
+        let id = text_id(text);
+        let embedding = match seen.kept.remove(&id) {
+            Some(embedding) => embedding,
+            None => match seen.used.get(&id) {
+                Some(embedding) => embedding.clone(),
+                None => self.embedder.embed(text),
+            },
+        };
+        self.scorer.upsert(key, embedding.clone());
+        seen.used.insert(id, embedding);
+    }
+
     /// Forgets a block (evicted).
     pub fn remove(&mut self, key: &K) {
         self.scorer.remove(key);
@@ -58,6 +76,31 @@ impl<K: Eq + Hash + Clone> RelevanceIndex<K> {
                 .collect(),
         )
     }
+}
+
+/// The embeddings of the texts a window held when it was last ranked, so
+/// the next ranking embeds only what is new: embedding (splitting,
+/// stemming) is most of a ranking's time, and a window changes little
+/// between two.
+#[derive(Debug, Default)]
+pub struct Embeddings {
+    kept: HashMap<(usize, u64), Embedding>,
+    used: HashMap<(usize, u64), Embedding>,
+}
+
+impl Embeddings {
+    /// Starts a ranking: what the one before did not use is forgotten.
+    pub fn begin(&mut self) {
+        self.kept = std::mem::take(&mut self.used);
+    }
+}
+
+/// A text's identity: its length and SipHash (fixed keys).
+fn text_id(text: &str) -> (usize, u64) {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::hash::DefaultHasher::new();
+    text.hash(&mut hasher);
+    (text.len(), hasher.finish())
 }
 
 /// Each block's relevance to `task` in [0, 1]: its BM25 score over the
@@ -103,6 +146,34 @@ mod tests {
         assert!(scores[1] < 0.5 && scores[2] < 0.5, "{scores:?}");
         assert_eq!(relevance("quantum chromodynamics", &blocks), [0.0; 3]);
         assert!(relevance("anything", &[]).is_empty());
+    }
+
+    #[test]
+    fn an_index_built_from_remembered_embeddings_scores_as_one_built_afresh() {
+        let texts = [
+            "the login handler checks the password hash",
+            "cargo build finished in 3.2s",
+            "password reset emails go through the mailer",
+        ];
+        let task = "why does login reject a valid password";
+        let mut seen = Embeddings::default();
+        for round in 0..3 {
+            seen.begin();
+            let (mut fresh, mut remembered) = (
+                RelevanceIndex::new(DEFAULT_AVGDL),
+                RelevanceIndex::new(DEFAULT_AVGDL),
+            );
+            for (key, text) in texts.iter().enumerate().skip(round % 2) {
+                fresh.insert(&key, text);
+                remembered.insert_seen(&key, text, &mut seen);
+            }
+            let keys = [0, 1, 2];
+            assert_eq!(remembered.scores(task, &keys), fresh.scores(task, &keys));
+        }
+        assert_eq!(seen.used.len(), 3);
+        seen.begin();
+        seen.begin();
+        assert!(seen.kept.is_empty(), "unused embeddings are forgotten");
     }
 
     #[test]

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::compress::{CompressionOptions, Level};
 use crate::pressure::{Monitor, PressureEvent, Reading, Thresholds, Zone};
-use crate::relevance::{DEFAULT_AVGDL, RelevanceIndex};
+use crate::relevance::{DEFAULT_AVGDL, Embeddings, RelevanceIndex};
 use crate::scorers::{BlockInfo, ContentType, Scorer};
 
 /// The strategy's name as `--strategy` spells it.
@@ -110,6 +110,8 @@ pub struct Cwm {
     evicted_blocks: u64,
     /// The window this one continues, when a bootstrap prompt opened it.
     bootstrapped_from: Option<u32>,
+    /// The blocks' embeddings at the last ranking (a cache: not saved).
+    embeddings: std::sync::Mutex<Embeddings>,
 }
 
 impl std::fmt::Debug for Cwm {
@@ -185,6 +187,7 @@ impl Cwm {
             pushed_tokens: 0,
             evicted_blocks: 0,
             bootstrapped_from: None,
+            embeddings: std::sync::Mutex::default(),
         }
     }
 
@@ -251,6 +254,7 @@ impl Cwm {
             pushed_tokens: state.pushed_tokens,
             evicted_blocks: state.evicted_blocks,
             bootstrapped_from: state.bootstrapped_from,
+            embeddings: std::sync::Mutex::default(),
         }
         .with_notes(state.notes_text))
     }
@@ -289,14 +293,21 @@ impl Cwm {
             })
             .collect();
         let mut index = RelevanceIndex::new(DEFAULT_AVGDL);
+        let mut seen = self
+            .embeddings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.begin();
         let mut keys = Vec::new();
         let mut blocks = Vec::new();
         for (at, entry) in self.entries.iter().enumerate() {
             match &entry.message {
                 Message::User { content } => {
-                    index.insert(&(at, usize::MAX), content);
+                    index.insert_seen(&(at, usize::MAX), content, &mut seen);
                 }
-                Message::ToolResult(result) => index.insert(&(at, usize::MAX), &result.content),
+                Message::ToolResult(result) => {
+                    index.insert_seen(&(at, usize::MAX), &result.content, &mut seen);
+                }
                 Message::Assistant { content } => {
                     let join = |reasoning: bool| {
                         content
@@ -309,8 +320,8 @@ impl Cwm {
                             .collect::<Vec<_>>()
                             .join("\n")
                     };
-                    index.insert(&(at, 0), &join(true));
-                    index.insert(&(at, 1), &join(false));
+                    index.insert_seen(&(at, 0), &join(true), &mut seen);
+                    index.insert_seen(&(at, 1), &join(false), &mut seen);
                     if at >= in_flight {
                         continue;
                     }

@@ -579,6 +579,9 @@ fn replay_one(
 ) -> anyhow::Result<Replayed> {
     let shown = path.display().to_string();
     bar.set_message(shown.clone());
+    // Every policy counts the same messages: count each once.
+    let counter: Arc<dyn TokenCounter> = Arc::new(cwl::Remembering::new(Arc::clone(counter)));
+    let counter = &counter;
     let opened = if args.no_calibration {
         Session::open(path).map(|session| calibrate::uncalibrated(session, counter.as_ref()))
     } else {

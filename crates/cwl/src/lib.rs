@@ -90,4 +90,4 @@ pub use strategy::{
     Health, NoSidecars, Saved, SideCalls, SideRequest, SidecarFile, SidecarStore, Strategy,
 };
 pub use text::shorten;
-pub use tokens::{Estimate, O200k, TokenCounter};
+pub use tokens::{Estimate, O200k, Remembering, TokenCounter};

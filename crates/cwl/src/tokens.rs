@@ -38,6 +38,58 @@ impl TokenCounter for O200k {
     }
 }
 
+/// A counter that remembers what it counted: each distinct text is
+/// counted once by the counter it wraps. For one replay of a log, where
+/// every policy counts the same messages again; its memory grows with the
+/// distinct texts seen (16 bytes each), so it belongs to one session, not
+/// a process.
+pub struct Remembering {
+    inner: std::sync::Arc<dyn TokenCounter>,
+    seen: std::sync::Mutex<rustc_hash::FxHashMap<(usize, u64), usize>>,
+}
+
+impl Remembering {
+    /// Remembers the counts `inner` gives.
+    pub fn new(inner: std::sync::Arc<dyn TokenCounter>) -> Self {
+        Remembering {
+            inner,
+            seen: std::sync::Mutex::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Remembering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let seen = self.seen.lock().map_or(0, |seen| seen.len());
+        f.debug_struct("Remembering").field("texts", &seen).finish()
+    }
+}
+
+impl TokenCounter for Remembering {
+    fn count(&self, text: &str) -> usize {
+        use std::hash::{Hash, Hasher};
+        // SipHash with fixed keys: the same in every run, and no weak spot
+        // for texts that differ in a few bytes.
+        let mut hasher = std::hash::DefaultHasher::new();
+        text.hash(&mut hasher);
+        let key = (text.len(), hasher.finish());
+        let known = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+            .copied();
+        known.unwrap_or_else(|| {
+            let tokens = self.inner.count(text);
+            self.seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(key, tokens);
+            tokens
+        })
+    }
+}
+
 /// A cheap estimate: one token per four bytes, rounded up.
 ///
 /// Close enough for English and code to size budgets in tests; never use it
@@ -107,6 +159,34 @@ mod tests {
         assert_eq!(counter.count(""), 0);
         assert_eq!(counter.count("hello world"), 2);
         assert!(counter.count("fn main() { println!(\"hi\"); }") > 5);
+    }
+
+    #[test]
+    fn a_remembering_counter_counts_each_distinct_text_once_and_the_same() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Tally(AtomicUsize);
+        impl TokenCounter for Tally {
+            fn count(&self, text: &str) -> usize {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                O200k.count(text)
+            }
+        }
+        let tally = std::sync::Arc::new(Tally(AtomicUsize::new(0)));
+        let remembering = Remembering::new(tally.clone());
+        let texts = [
+            "fn main() {}",
+            "hello world",
+            "fn main() {}",
+            "",
+            "hello world!",
+        ];
+        for _ in 0..3 {
+            for text in texts {
+                assert_eq!(remembering.count(text), O200k.count(text), "{text:?}");
+            }
+        }
+        assert_eq!(tally.0.load(Ordering::SeqCst), 4, "four distinct texts");
+        assert!(format!("{remembering:?}").contains("texts: 4"));
     }
 
     #[test]
