@@ -528,20 +528,26 @@ pub fn replay_files_with(
         .num_threads(args.jobs.map_or(0, usize::from))
         .build()
         .context("cannot start the replay's threads")?;
-    let replayed: Vec<anyhow::Result<Replayed>> = pool.install(|| {
-        logs.par_iter()
-            .map(|path| {
-                let replayed = replay_one(args, path, &counter, &side, &bar);
+    // The largest files first, so no core is left with one at the end;
+    // the report keeps the order given.
+    let mut order: Vec<usize> = (0..logs.len()).collect();
+    order.sort_by_key(|&at| std::cmp::Reverse(std::fs::metadata(&logs[at]).map_or(0, |m| m.len())));
+    let mut replayed: Vec<(usize, anyhow::Result<Replayed>)> = pool.install(|| {
+        order
+            .par_iter()
+            .map(|&at| {
+                let replayed = replay_one(args, &logs[at], &counter, &side, &bar);
                 bar.inc(1);
-                replayed
+                (at, replayed)
             })
             .collect()
     });
+    replayed.sort_by_key(|&(at, _)| at);
     bar.finish_and_clear();
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     let mut bytes = 0u64;
-    for replayed in replayed {
+    for (_, replayed) in replayed {
         match replayed? {
             Replayed::File(file, size) => {
                 bytes += size;
