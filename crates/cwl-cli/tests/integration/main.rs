@@ -7,5 +7,6 @@ mod exit_codes;
 mod help;
 mod pipes;
 mod proxy_process;
+mod replay_many;
 mod replay_model;
 mod replicas_nginx;
