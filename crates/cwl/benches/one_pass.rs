@@ -4,10 +4,14 @@
 //! alone (pushing and counting are excluded: they happen before the clock
 //! starts), the median of five runs, and what the pass did.
 //!
-//! Run: `cargo bench -p cwl --bench one_pass`
+//! Run: `cargo bench -p cwl --bench one_pass` (status 1 when the median is
+//! more than twice its baseline in `benches/baselines/one_pass.txt`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[path = "support/baseline.rs"]
+mod baseline;
 
 use cwl::{Block, Config, Context, Estimate, Message, ToolCall, delimiter_spec};
 use serde_json::json;
@@ -133,5 +137,9 @@ fn main() {
         report.episodes.len(),
         report.folded,
         report.budget_met
+    );
+    baseline::check(
+        "one_pass",
+        &[("median_ms".to_string(), times[2].as_secs_f64() * 1e3)],
     );
 }

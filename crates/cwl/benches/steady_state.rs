@@ -5,7 +5,9 @@
 //! trivial estimator, so tokenizing the new content is excluded) around
 //! 1M, 4M, 16M and 32M tokens of history, and the run's peak memory.
 //!
-//! Run: `cargo bench -p cwl --bench steady_state`
+//! Run: `cargo bench -p cwl --bench steady_state`. It exits with status 1
+//! when a figure is more than twice its baseline in
+//! `benches/baselines/steady_state.txt`.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -15,6 +17,9 @@ use cwl::{Config, Context, Estimate, Message};
 
 #[path = "support/session.rs"]
 mod session;
+
+#[path = "support/baseline.rs"]
+mod baseline;
 
 use session::Session;
 
@@ -85,6 +90,7 @@ fn main() {
         history as f64 / 1e6,
         cumulative as f64 / 1e6
     );
+    let mut figures = Vec::new();
     for milestone in [1_000_000u64, 4_000_000, 16_000_000, 32_000_000] {
         let start = samples
             .iter()
@@ -96,6 +102,15 @@ fn main() {
             .map(|(_, d)| *d)
             .collect();
         window.sort();
+        let millions = milestone / 1_000_000;
+        figures.push((
+            format!("p50_us_at_{millions}M"),
+            percentile(&window, 0.5).as_secs_f64() * 1e6,
+        ));
+        figures.push((
+            format!("p99_us_at_{millions}M"),
+            percentile(&window, 0.99).as_secs_f64() * 1e6,
+        ));
         println!(
             "  at {:>3}M history: per-turn engine time p50 {:>7.1} µs, p99 {:>7.1} µs (100 turns)",
             milestone / 1_000_000,
@@ -123,4 +138,5 @@ fn main() {
         ),
         None => println!("peak memory: unavailable on this platform"),
     }
+    baseline::check("steady_state", &figures);
 }
