@@ -278,16 +278,16 @@ fn echoing_upstream() -> SocketAddr {
     addr
 }
 
-/// Posts a Chat Completions `body` to `addr` with `key`; the whole
-/// response.
-fn post(addr: SocketAddr, body: &str, key: &str) -> String {
+/// Posts `body` to `path` at `addr` with the header lines `headers`
+/// (each ending in CRLF); the whole response, streamed or not.
+pub(crate) fn post(addr: SocketAddr, path: &str, headers: &str, body: &str) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     write!(
         stream,
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {key}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\n{headers}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -345,7 +345,8 @@ fn a_key_an_upstream_echoes_appears_nowhere_under_cwm() {
             r#"{{"model":"gpt-4o","tools":{tools},"messages":[{},{{"role":"user","content":"{last}"}}]}}"#,
             messages.join(",")
         );
-        responses.push(post(proxy.addr, &body, KEY));
+        let auth = format!("authorization: Bearer {KEY}\r\n");
+        responses.push(post(proxy.addr, "/v1/chat/completions", &auth, &body));
     }
     let (stderr, stdout) = proxy.stop_both();
     assert!(responses[0].starts_with("HTTP/1.1 200"), "{}", responses[0]);

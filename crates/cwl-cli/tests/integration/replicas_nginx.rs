@@ -5,7 +5,7 @@
 //! go upstream exactly as through one proxy: under budget, the latest
 //! turn byte for byte, and no prefix break a single proxy would not make.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use cwl::TokenCounter;
 use serde_json::{Value, json};
 
-use crate::proxy_process::{Proxy, read_request};
+use crate::proxy_process::{Proxy, post, read_request};
 
 const BUDGET: usize = 6_000;
 const STEPS: usize = 30;
@@ -150,20 +150,8 @@ impl Drop for Nginx {
 
 /// Posts `body` to `path` at `addr` with `headers`; the status line,
 /// having read the whole (streamed) answer.
-fn post(addr: SocketAddr, path: &str, headers: &str, body: &Value) -> String {
-    let body = body.to_string();
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nhost: {addr}\r\n{headers}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+fn status(addr: SocketAddr, path: &str, headers: &str, body: &Value) -> String {
+    let response = post(addr, path, headers, &body.to_string());
     response.lines().next().unwrap_or_default().to_string()
 }
 
@@ -235,15 +223,15 @@ fn drive(addr: SocketAddr) -> [(Vec<Value>, Vec<Value>); 2] {
         let body = clients.claude_body(step);
         claude_latest.extend(clients.claude.last().cloned());
         let claude = "x-api-key: sk-ant-test\r\nanthropic-version: 2023-06-01\r\n";
-        assert!(post(addr, "/v1/messages?beta=true", claude, &body).contains(" 200 "));
+        assert!(status(addr, "/v1/messages?beta=true", claude, &body).contains(" 200 "));
         if step >= 12 && step % 3 == 0 {
             let ping = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": format!("ping {step}")}]});
-            assert!(post(addr, "/v1/chat/completions", "", &ping).contains(" 200 "));
+            assert!(status(addr, "/v1/chat/completions", "", &ping).contains(" 200 "));
         }
         let body = clients.codex_body(step);
         codex_latest.extend(clients.codex.last().cloned());
         let codex = "authorization: Bearer sk-test\r\n";
-        assert!(post(addr, "/v1/responses", codex, &body).contains(" 200 "));
+        assert!(status(addr, "/v1/responses", codex, &body).contains(" 200 "));
     }
     [
         (clients.claude, claude_latest),

@@ -12,7 +12,7 @@ use std::time::Duration;
 use cwl::Record;
 use cwl_session::strategy::StrategyName;
 use serde_json::json;
-use support::porting::{chat_answer, chat_body, plan_folding, push_read};
+use support::porting::{chat_answer, plan_folding, push_read};
 use support::{Reply, Running, Scripted, Seen};
 
 const PLANNER: &str = "context garbage collector";
@@ -47,13 +47,7 @@ async fn start(openai: &Scripted, anthropic: &Scripted, store: &std::path::Path)
 /// Sends the history with read `step` added.
 async fn step(proxy: &Running, messages: &mut Vec<String>, step: usize) {
     push_read(messages, step, 8);
-    let response = reqwest::Client::new()
-        .post(proxy.url("/v1/chat/completions"))
-        .body(chat_body(messages))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
+    proxy.chat(messages).await;
 }
 
 fn main_requests(seen: &[Seen]) -> Vec<String> {

@@ -8,9 +8,9 @@ use crate::support;
 use std::time::Duration;
 
 use cwl_proxy::heads::Heads;
-use cwl_session::strategy::StrategyName;
+use cwl_session::strategy::StrategyName::Cwl;
 use serde_json::{Value, json};
-use support::porting::{chat_body, content_tokens, output, push_read};
+use support::porting::{self, content_tokens, opening, output};
 use support::{Reply, Running, Scripted};
 
 const BUDGET: usize = 3_000;
@@ -38,32 +38,11 @@ fn answer(seen: &support::Seen) -> Option<Reply> {
 /// other replicas when `shared`.
 async fn replica(upstream: &Scripted, store: &std::path::Path, shared: bool) -> Running {
     let config = cwl::Config::with_budget(BUDGET).residue_share(None);
-    let (mut options, events) = support::options(
-        StrategyName::Cwl,
-        config,
-        &upstream.url(),
-        &upstream.url(),
-        Some(store),
-        None,
-        Duration::from_secs(600),
-        None,
-        None,
-    );
+    let (url, idle) = (upstream.url(), Duration::from_secs(600));
+    let (mut options, events) =
+        support::options(Cwl, config, &url, &url, Some(store), None, idle, None, None);
     options.heads = shared.then(|| Heads::open(store).unwrap());
     support::start(options, events).await
-}
-
-/// Sends `messages` to `proxy` and reads the whole answer, as a client
-/// does before its next request.
-async fn send(proxy: &Running, messages: &[String]) {
-    let response = reqwest::Client::new()
-        .post(proxy.url("/v1/chat/completions"))
-        .body(chat_body(messages))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    response.text().await.unwrap();
 }
 
 /// The forwarded requests' messages.
@@ -86,16 +65,9 @@ async fn a_conversation_alternating_between_replicas_goes_upstream_as_through_on
         replica(&shared_upstream, shared_dir.path(), true).await,
     ];
     let alone = replica(&alone_upstream, alone_dir.path(), false).await;
-    let mut messages = vec![
-        r#"{"role": "system", "content": "You are pi."}"#.to_string(),
-        r#"{"role": "user", "content": "Task: port the module"}"#.to_string(),
-    ];
+    let mut messages = opening();
     for step in 1..=40 {
-        push_read(&mut messages, step, 8);
-        if step == 15 {
-            messages.push(r#"{"role": "assistant", "content": "half done"}"#.to_string());
-            messages.push(r#"{"role": "user", "content": "Task: the rest"}"#.to_string());
-        }
+        porting::step(&mut messages, step, 8);
         // One replica alone until the conversation is well over budget,
         // then round robin, then runs of three on one replica.
         let at = match step {
@@ -103,8 +75,8 @@ async fn a_conversation_alternating_between_replicas_goes_upstream_as_through_on
             21..=30 => step % 2,
             _ => (step / 3) % 2,
         };
-        send(&replicas[at], &messages).await;
-        send(&alone, &messages).await;
+        replicas[at].chat(&messages).await;
+        alone.chat(&messages).await;
     }
     let (through_two, through_one) = (forwarded(&shared_upstream), forwarded(&alone_upstream));
     assert_eq!(through_two.len(), 40);

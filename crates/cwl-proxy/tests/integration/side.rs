@@ -12,27 +12,48 @@ use cwl_proxy::event::Event;
 use cwl_session::strategy::StrategyName;
 use serde_json::{Value, json};
 use support::porting::{
-    assert_paired, chat_answer, chat_body, content_tokens, fold_plan, output, push_read,
+    self, assert_paired, chat_answer, chat_body, content_tokens, fold_plan, opening, output,
 };
 use support::{Reply, Running, Scripted, Seen, quoted};
 
 const PLANNER: &str = "context garbage collector";
 const SUMMARY: &str = "Summarize the following tool output";
 
+/// A proxy managing every conversation with `strategy` at `budget` in
+/// front of the `(anthropic, openai)` upstreams, storing in `store`; its
+/// side calls ask `planner` (else the client's model) and wait at most
+/// `timeout`.
+async fn side_proxy(
+    strategy: StrategyName,
+    budget: usize,
+    (anthropic, openai): (&Scripted, &Scripted),
+    store: Option<&std::path::Path>,
+    planner: Option<&str>,
+    timeout: Duration,
+) -> Running {
+    let idle = Duration::from_secs(600);
+    let (anthropic, openai) = (anthropic.url(), openai.url());
+    support::proxy_side(
+        strategy,
+        budget,
+        &anthropic,
+        &openai,
+        store,
+        None,
+        idle,
+        planner,
+        Some(timeout),
+    )
+    .await
+}
+
 /// Sends the 40-step porting task (outputs `lines` lines long) through
 /// `proxy`, as pi would; returns the messages of the last request.
 async fn drive(proxy: &Running, lines: usize) -> Vec<String> {
     let client = reqwest::Client::new();
-    let mut messages = vec![
-        r#"{"role": "system", "content": "You are pi."}"#.to_string(),
-        r#"{"role": "user", "content": "Task: port the module"}"#.to_string(),
-    ];
+    let mut messages = opening();
     for step in 1..=40 {
-        push_read(&mut messages, step, lines);
-        if step == 15 {
-            messages.push(r#"{"role": "assistant", "content": "half done"}"#.to_string());
-            messages.push(r#"{"role": "user", "content": "Task: the rest"}"#.to_string());
-        }
+        porting::step(&mut messages, step, lines);
         let response = client
             .post(proxy.url("/v1/chat/completions"))
             .header("authorization", "Bearer sk-client")
@@ -106,16 +127,13 @@ async fn self_gc_plans_through_the_proxy_and_forwards_the_fold_pointer() {
     });
     let store = tempfile::tempdir().unwrap();
     let budget = 3_000;
-    let proxy = support::proxy_side(
+    let proxy = side_proxy(
         StrategyName::SelfGc,
         budget,
-        &anthropic.url(),
-        &openai.url(),
+        (&anthropic, &openai),
         Some(store.path()),
         None,
-        Duration::from_secs(600),
-        None,
-        Some(Duration::from_secs(5)),
+        Duration::from_secs(5),
     )
     .await;
     drive(&proxy, 8).await;
@@ -262,16 +280,13 @@ async fn failing_side_calls_change_nothing_and_the_planner_model_reaches_them_on
     });
     let store = tempfile::tempdir().unwrap();
     let budget = 3_000;
-    let proxy = support::proxy_side(
+    let proxy = side_proxy(
         StrategyName::SelfGc,
         budget,
-        &anthropic.url(),
-        &openai.url(),
+        (&anthropic, &openai),
         Some(store.path()),
-        None,
-        Duration::from_secs(600),
         Some("planner-x"),
-        Some(Duration::from_secs(1)),
+        Duration::from_secs(1),
     )
     .await;
     drive(&proxy, 8).await;
@@ -318,16 +333,13 @@ async fn a_planner_that_always_hangs_holds_a_conversation_three_timeouts_in_all(
     openai.respond(|seen| seen.text().contains(PLANNER).then_some(Reply::Hang));
     let store = tempfile::tempdir().unwrap();
     let budget = 3_000;
-    let proxy = support::proxy_side(
+    let proxy = side_proxy(
         StrategyName::SelfGc,
         budget,
-        &anthropic.url(),
-        &openai.url(),
+        (&anthropic, &openai),
         Some(store.path()),
         None,
-        Duration::from_secs(600),
-        None,
-        Some(Duration::from_millis(500)),
+        Duration::from_millis(500),
     )
     .await;
     let started = std::time::Instant::now();
@@ -380,16 +392,13 @@ async fn cwm_asks_for_summaries_through_the_proxy_and_forwards_them() {
     });
     let store = tempfile::tempdir().unwrap();
     let budget = 6_000;
-    let proxy = support::proxy_side(
+    let proxy = side_proxy(
         StrategyName::Cwm,
         budget,
-        &anthropic.url(),
-        &openai.url(),
+        (&anthropic, &openai),
         Some(store.path()),
         None,
-        Duration::from_secs(600),
-        None,
-        Some(Duration::from_secs(5)),
+        Duration::from_secs(5),
     )
     .await;
     drive(&proxy, 40).await;
@@ -429,16 +438,13 @@ async fn self_gc_plans_over_anthropic_messages_with_the_clients_key() {
         })
     });
     let budget = 3_000;
-    let proxy = support::proxy_side(
+    let proxy = side_proxy(
         StrategyName::SelfGc,
         budget,
-        &anthropic.url(),
-        &openai.url(),
+        (&anthropic, &openai),
         None,
         None,
-        Duration::from_secs(600),
-        None,
-        Some(Duration::from_secs(5)),
+        Duration::from_secs(5),
     )
     .await;
     let client = reqwest::Client::new();
@@ -531,16 +537,13 @@ async fn self_gc_plans_over_openai_responses() {
         })
     });
     let budget = 3_000;
-    let proxy = support::proxy_side(
+    let proxy = side_proxy(
         StrategyName::SelfGc,
         budget,
-        &anthropic.url(),
-        &openai.url(),
+        (&anthropic, &openai),
         None,
         None,
-        Duration::from_secs(600),
-        None,
-        Some(Duration::from_secs(5)),
+        Duration::from_secs(5),
     )
     .await;
     let client = reqwest::Client::new();

@@ -13,7 +13,7 @@ use cwl_session::Settings;
 use cwl_session::strategy::StrategyName;
 use serde_json::Value;
 use support::Scripted;
-use support::porting::{TOOLS, assert_paired, content_tokens, push_read};
+use support::porting::{self, TOOLS, assert_paired, content_tokens, opening};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cwm_keeps_chat_completions_within_budget_and_is_stored_as_the_strategy() {
@@ -45,16 +45,9 @@ async fn within_budget_and_stored(strategy: StrategyName) -> Vec<Value> {
     )
     .await;
     let client = reqwest::Client::new();
-    let mut messages = vec![
-        r#"{"role": "system", "content": "You are pi."}"#.to_string(),
-        r#"{"role": "user", "content": "Task: port the module"}"#.to_string(),
-    ];
+    let mut messages = opening();
     for step in 1..=40 {
-        push_read(&mut messages, step, 8);
-        if step == 15 {
-            messages.push(r#"{"role": "assistant", "content": "half done"}"#.to_string());
-            messages.push(r#"{"role": "user", "content": "Task: the rest"}"#.to_string());
-        }
+        porting::step(&mut messages, step, 8);
         let body = format!(
             r#"{{"model": "gpt-test", "tools": {TOOLS}, "stream": true, "stream_options": {{"include_usage": true}}, "messages": [{}]}}"#,
             messages.join(", ")

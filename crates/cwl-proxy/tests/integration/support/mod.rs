@@ -210,6 +210,20 @@ impl Running {
         format!("http://{}{}", self.addr, path)
     }
 
+    /// Sends the Chat Completions history `messages` (see
+    /// [`porting::chat_body`]) and reads the whole answer, as a client
+    /// does before its next request.
+    pub async fn chat(&self, messages: &[String]) {
+        let response = reqwest::Client::new()
+            .post(self.url("/v1/chat/completions"))
+            .body(porting::chat_body(messages))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.bytes().await.unwrap();
+    }
+
     pub fn events(&self) -> Vec<Event> {
         self.events.lock().unwrap().clone()
     }

@@ -38,6 +38,24 @@ pub fn output(step: usize, lines: usize) -> String {
         .collect()
 }
 
+/// The porting task's opening: pi's system prompt and the task.
+pub fn opening() -> Vec<String> {
+    vec![
+        r#"{"role": "system", "content": "You are pi."}"#.to_string(),
+        r#"{"role": "user", "content": "Task: port the module"}"#.to_string(),
+    ]
+}
+
+/// Step `step` of the porting task: read `step` (`lines` lines long), and
+/// after the 15th an answer and a second task.
+pub fn step(messages: &mut Vec<String>, step: usize, lines: usize) {
+    push_read(messages, step, lines);
+    if step == 15 {
+        messages.push(r#"{"role": "assistant", "content": "half done"}"#.to_string());
+        messages.push(r#"{"role": "user", "content": "Task: the rest"}"#.to_string());
+    }
+}
+
 /// Adds read `step` (the call, then its `lines`-line result) to a Chat
 /// Completions history.
 pub fn push_read(messages: &mut Vec<String>, step: usize, lines: usize) {
