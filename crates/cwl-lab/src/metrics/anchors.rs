@@ -85,7 +85,7 @@ pub fn scan(text: &str, found: &mut impl FnMut(&str)) {
 }
 
 /// Which parts of a message to read anchors from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
     /// Everything the message shows the model (for what a request holds).
     All,
@@ -148,6 +148,37 @@ pub struct AnchorTable {
     names: Vec<Box<str>>,
     /// Per anchor: the model calls made before it last appeared.
     seen: Vec<Option<u64>>,
+    /// The anchors of messages already read, by the identity of what
+    /// [`message_texts`] reads in them: a replay shows every policy the
+    /// same messages, and interning is append-only, so they do not change.
+    extracted: HashMap<(Scope, u64), Vec<AnchorId>>,
+}
+
+/// The identity of what [`message_texts`] reads in `message` within
+/// `scope` (SipHash with fixed keys over its texts and raw arguments).
+fn message_key(message: &Message, scope: Scope) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::hash::DefaultHasher::new();
+    let mut part = |tag: u8, text: &str| {
+        tag.hash(&mut hasher);
+        text.hash(&mut hasher);
+    };
+    match message {
+        Message::System { content } => part(0, content),
+        Message::User { content } => part(1, content),
+        Message::ToolResult(result) => part(2, &result.content),
+        Message::Assistant { content } => {
+            for block in content {
+                match block {
+                    Block::Text { text } => part(3, text),
+                    Block::Reasoning { text, .. } if scope == Scope::All => part(4, text),
+                    Block::Reasoning { .. } => part(5, ""),
+                    Block::ToolCall(call) => part(6, &call.arguments),
+                }
+            }
+        }
+    }
+    hasher.finish()
 }
 
 impl AnchorTable {
@@ -177,12 +208,17 @@ impl AnchorTable {
 
     /// The sorted, deduplicated anchor ids of `message` within `scope`.
     pub fn extract(&mut self, message: &Message, scope: Scope) -> Vec<AnchorId> {
+        let key = (scope, message_key(message, scope));
+        if let Some(ids) = self.extracted.get(&key) {
+            return ids.clone();
+        }
         let mut ids = Vec::new();
         message_texts(message, scope, &mut |text| {
             scan(text, &mut |anchor| ids.push(self.intern(anchor)))
         });
         ids.sort_unstable();
         ids.dedup();
+        self.extracted.insert(key, ids.clone());
         ids
     }
 
