@@ -41,6 +41,6 @@ pub use budgets::{
 pub use checkpoint::{CheckpointError, TaskCheckpoint};
 pub use compress::{Cascade, CompressionOptions, Level, Stage};
 pub use pressure::{Monitor, PressureEvent, Reading, Source, Thresholds, Zone};
-pub use relevance::{Embeddings, RelevanceIndex, relevance};
+pub use relevance::{RelevanceIndex, WindowIndex, relevance};
 pub use scorers::{BlockInfo, ContentType, Scorer};
 pub use strategy::{CompressionStats, Cwm, Metrics};

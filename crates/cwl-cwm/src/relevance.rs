@@ -8,7 +8,7 @@ use std::hash::Hash;
 
 use std::collections::HashMap;
 
-use bm25::{Embedder, EmbedderBuilder, Embedding, Language, Scorer};
+use bm25::{Embedder, EmbedderBuilder, Language, Scorer};
 
 /// Average block length in tokens assumed by a [`RelevanceIndex`] that
 /// grows block by block (BM25 needs one; the document's tool outputs are
@@ -44,22 +44,6 @@ impl<K: Eq + Hash + Clone> RelevanceIndex<K> {
         self.scorer.upsert(key, self.embedder.embed(text));
     }
 
-    /// Adds (or replaces) a block, embedding its text only if `seen` does
-    /// not hold it yet (indexes built with the same `avgdl` embed a text
-    /// alike).
-    pub fn insert_seen(&mut self, key: &K, text: &str, seen: &mut Embeddings) {
-        let id = text_id(text);
-        let embedding = match seen.kept.remove(&id) {
-            Some(embedding) => embedding,
-            None => match seen.used.get(&id) {
-                Some(embedding) => embedding.clone(),
-                None => self.embedder.embed(text),
-            },
-        };
-        self.scorer.upsert(key, embedding.clone());
-        seen.used.insert(id, embedding);
-    }
-
     /// Forgets a block (evicted).
     pub fn remove(&mut self, key: &K) {
         self.scorer.remove(key);
@@ -78,20 +62,70 @@ impl<K: Eq + Hash + Clone> RelevanceIndex<K> {
     }
 }
 
-/// The embeddings of the texts a window held when it was last ranked, so
-/// the next ranking embeds only what is new: embedding (splitting,
-/// stemming) is most of a ranking's time, and a window changes little
-/// between two.
-#[derive(Debug, Default)]
-pub struct Embeddings {
-    kept: HashMap<(usize, u64), Embedding>,
-    used: HashMap<(usize, u64), Embedding>,
+/// A window's relevance index kept from one ranking to the next: a
+/// block is embedded again only when its text changed and leaves when it
+/// left the window, so a ranking embeds only what is new (embedding,
+/// splitting and stemming, is most of a ranking's time). Holding the same
+/// blocks, it scores exactly as an index built afresh.
+pub struct WindowIndex<K: Eq + Hash + Clone> {
+    index: RelevanceIndex<K>,
+    texts: HashMap<K, (usize, u64)>,
+    present: std::collections::HashSet<K>,
 }
 
-impl Embeddings {
-    /// Starts a ranking: what the one before did not use is forgotten.
+impl<K: Eq + Hash + Clone> fmt::Debug for WindowIndex<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WindowIndex")
+            .field("blocks", &self.texts.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Eq + Hash + Clone> Default for WindowIndex<K> {
+    fn default() -> Self {
+        WindowIndex {
+            index: RelevanceIndex::new(DEFAULT_AVGDL),
+            texts: HashMap::new(),
+            present: std::collections::HashSet::new(),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Clone> WindowIndex<K> {
+    /// Starts listing the window's blocks.
     pub fn begin(&mut self) {
-        self.kept = std::mem::take(&mut self.used);
+        self.present.clear();
+    }
+
+    /// Lists block `key` with `text`.
+    pub fn put(&mut self, key: &K, text: &str) {
+        let id = text_id(text);
+        if self.texts.get(key) != Some(&id) {
+            self.index.insert(key, text);
+            self.texts.insert(key.clone(), id);
+        }
+        let first = self.present.insert(key.clone());
+        debug_assert!(first, "a block listed twice in one window");
+    }
+
+    /// Ends the listing: blocks not listed since [`WindowIndex::begin`]
+    /// leave the index.
+    pub fn finish(&mut self) {
+        let gone: Vec<K> = self
+            .texts
+            .keys()
+            .filter(|key| !self.present.contains(*key))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.index.remove(&key);
+            self.texts.remove(&key);
+        }
+    }
+
+    /// [`RelevanceIndex::scores`] over the blocks listed last.
+    pub fn scores(&self, task: &str, keys: &[K]) -> Vec<f64> {
+        self.index.scores(task, keys)
     }
 }
 
@@ -149,31 +183,37 @@ mod tests {
     }
 
     #[test]
-    fn an_index_built_from_remembered_embeddings_scores_as_one_built_afresh() {
+    fn a_window_index_kept_between_rankings_scores_as_one_built_afresh() {
         let texts = [
             "the login handler checks the password hash",
             "cargo build finished in 3.2s",
             "password reset emails go through the mailer",
+            "the login page shows the password rules",
         ];
         let task = "why does login reject a valid password";
-        let mut seen = Embeddings::default();
-        for round in 0..3 {
-            seen.begin();
-            let (mut fresh, mut remembered) = (
-                RelevanceIndex::new(DEFAULT_AVGDL),
-                RelevanceIndex::new(DEFAULT_AVGDL),
-            );
-            for (key, text) in texts.iter().enumerate().skip(round % 2) {
-                fresh.insert(&key, text);
-                remembered.insert_seen(&key, text, &mut seen);
+        let mut kept = WindowIndex::default();
+        let windows: [&[(usize, usize)]; 4] = [
+            &[(0, 0), (1, 1), (2, 2)],
+            &[(1, 1), (2, 2), (3, 3)],
+            &[(1, 1), (2, 0), (3, 3)],
+            &[(3, 3)],
+        ];
+        for window in windows {
+            let mut fresh = RelevanceIndex::new(DEFAULT_AVGDL);
+            kept.begin();
+            for &(key, text) in window {
+                fresh.insert(&key, texts[text]);
+                kept.put(&key, texts[text]);
             }
-            let keys = [0, 1, 2];
-            assert_eq!(remembered.scores(task, &keys), fresh.scores(task, &keys));
+            kept.finish();
+            let keys = [0, 1, 2, 3];
+            assert_eq!(
+                kept.scores(task, &keys),
+                fresh.scores(task, &keys),
+                "{window:?}"
+            );
         }
-        assert_eq!(seen.used.len(), 3);
-        seen.begin();
-        seen.begin();
-        assert!(seen.kept.is_empty(), "unused embeddings are forgotten");
+        assert_eq!(kept.texts.len(), 1, "blocks that left are forgotten");
     }
 
     #[test]

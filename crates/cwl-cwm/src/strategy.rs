@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::compress::{CompressionOptions, Level};
 use crate::pressure::{Monitor, PressureEvent, Reading, Thresholds, Zone};
-use crate::relevance::{DEFAULT_AVGDL, Embeddings, RelevanceIndex};
+use crate::relevance::WindowIndex;
 use crate::scorers::{BlockInfo, ContentType, Scorer};
 
 /// The strategy's name as `--strategy` spells it.
@@ -110,8 +110,9 @@ pub struct Cwm {
     evicted_blocks: u64,
     /// The window this one continues, when a bootstrap prompt opened it.
     bootstrapped_from: Option<u32>,
-    /// The blocks' embeddings at the last ranking (a cache: not saved).
-    embeddings: std::sync::Mutex<Embeddings>,
+    /// The window's relevance index, by push and part, kept from one
+    /// ranking to the next (a cache: not saved).
+    relevance: std::sync::Mutex<WindowIndex<(u64, usize)>>,
 }
 
 impl std::fmt::Debug for Cwm {
@@ -187,7 +188,7 @@ impl Cwm {
             pushed_tokens: 0,
             evicted_blocks: 0,
             bootstrapped_from: None,
-            embeddings: std::sync::Mutex::default(),
+            relevance: std::sync::Mutex::default(),
         }
     }
 
@@ -254,7 +255,7 @@ impl Cwm {
             pushed_tokens: state.pushed_tokens,
             evicted_blocks: state.evicted_blocks,
             bootstrapped_from: state.bootstrapped_from,
-            embeddings: std::sync::Mutex::default(),
+            relevance: std::sync::Mutex::default(),
         }
         .with_notes(state.notes_text))
     }
@@ -292,21 +293,21 @@ impl Cwm {
                 _ => None,
             })
             .collect();
-        let mut index = RelevanceIndex::new(DEFAULT_AVGDL);
-        let mut seen = self
-            .embeddings
+        let mut index = self
+            .relevance
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        seen.begin();
+        index.begin();
+        let push = |at: usize| self.entries[at].push;
         let mut keys = Vec::new();
         let mut blocks = Vec::new();
         for (at, entry) in self.entries.iter().enumerate() {
             match &entry.message {
                 Message::User { content } => {
-                    index.insert_seen(&(at, usize::MAX), content, &mut seen);
+                    index.put(&(push(at), usize::MAX), content);
                 }
                 Message::ToolResult(result) => {
-                    index.insert_seen(&(at, usize::MAX), &result.content, &mut seen);
+                    index.put(&(push(at), usize::MAX), &result.content);
                 }
                 Message::Assistant { content } => {
                     let join = |reasoning: bool| {
@@ -320,8 +321,8 @@ impl Cwm {
                             .collect::<Vec<_>>()
                             .join("\n")
                     };
-                    index.insert_seen(&(at, 0), &join(true), &mut seen);
-                    index.insert_seen(&(at, 1), &join(false), &mut seen);
+                    index.put(&(push(at), 0), &join(true));
+                    index.put(&(push(at), 1), &join(false));
                     if at >= in_flight {
                         continue;
                     }
@@ -355,11 +356,14 @@ impl Cwm {
                 Message::System { .. } => {}
             }
         }
+        index.finish();
+        let stable: Vec<(u64, usize)> = keys.iter().map(|&(at, part)| (push(at), part)).collect();
         let relevance: HashMap<(usize, usize), f64> = keys
             .iter()
             .copied()
-            .zip(index.scores(task, &keys))
+            .zip(index.scores(task, &stable))
             .collect();
+        drop(index);
         let current = self.turn + 1;
         let mut scored: Vec<(f64, u64, usize, usize, Part, usize)> = blocks
             .into_iter()
