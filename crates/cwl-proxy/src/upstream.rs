@@ -81,8 +81,8 @@ pub const CREDENTIAL_HEADERS: &[&str] = &[
     "proxy-authorization",
 ];
 
-/// The largest error body read whole to be redacted; a longer one goes
-/// on unread.
+/// The most of an error body read to be redacted: a body that says it is
+/// longer goes on unread, and one that turns out longer is cut here.
 const MAX_ERROR_BODY: usize = 1 << 20;
 
 /// How long a connection to the upstream may take by default.
@@ -267,7 +267,7 @@ impl Upstream {
             }
         }
         if redacting {
-            let body = match upstream.bytes().await {
+            let body = match error_body(upstream).await {
                 Ok(bytes) => self.redacted(&bytes, headers),
                 Err(error) => Bytes::from(format!(
                     "cwl proxy: the upstream's error body could not be read: {}",
@@ -298,15 +298,30 @@ impl Upstream {
     }
 }
 
+/// An upstream error's body, at most [`MAX_ERROR_BODY`] bytes of it (the
+/// rest is cut, and said so): it is read whole to be redacted.
+async fn error_body(upstream: reqwest::Response) -> Result<Bytes, reqwest::Error> {
+    use futures_util::StreamExt as _;
+    let mut stream = upstream.bytes_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        body.extend_from_slice(&chunk?);
+        if body.len() > MAX_ERROR_BODY {
+            body.truncate(MAX_ERROR_BODY);
+            body.extend_from_slice(b"... (cut by cwl proxy)");
+            break;
+        }
+    }
+    Ok(Bytes::from(body))
+}
+
 impl Upstream {
     /// `body` (an upstream error) with the keys of the client's `headers`
-    /// and of the upstream URL redacted; bytes that are not text go as
-    /// they are.
+    /// and of the upstream URL redacted, read as text (bytes that are not
+    /// UTF-8 read as U+FFFD); unchanged when nothing was redacted.
     fn redacted(&self, body: &Bytes, headers: &HeaderMap) -> Bytes {
-        let Ok(text) = std::str::from_utf8(body) else {
-            return body.clone();
-        };
-        match self.redactor_with(headers).redact(text) {
+        let text = String::from_utf8_lossy(body);
+        match self.redactor_with(headers).redact(&text) {
             std::borrow::Cow::Borrowed(_) => body.clone(),
             std::borrow::Cow::Owned(text) => Bytes::from(text),
         }
@@ -333,6 +348,26 @@ fn describe(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_body_loses_the_clients_key_even_around_bytes_that_are_not_text() {
+        let upstream = Upstream::new("http://127.0.0.1:9/?token=tok-abcdef123456");
+        let mut headers = HeaderMap::new();
+        headers.insert("x-api-key", "sk-ant-secret-0123456789".parse().unwrap());
+        let mut body = b"{\"error\": \"bad key sk-ant-secret-0123456789 \xff\xfe".to_vec();
+        body.extend_from_slice(b" and tok-abcdef123456\"}");
+        let out = upstream.redacted(&Bytes::from(body), &headers);
+        let out = String::from_utf8_lossy(&out);
+        assert!(!out.contains("sk-ant-secret"), "{out}");
+        assert!(!out.contains("tok-abcdef"), "{out}");
+        assert!(out.contains("[redacted x-api-key header]"), "{out}");
+        let plain = Bytes::from_static(b"\xff no key here");
+        assert_eq!(
+            upstream.redacted(&plain, &headers),
+            plain,
+            "unchanged bytes"
+        );
+    }
 
     #[test]
     fn a_shown_url_carries_no_credentials() {
