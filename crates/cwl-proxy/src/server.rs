@@ -413,32 +413,31 @@ impl Proxy {
             Route::Resume { from, .. } => router.paths.remove(&from),
             _ => None,
         };
+        let slot = Arc::clone(router.slots.entry(route.id()).or_default());
+        drop(router);
+        // The shared directory is read without holding the router.
         let shared = self
             .options
             .heads
             .as_ref()
             .and_then(|heads| shared(heads, route, chains));
-        let slot = match shared {
-            // The copy here, if any, is behind the stored one.
-            Some(_) => Arc::clone(
-                router
-                    .slots
-                    .entry(route.id())
-                    .insert_entry(Arc::default())
-                    .get(),
-            ),
-            None => Arc::clone(router.slots.entry(route.id()).or_default()),
-        };
         match shared {
-            Some((path, known)) => Routed {
-                route: Route::Shared {
-                    id: route.id(),
-                    known,
-                },
-                slot,
-                resume: Some(path),
-                gap,
-            },
+            Some((path, known)) => {
+                // The copy here, if any, is behind the stored one.
+                let slot: Arc<Slot> = Arc::default();
+                lock(&self.router)
+                    .slots
+                    .insert(route.id(), Arc::clone(&slot));
+                Routed {
+                    route: Route::Shared {
+                        id: route.id(),
+                        known,
+                    },
+                    slot,
+                    resume: Some(path),
+                    gap,
+                }
+            }
             None => Routed {
                 route,
                 slot,
