@@ -52,11 +52,6 @@ impl SideGate {
         }
     }
 
-    /// The longest one call waits.
-    pub fn cap(&self) -> Duration {
-        self.cap
-    }
-
     /// Starts one model call's round of side calls: whether any may run
     /// (not while backing off, nor once the allowance is spent).
     pub fn open(&mut self) -> bool {

@@ -519,7 +519,6 @@ impl Proxy {
                 .clone()
                 .or_else(|| body.read::<String>("model"))
                 .unwrap_or_default(),
-            cap: self.options.side_timeout,
         }
     }
 

@@ -44,8 +44,6 @@ pub struct SideCaller {
     pub api: Api,
     /// The model to ask.
     pub model: String,
-    /// The longest any call may take.
-    pub cap: Duration,
 }
 
 impl std::fmt::Debug for SideCaller {
@@ -56,7 +54,6 @@ impl std::fmt::Debug for SideCaller {
             .field("uri", &self.uri)
             .field("api", &self.api)
             .field("model", &self.model)
-            .field("cap", &self.cap)
             .finish_non_exhaustive()
     }
 }
@@ -127,14 +124,15 @@ pub struct SideUsage {
 }
 
 impl SideCaller {
-    /// Makes `request`, never waiting longer than its timeout (capped):
+    /// Makes `request`, never waiting longer than its timeout (the
+    /// conversation's [`SideGate`] capped it):
     /// the model's text or why there is none, with its event.
     pub async fn call(
         &self,
         client: &reqwest::Client,
         request: &SideRequest,
     ) -> (Result<String, String>, SideCallEvent) {
-        let timeout = request.timeout.min(self.cap);
+        let timeout = request.timeout;
         let started = Instant::now();
         let outcome = match tokio::time::timeout(timeout, self.send(client, request)).await {
             Err(_) => Err(format!(
@@ -422,7 +420,6 @@ mod tests {
             headers,
             api: Api::Anthropic,
             model: "m".into(),
-            cap: Duration::from_secs(1),
         };
         let shown = format!("{caller:?}");
         assert!(
@@ -445,7 +442,6 @@ mod tests {
             headers,
             api: Api::Anthropic,
             model: "m".into(),
-            cap: Duration::from_secs(1),
         };
         let echoed = "invalid x-api-key sk-secret-123456 (bearer sk-bearer-abcdef) \
                       for token tok-0123456789 and password hunter2hunter2";
