@@ -531,7 +531,9 @@ pub fn replay_files_with(
     // The largest files first, so no core is left with one at the end;
     // the report keeps the order given.
     let mut order: Vec<usize> = (0..logs.len()).collect();
-    order.sort_by_key(|&at| std::cmp::Reverse(std::fs::metadata(&logs[at]).map_or(0, |m| m.len())));
+    order.sort_by_cached_key(|&at| {
+        std::cmp::Reverse(std::fs::metadata(&logs[at]).map_or(0, |m| m.len()))
+    });
     let mut replayed: Vec<(usize, anyhow::Result<Replayed>)> = pool.install(|| {
         order
             .par_iter()
