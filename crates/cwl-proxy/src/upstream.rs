@@ -92,6 +92,13 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// status and headers): a whole non-streamed answer may come first.
 pub const DEFAULT_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How many times a request is sent again when the upstream dropped the
+/// connection before answering: a pooled connection the upstream closed
+/// while idle (it restarted, or its keep-alive ran out) fails this way, and
+/// the next attempt goes out on a new one. The providers' own SDKs retry
+/// such errors too.
+pub const STALE_RETRIES: usize = 2;
+
 /// The provider at `base` (scheme, host and an optional path prefix).
 #[derive(Debug, Clone)]
 pub struct Upstream {
@@ -198,7 +205,8 @@ impl Upstream {
     }
 
     /// Sends the request and relays the answer; a provider that cannot be
-    /// reached gets a provider-shaped 502.
+    /// reached gets a provider-shaped 502. A request the upstream dropped
+    /// before answering goes out again, [`STALE_RETRIES`] times at most.
     pub async fn forward(
         &self,
         client: &reqwest::Client,
@@ -208,13 +216,29 @@ impl Upstream {
         body: Bytes,
         shape: Shape,
     ) -> Response<ProxyBody> {
-        let mut request = client.request(method, self.url(uri)).body(body);
-        for (name, value) in headers {
-            if !is_hop_by_hop(name) {
-                request = request.header(name, value);
+        let send = || {
+            let mut request = client
+                .request(method.clone(), self.url(uri))
+                .body(body.clone());
+            for (name, value) in headers {
+                if !is_hop_by_hop(name) {
+                    request = request.header(name, value);
+                }
             }
-        }
-        let sent = tokio::time::timeout(self.first_byte, request.send()).await;
+            request.send()
+        };
+        let sent = tokio::time::timeout(self.first_byte, async {
+            let mut resent = 0;
+            loop {
+                match send().await {
+                    Err(error) if resent < STALE_RETRIES && dropped_unanswered(&error) => {
+                        resent += 1;
+                    }
+                    sent => return sent,
+                }
+            }
+        })
+        .await;
         let timed_out = |what: &str, after: Duration| {
             let why = format!(
                 "upstream {} {what} within {} s",
@@ -334,6 +358,34 @@ pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
 }
 
 /// An error with its causes, `a: b: c`.
+/// Whether the upstream dropped the connection before any answer came: a
+/// reset, a broken pipe or a connection closed mid-request, but not a
+/// refused connection or a timeout, which a new attempt would only repeat.
+fn dropped_unanswered(error: &reqwest::Error) -> bool {
+    if error.is_timeout() || error.is_connect() {
+        return false;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+            ) {
+                return true;
+            }
+        }
+        if let Some(hyper) = cause.downcast_ref::<hyper::Error>()
+            && hyper.is_incomplete_message()
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
 fn describe(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

@@ -1,7 +1,7 @@
 //! `cwl proxy` as a process: it keeps serving when idle sockets exhaust
 //! its file descriptors, cleans the `.pid` files a crash left, shows no
-//! credential an upstream URL or error body carries, and answers a
-//! stalled upstream in time.
+//! credential an upstream URL or error body carries, answers a stalled
+//! upstream in time and sends again what an upstream dropped unanswered.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -212,6 +212,55 @@ fn a_stalled_upstream_gets_the_client_a_504_in_time() {
     assert!(
         seen.iter().any(|l| l.contains("sent no answer within 1 s")),
         "{seen:?}"
+    );
+}
+
+#[test]
+fn a_connection_the_upstream_drops_unanswered_is_tried_again() {
+    // Drops the first two connections before answering, the first with a
+    // reset (its request unread) and the second once it has read it, as an
+    // upstream that restarted or closed an idle pooled connection does;
+    // and every connection whose request says `DROP-ALWAYS`.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream = format!("http://{}", listener.local_addr().unwrap());
+    let attempts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&attempts);
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n == 0 {
+                let mut first = [0u8; 8];
+                let _ = stream.read(&mut first);
+                continue;
+            }
+            let Ok((_, body)) = read_request(&mut stream) else {
+                continue;
+            };
+            if n == 1 || body.contains("DROP-ALWAYS") {
+                continue;
+            }
+            let answer = r#"{"id":"c1","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    let proxy = Proxy::start_to("true", "--no-store", &upstream);
+    let response = response_of(proxy.addr).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains(r#""content":"ok""#), "{response}");
+    assert_eq!(attempts.load(std::sync::atomic::Ordering::SeqCst), 3);
+
+    let body = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"DROP-ALWAYS"}]}"#;
+    let response = post(proxy.addr, "/v1/chat/completions", "", body);
+    let seen = proxy.stop();
+    assert!(response.starts_with("HTTP/1.1 502"), "{response}");
+    assert_eq!(
+        attempts.load(std::sync::atomic::Ordering::SeqCst),
+        6,
+        "sent three times, then given up: {seen:?}"
     );
 }
 
