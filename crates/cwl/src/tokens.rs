@@ -7,6 +7,8 @@
 
 use crate::message::{Block, Message, ToolSpec};
 
+mod pieces;
+
 /// Tokens a message costs beyond its content (role markers and separators).
 pub const MESSAGE_OVERHEAD: usize = 4;
 /// Tokens a tool call costs beyond its name and arguments.
@@ -34,7 +36,11 @@ impl TokenCounter for O200k {
         if text.is_empty() {
             return 0;
         }
-        bpe_openai::o200k_base().count(text)
+        let tokenizer = bpe_openai::o200k_base();
+        if !text.is_ascii() {
+            return tokenizer.count(text);
+        }
+        pieces::count(&tokenizer.bpe, text.as_bytes())
     }
 }
 
