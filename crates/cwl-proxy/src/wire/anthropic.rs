@@ -173,7 +173,13 @@ pub fn breakpoints(body: &Body, items: &[Item]) -> (usize, Option<Value>) {
             walk(&value, &mut count, &mut last);
         }
     }
-    for item in items {
+    // An item whose text names no `cache_control` holds none: most of a
+    // long history is never parsed for this (as `Item::content_hash`
+    // reads the raw text too).
+    for item in items
+        .iter()
+        .filter(|item| item.raw.get().contains("cache_control"))
+    {
         walk(item.value(), &mut count, &mut last);
     }
     if let Some(top) = body.read::<Value>("cache_control") {
