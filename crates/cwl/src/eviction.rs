@@ -72,6 +72,8 @@ impl Context {
         let mut reported: std::collections::HashMap<EpisodeId, usize> = Default::default();
         let mut residues_grew = true;
         let mut text_cap = self.meter.config().answer_cap();
+        // Kept current through the pass rather than summed at every step.
+        let mut loose = self.graph.loose_text_tokens();
         loop {
             if residues_grew && let Some((seq, count)) = self.fold_residues() {
                 earliest(&mut changed, seq);
@@ -80,7 +82,9 @@ impl Context {
             let floor_reached = self.tokens() <= report.floor;
             if !floor_reached && let Some((owner, removed, seq)) = self.drop_superseded_plan() {
                 earliest(&mut changed, seq);
+                let before = self.graph.loose_tokens(owner);
                 self.graph.shrink(owner, removed.tokens);
+                loose = loose - before + self.graph.loose_tokens(owner);
                 push_level(&mut report, &mut reported, &self.graph, owner, removed);
                 continue;
             }
@@ -88,7 +92,9 @@ impl Context {
                 && let Some((owner, removed, seq)) = self.stub_restated(restated_stub_tokens)
             {
                 earliest(&mut changed, seq);
+                let before = self.graph.loose_tokens(owner);
                 self.graph.shrink(owner, removed.tokens);
+                loose = loose - before + self.graph.loose_tokens(owner);
                 push_level(&mut report, &mut reported, &self.graph, owner, removed);
                 continue;
             }
@@ -98,7 +104,9 @@ impl Context {
             {
                 // No stub size: only reasoning blocks go, calls and outputs stay.
                 let (removed, seq) = self.strip(target, Level::Reasoning, 0);
+                let before = self.graph.loose_tokens(target);
                 self.graph.drop_reasoning(target, removed.tokens);
+                loose = loose - before + self.graph.loose_tokens(target);
                 if let Some(seq) = seq {
                     earliest(&mut changed, seq);
                 }
@@ -107,12 +115,13 @@ impl Context {
                 }
                 continue;
             }
+            debug_assert_eq!(loose, self.graph.loose_text_tokens());
             let candidates = self.graph.candidates_with_recent(
                 recent,
                 &self.repeats,
                 &self.uses,
                 stub,
-                text_cap,
+                text_cap.is_some_and(|cap| loose > cap),
             );
             let target = if floor_reached {
                 changed.and_then(|seq| evictor.after_floor(candidates, seq))
@@ -139,7 +148,9 @@ impl Context {
             if let Some(seq) = seq {
                 earliest(&mut changed, seq);
             }
+            let before = self.graph.loose_tokens(target);
             self.graph.mark(target, level, removed.tokens);
+            loose = loose - before + self.graph.loose_tokens(target);
             residues_grew = level == Level::Removed;
             if level == Level::Removed {
                 if let Some(share) = self.meter.config().superseded {

@@ -281,9 +281,10 @@ pub struct Candidates<'a> {
     repeats: Option<&'a Repeats>,
     uses: Option<&'a Uses>,
     stub_outputs: bool,
-    /// Tokens the unannotated segments of text alone may hold before the
-    /// oldest goes first (`None`: no cap; [`crate::Config::answer_share`]).
-    text_cap: Option<usize>,
+    /// Whether the unannotated segments of text alone hold more than
+    /// their cap ([`crate::Config::answer_share`]), so the oldest goes
+    /// first.
+    text_over: bool,
 }
 
 impl Candidates<'_> {
@@ -308,18 +309,15 @@ impl Candidates<'_> {
     /// outside the recent working set, once such segments hold more than
     /// their cap ([`crate::Config::answer_share`]).
     pub fn text_over_cap(&self) -> Option<EpisodeId> {
-        let cap = self.text_cap?;
+        if !self.text_over {
+            return None;
+        }
         let graph = self.graph;
-        let mut text = graph
+        graph
             .gaps
             .iter()
             .copied()
-            .filter(|&id| graph.is_loose_text(id));
-        let held: usize = text.clone().map(|id| graph.episode(id).tokens).sum();
-        if held <= cap {
-            return None;
-        }
-        text.find(|&id| self.settled(id) && self.is_old(id))
+            .find(|&id| graph.is_loose_text(id) && self.settled(id) && self.is_old(id))
     }
 
     /// The oldest candidate act.
@@ -444,6 +442,20 @@ impl Graph {
         self.gaps.contains(&id) && !self.episode(id).explores()
     }
 
+    /// The tokens `id` holds if it is loose text, else 0.
+    pub(crate) fn loose_tokens(&self, id: EpisodeId) -> usize {
+        if self.is_loose_text(id) {
+            self.episode(id).tokens
+        } else {
+            0
+        }
+    }
+
+    /// The tokens all loose text holds ([`Graph::is_loose_text`]).
+    pub(crate) fn loose_text_tokens(&self) -> usize {
+        self.gaps.iter().map(|&id| self.loose_tokens(id)).sum()
+    }
+
     /// All episodes, oldest first.
     pub fn episodes(&self) -> &[Episode] {
         &self.episodes
@@ -484,7 +496,7 @@ impl Graph {
             repeats: None,
             uses: None,
             stub_outputs: false,
-            text_cap: None,
+            text_over: false,
         }
     }
 
@@ -496,7 +508,7 @@ impl Graph {
         repeats: &'a Repeats,
         uses: &'a Uses,
         stub_outputs: bool,
-        text_cap: Option<usize>,
+        text_over: bool,
     ) -> Candidates<'a> {
         Candidates {
             graph: self,
@@ -505,7 +517,7 @@ impl Graph {
             repeats: Some(repeats),
             uses: Some(uses),
             stub_outputs,
-            text_cap,
+            text_over,
         }
     }
 
@@ -521,7 +533,7 @@ impl Graph {
             repeats: None,
             uses: None,
             stub_outputs: false,
-            text_cap: None,
+            text_over: false,
         };
         now.oldest().is_none() && (later.oldest().is_some() || self.gap.is_some())
     }
