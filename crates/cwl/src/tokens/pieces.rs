@@ -67,6 +67,37 @@ pub(super) fn count(bpe: &BytePairEncoding, text: &[u8]) -> usize {
     })
 }
 
+/// `text` cut into lines where no piece of o200k's can span the cut:
+/// after a line feed followed by an ASCII byte that is neither whitespace
+/// nor `/` (a run of marks takes the line breaks and slashes after it, and
+/// a whitespace run reaches to its last line break). Each line is then
+/// split and counted alone, so a non-ASCII character costs the slow path
+/// its own line only.
+pub(super) fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        if start >= bytes.len() {
+            return None;
+        }
+        let mut at = start;
+        let end = loop {
+            let Some(offset) = bytes[at..].iter().position(|&byte| byte == b'\n') else {
+                break bytes.len();
+            };
+            let next = at + offset + 1;
+            match bytes.get(next) {
+                None => break bytes.len(),
+                Some(&byte) if byte.is_ascii() && !is_space(byte) && byte != b'/' => break next,
+                Some(_) => at = next,
+            }
+        };
+        let line = &text[start..end];
+        start = end;
+        Some(line)
+    })
+}
+
 /// Calls `piece` with each piece of `text` (ASCII), in order, as o200k's
 /// pre-tokenizer splits it.
 pub(super) fn each_piece<'t>(text: &'t [u8], mut piece: impl FnMut(&'t [u8])) {
@@ -236,8 +267,37 @@ mod tests {
         }
     }
 
+    fn counted_by_lines(text: &str) -> usize {
+        let tokenizer = bpe_openai::o200k_base();
+        lines(text)
+            .map(|line| {
+                if line.is_ascii() {
+                    count(&tokenizer.bpe, line.as_bytes())
+                } else {
+                    tokenizer.count(line)
+                }
+            })
+            .sum()
+    }
+
+    #[test]
+    fn lines_cover_the_text_and_cut_only_after_a_line_feed() {
+        let text = "a\n\n b\n/c\nd é\n\u{a0}e\nf";
+        let cut: Vec<&str> = lines(text).collect();
+        assert_eq!(cut, ["a\n\n b\n/c\n", "d é\n\u{a0}e\n", "f"]);
+        assert_eq!(cut.concat(), text);
+        assert_eq!(lines("").count(), 0);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        #[test]
+        fn counting_line_by_line_counts_what_o200k_counts(
+            text in "([a-zA-Z0-9 /.\n\t-]|é|ß|中文|⎿|\u{a0}|\u{2028}|\u{3000}|\u{301}|😀|İ|ǅ){0,60}",
+        ) {
+            prop_assert_eq!(counted_by_lines(&text), bpe_openai::o200k_base().count(text.as_str()));
+        }
 
         #[test]
         fn splits_any_ascii_as_o200k_does(text in "[\u{0}-\u{7f}]{0,80}") {
