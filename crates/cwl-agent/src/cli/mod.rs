@@ -259,6 +259,16 @@ pub struct ShowArgs {
     /// The session: its id, a unique prefix of one, or its file.
     pub id: String,
 
+    /// Where session files are kept, as `cwl sessions --session-dir`
+    /// (given here, it wins).
+    #[arg(long, value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
+
+    /// Config file (TOML), as `cwl sessions --config` (given here, it
+    /// wins).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
     /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,

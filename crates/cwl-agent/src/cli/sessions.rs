@@ -11,7 +11,13 @@ use crate::config;
 use cwl::shorten;
 use cwl_session::SessionSummary;
 
-pub(super) fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
+pub(super) fn sessions(mut args: SessionsArgs) -> anyhow::Result<()> {
+    // Flags given after the subcommand win over those before it (or in
+    // the environment).
+    if let Some(SessionsCommand::Show(show)) = &mut args.command {
+        args.session_dir = show.session_dir.take().or(args.session_dir);
+        args.config = show.config.take().or(args.config);
+    }
     let file = config::load(args.config.as_deref())?;
     let dir = session_dir(args.session_dir, &file)?;
     if dir.exists() && !dir.is_dir() {

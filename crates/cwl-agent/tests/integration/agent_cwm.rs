@@ -240,6 +240,7 @@ fn cwl_run_with_cwm_summarises_large_results_keeps_notes_and_stays_within_budget
         command: Some(cli::SessionsCommand::Show(cli::ShowArgs {
             id: report.id.clone(),
             json: false,
+            ..cli::ShowArgs::default()
         })),
         ..cli::SessionsArgs::default()
     })

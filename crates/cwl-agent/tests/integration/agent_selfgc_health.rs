@@ -159,6 +159,7 @@ async fn health_events_and_sessions_show_carry_self_gcs_figures_and_a_resume_agr
         command: Some(cli::SessionsCommand::Show(cli::ShowArgs {
             id: report.id.clone(),
             json: true,
+            ..cli::ShowArgs::default()
         })),
         ..cli::SessionsArgs::default()
     })

@@ -310,3 +310,39 @@ fn a_file_that_is_no_session_and_a_file_as_session_directory_are_usage_errors() 
         "left as it was"
     );
 }
+
+#[test]
+fn session_flags_are_taken_before_or_after_the_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = dir.path().join("elsewhere");
+    std::fs::create_dir(&sessions).unwrap();
+    let file = sessions.join("20260101-000000-gen.jsonl");
+    let made = cwl(
+        dir.path(),
+        &[
+            "gen",
+            "--tasks",
+            "1",
+            "--tokens",
+            "20k",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert!(made.status.success(), "{made:?}");
+    let dir_flag = sessions.to_str().unwrap();
+    for args in [
+        ["sessions", "--session-dir", dir_flag, "show", "20260101"],
+        ["sessions", "show", "--session-dir", dir_flag, "20260101"],
+        ["sessions", "show", "20260101", "--session-dir", dir_flag],
+    ] {
+        let output = cwl(dir.path(), &args, "");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {output:?}");
+        assert!(
+            stdout.starts_with("session synthetic-0"),
+            "{args:?}: {stdout}"
+        );
+    }
+}
