@@ -138,7 +138,7 @@ pub async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         (None, Some(text)) => config_value(config::parse_duration(text), "stream_idle_timeout")?,
         (None, None) => cwl_provider::DEFAULT_IDLE_TIMEOUT,
     };
-    let provider = provider(kind, base_url, idle_timeout)
+    let (provider, keyless) = provider(kind, base_url, idle_timeout)
         .map_err(|error| missing_key_hint(error, guessed(args, &file, header)))?;
     let mut options = options(args, &file, header, kind, model)?;
     options.budget = budget;
@@ -163,8 +163,8 @@ pub async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     let renderer = Arc::new(Mutex::new(Renderer::stdio(RenderOptions::detect(
         args.json,
     ))));
-    if let Some(warning) = sandbox_warning {
-        lock(&renderer).info(&warning);
+    for warning in sandbox_warning.iter().chain(&keyless) {
+        lock(&renderer).info(warning);
     }
     for line in mcp.warnings().iter().cloned().chain(mcp.summary()) {
         lock(&renderer).info(&line);
@@ -303,27 +303,40 @@ fn guessed(args: &AgentArgs, file: &FileConfig, header: Option<&SessionInfo>) ->
 
 /// The provider for `kind`; `base_url` (with where it was set) replaces
 /// the one from the environment, and an invalid one is reported under the
-/// name it was given by.
+/// name it was given by. With it, a warning when no key goes to that
+/// server (one that needs none is allowed, but a user who forgot the key
+/// should not learn it from a 401).
 fn provider(
     kind: ProviderKind,
     base_url: Option<(String, &'static str)>,
     idle_timeout: std::time::Duration,
-) -> Result<Box<dyn Provider>, ProviderError> {
+) -> Result<(Box<dyn Provider>, Option<String>), ProviderError> {
     let source = base_url.as_ref().map(|(_, source)| *source);
-    let built: Result<Box<dyn Provider>, ProviderError> = match kind {
+    let keyless = |key: &Option<String>, var: &str, url: &str| {
+        key.as_deref()
+            .is_none_or(|key| key.trim().is_empty())
+            .then(|| format!("no {var} is set: requests to {url} carry no API key"))
+    };
+    let built: Result<(Box<dyn Provider>, Option<String>), ProviderError> = match kind {
         ProviderKind::OpenAi => {
             let mut config = OpenAiConfig::from_env().with_idle_timeout(idle_timeout);
             if let Some((url, _)) = base_url {
                 config.base_url = url;
             }
-            OpenAiProvider::new(config).map(|p| Box::new(p) as Box<dyn Provider>)
+            let warning = keyless(
+                &config.api_key,
+                cwl_provider::openai::KEY_VAR,
+                &config.base_url,
+            );
+            OpenAiProvider::new(config).map(|p| (Box::new(p) as Box<dyn Provider>, warning))
         }
         ProviderKind::Anthropic => {
             let mut config = AnthropicConfig::from_env().with_idle_timeout(idle_timeout);
             if let Some((url, _)) = base_url {
                 config.base_url = url;
             }
-            AnthropicProvider::new(config).map(|p| Box::new(p) as Box<dyn Provider>)
+            let warning = keyless(&config.api_key, anthropic::KEY_VAR, &config.base_url);
+            AnthropicProvider::new(config).map(|p| (Box::new(p) as Box<dyn Provider>, warning))
         }
     };
     built.map_err(|error| match (error, source) {

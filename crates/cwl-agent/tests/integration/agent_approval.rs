@@ -568,7 +568,10 @@ fn chat_reads_tasks_and_approval_replies_from_the_same_stdin() {
         .map(|e| e["text"].as_str().unwrap())
         .collect();
     assert_eq!(tasks, ["write x", "write y"]);
-    let banner = events[0]["text"].as_str().unwrap();
+    // The scripted server gets no key, and is told so first.
+    let warning = events[0]["text"].as_str().unwrap();
+    assert!(warning.contains("carry no API key"), "{warning}");
+    let banner = events[1]["text"].as_str().unwrap();
     assert!(banner.contains(" · approval on-mutate · "), "{banner}");
 }
 

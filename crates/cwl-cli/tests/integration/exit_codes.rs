@@ -226,6 +226,53 @@ fn a_failed_model_call_exits_with_1() {
     expect(&output, 1, "authentication failed (HTTP 401)");
     expect(&output, 1, "cwl run --resume");
     assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+    let warning = format!(
+        "no OPENAI_API_KEY is set: requests to {} carry no API key",
+        server.url
+    );
+    let everything = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr(&output)
+    );
+    assert_eq!(
+        everything.matches(&warning).count(),
+        1,
+        "warned once: {everything}"
+    );
+}
+
+#[test]
+fn a_base_url_with_a_key_gets_no_warning_about_keys() {
+    let server = Rejecting::start();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), "").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_cwl"))
+        .args([
+            "run",
+            "--provider",
+            "openai",
+            "--base-url",
+            &server.url,
+            "x",
+        ])
+        .current_dir(dir.path())
+        .env("CWL_SESSION_DIR", dir.path().join("sessions"))
+        .env("CWL_CONFIG", dir.path().join("config.toml"))
+        .env("OPENAI_API_KEY", "sk-test")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("CWL_PROVIDER")
+        .env_remove("CWL_MODEL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    expect(&output, 1, "authentication failed (HTTP 401)");
+    let everything = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr(&output)
+    );
+    assert!(!everything.contains("carry no API key"), "{everything}");
 }
 
 #[test]
