@@ -32,8 +32,9 @@ pub struct SessionSummary {
     pub messages: usize,
     /// Model calls.
     pub requests: usize,
-    /// Total cost in US dollars of the calls whose cost is known.
-    pub cost_usd: f64,
+    /// Total cost in US dollars of the calls whose cost is known (`None`
+    /// when none is: `null` in JSON, "unknown" in the table).
+    pub cost_usd: Option<f64>,
     /// The first user turn, shortened.
     pub first_task: Option<String>,
     /// A problem reading the file, if any (a torn last line).
@@ -165,7 +166,7 @@ mod tests {
         let s = &sessions[0];
         assert_eq!(s.id, "20250101-000000-abcd");
         assert_eq!((s.tasks, s.messages, s.requests), (1, 3, 1));
-        assert_eq!(s.cost_usd, 0.25);
+        assert_eq!(s.cost_usd, Some(0.25));
         assert_eq!(s.first_task.as_deref(), Some("fix the login bug…"));
     }
 

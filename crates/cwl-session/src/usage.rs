@@ -16,8 +16,9 @@ pub struct Spent {
     pub cached_input_tokens: u64,
     /// Generated tokens.
     pub output_tokens: u64,
-    /// Cost in US dollars of the calls whose cost is known.
-    pub cost_usd: f64,
+    /// Cost in US dollars of the calls whose cost is known (`None` when
+    /// none is: the model has no prices).
+    pub cost_usd: Option<f64>,
 }
 
 impl Spent {
@@ -25,7 +26,9 @@ impl Spent {
         self.input_tokens += usage.input_tokens;
         self.cached_input_tokens += usage.cached_input_tokens;
         self.output_tokens += usage.output_tokens;
-        self.cost_usd += cost_usd.unwrap_or(0.0);
+        if let Some(cost) = cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += cost;
+        }
     }
 }
 
@@ -133,7 +136,7 @@ mod tests {
                 input_tokens: 300,
                 cached_input_tokens: 0,
                 output_tokens: 30,
-                cost_usd: 0.25
+                cost_usd: Some(0.25)
             }
         );
         assert_eq!(
@@ -142,7 +145,7 @@ mod tests {
                 input_tokens: 600,
                 cached_input_tokens: 140,
                 output_tokens: 60,
-                cost_usd: 0.75
+                cost_usd: Some(0.75)
             }
         );
     }

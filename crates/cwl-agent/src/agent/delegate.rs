@@ -193,14 +193,16 @@ impl Agent {
         stats.input_tokens += usage.input_tokens;
         stats.cached_input_tokens += usage.cached_input_tokens;
         stats.output_tokens += usage.output_tokens;
-        stats.cost_usd += spent.cost_usd.unwrap_or(0.0);
+        if let Some(cost) = spent.cost_usd {
+            *stats.cost_usd.get_or_insert(0.0) += cost;
+            *stats.delegated.cost_usd.get_or_insert(0.0) += cost;
+        }
         let delegated = &mut stats.delegated;
         delegated.runs += 1;
         delegated.requests += spent.requests;
         delegated.input_tokens += usage.input_tokens;
         delegated.cached_input_tokens += usage.cached_input_tokens;
         delegated.output_tokens += usage.output_tokens;
-        delegated.cost_usd += spent.cost_usd.unwrap_or(0.0);
         self.observer.event(&Event::Delegated {
             id: call_id.to_string(),
             requests: spent.requests,

@@ -220,13 +220,11 @@ pub struct Stats {
     pub cached_input_tokens: u64,
     /// Generated tokens, summed, sub-agents' included.
     pub output_tokens: u64,
-    /// Cost in US dollars of the calls, sub-agents' included (0 when the
-    /// model has no prices).
-    pub cost_usd: f64,
+    /// Cost in US dollars of the calls, sub-agents' included (`None` when
+    /// the model has no prices: `null` in JSON, "unknown" in text).
+    pub cost_usd: Option<f64>,
     /// The share of the figures above that sub-agents (`delegate`) used.
     pub delegated: Delegated,
-    /// Whether the model's prices are known.
-    pub priced: bool,
     /// The largest request sent, in locally counted (calibrated) tokens.
     pub max_request_tokens: usize,
     /// Eviction passes that changed the view.
@@ -258,8 +256,8 @@ pub struct Delegated {
     pub cached_input_tokens: u64,
     /// Their generated tokens.
     pub output_tokens: u64,
-    /// Their cost in US dollars (0 when the model has no prices).
-    pub cost_usd: f64,
+    /// Their cost in US dollars (`None` when the model has no prices).
+    pub cost_usd: Option<f64>,
 }
 
 /// What one finished task gave.
@@ -520,7 +518,7 @@ impl Agent {
             options,
             observer,
             stats: Stats {
-                priced,
+                cost_usd: priced.then_some(0.0),
                 ..Stats::default()
             },
             budget_unmet: false,

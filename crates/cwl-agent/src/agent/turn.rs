@@ -451,7 +451,9 @@ impl Agent {
         self.stats.cached_input_tokens += usage.cached_input_tokens;
         self.stats.output_tokens += usage.output_tokens;
         let cost = self.options.model.cost(&usage);
-        self.stats.cost_usd += cost.unwrap_or(0.0);
+        if let Some(cost) = cost {
+            *self.stats.cost_usd.get_or_insert(0.0) += cost;
+        }
         self.stats.max_request_tokens = self.stats.max_request_tokens.max(prepared.tokens);
         if usage.input_tokens > 0 {
             self.calibrate(prepared.local, usage.input_tokens)?;

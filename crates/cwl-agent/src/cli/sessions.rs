@@ -89,7 +89,8 @@ pub(crate) fn table(sessions: &[SessionSummary], dir: &str) -> String {
                     .to_string(),
                 s.tasks.to_string(),
                 s.requests.to_string(),
-                format!("${:.2}", s.cost_usd),
+                s.cost_usd
+                    .map_or_else(|| "unknown".to_string(), |cost| format!("${cost:.2}")),
                 human_tokens(usize::try_from(s.budget).unwrap_or(usize::MAX)),
                 s.model.clone(),
                 shorten(&s.cwd, 40),
@@ -128,23 +129,7 @@ mod tests {
 
     #[test]
     fn table_aligns_columns() {
-        let summary = SessionSummary {
-            id: "20250101-000000-abcd".into(),
-            path: PathBuf::from("/s/20250101-000000-abcd.jsonl"),
-            created: "2025-01-01T00:00:00Z".into(),
-            updated: "2025-01-01T00:05:00Z".into(),
-            cwd: "/work".into(),
-            provider: "openai".into(),
-            model: "gpt-5".into(),
-            budget: 80_000,
-            tasks: 3,
-            messages: 20,
-            requests: 9,
-            cost_usd: 0.1234,
-            first_task: Some("fix the bug".into()),
-            warning: None,
-        };
-        let text = table(&[summary], "/s");
+        let text = table(&[summary()], "/s");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2);
         assert!(lines[0].starts_with("ID  "));
@@ -156,5 +141,31 @@ mod tests {
         );
         assert_eq!(lines[0].find("UPDATED"), lines[1].find("2025-01-01 00:05"));
         assert_eq!(table(&[], "/s"), "no sessions in /s\n");
+        let unpriced = SessionSummary {
+            cost_usd: None,
+            ..summary()
+        };
+        let row = table(&[unpriced], "/s");
+        assert!(row.lines().nth(1).unwrap().contains(" unknown "), "{row}");
+        assert!(!row.contains('$'), "{row}");
+    }
+
+    fn summary() -> SessionSummary {
+        SessionSummary {
+            id: "20250101-000000-abcd".into(),
+            path: PathBuf::from("/s/20250101-000000-abcd.jsonl"),
+            created: "2025-01-01T00:00:00Z".into(),
+            updated: "2025-01-01T00:05:00Z".into(),
+            cwd: "/work".into(),
+            provider: "openai".into(),
+            model: "gpt-5".into(),
+            budget: 80_000,
+            tasks: 3,
+            messages: 20,
+            requests: 9,
+            cost_usd: Some(0.1234),
+            first_task: Some("fix the bug".into()),
+            warning: None,
+        }
     }
 }

@@ -154,10 +154,9 @@ impl Renderer {
             return;
         }
         let s = summary.stats;
-        let cost = if s.priced {
-            format!("${:.4}", s.cost_usd)
-        } else {
-            "cost unknown (no prices for this model)".to_string()
+        let cost = match s.cost_usd {
+            Some(cost) => format!("${cost:.4}"),
+            None => "cost unknown (no prices for this model)".to_string(),
         };
         let cached = if s.cached_input_tokens > 0 {
             format!(" ({} cached)", human_tokens(s.cached_input_tokens as usize))
@@ -171,11 +170,9 @@ impl Renderer {
                 d.requests,
                 human_tokens(d.input_tokens as usize),
                 human_tokens(d.output_tokens as usize),
-                if s.priced {
-                    format!(", ${:.4}", d.cost_usd)
-                } else {
-                    String::new()
-                }
+                d.cost_usd
+                    .map(|cost| format!(", ${cost:.4}"))
+                    .unwrap_or_default()
             )
         } else {
             String::new()
@@ -542,14 +539,13 @@ mod tests {
             requests: 2,
             input_tokens: 4_000,
             output_tokens: 200,
-            cost_usd: 0.02,
-            priced: true,
+            cost_usd: Some(0.02),
             delegated: crate::agent::Delegated {
                 runs: 1,
                 requests: 3,
                 input_tokens: 2_500,
                 output_tokens: 120,
-                cost_usd: 0.01,
+                cost_usd: Some(0.01),
                 ..Default::default()
             },
             ..Stats::default()

@@ -223,10 +223,11 @@ fn usage_line(usage: &SessionUsage) -> String {
             String::new()
         };
         format!(
-            "{} in{cached} / {} out · ${:.4}",
+            "{} in{cached} / {} out · {}",
             human_tokens(s.input_tokens as usize),
             human_tokens(s.output_tokens as usize),
             s.cost_usd
+                .map_or_else(|| "cost unknown".to_string(), |cost| format!("${cost:.4}"))
         )
     };
     let mut line = format!(

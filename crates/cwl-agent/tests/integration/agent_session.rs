@@ -390,7 +390,32 @@ async fn calibration_uses_the_provider_count() {
         responses[1] > 3_000,
         "the second request is counted calibrated: {responses:?}"
     );
-    assert!((t.agent.stats().cost_usd - (3_000.0 + 2.0 * 5.0) / 1e6).abs() < 1e-12);
+    assert!((t.agent.stats().cost_usd.unwrap() - (3_000.0 + 2.0 * 5.0) / 1e6).abs() < 1e-12);
+}
+
+#[tokio::test]
+async fn a_model_without_prices_has_an_unknown_cost_everywhere() {
+    let replies = [Reply::openai(
+        &assistant(vec![text("ok")]),
+        Usage {
+            input_tokens: 2_000,
+            output_tokens: 5,
+            ..Usage::default()
+        },
+    )];
+    let mut options = options(20_000);
+    options.model.input_price = None;
+    options.model.output_price = None;
+    let mut t = Scripted::start(replies, options).await;
+    t.agent.run_task("hi").await.unwrap();
+    let stats = t.agent.stats();
+    assert_eq!(stats.cost_usd, None);
+    let json = serde_json::to_value(stats).unwrap();
+    assert_eq!(json["cost_usd"], serde_json::Value::Null, "{json}");
+    let listed = cwl_session::list(t.agent.session_path().parent().unwrap()).unwrap();
+    assert_eq!(listed[0].cost_usd, None);
+    let line = serde_json::to_value(&listed[0]).unwrap();
+    assert_eq!(line["cost_usd"], serde_json::Value::Null, "{line}");
 }
 
 #[tokio::test]
