@@ -52,6 +52,11 @@ impl Rejecting {
 
 /// Runs `cwl args` with `stdin`, sessions and config in `dir`, no API keys.
 fn cwl(dir: &Path, args: &[&str], stdin: &str) -> Output {
+    cwl_with(dir, args, stdin, &[])
+}
+
+/// [`cwl`] with these environment variables set as well.
+fn cwl_with(dir: &Path, args: &[&str], stdin: &str, vars: &[(&str, &str)]) -> Output {
     let config = dir.join("config.toml");
     if !config.exists() {
         std::fs::write(&config, "").unwrap();
@@ -67,6 +72,7 @@ fn cwl(dir: &Path, args: &[&str], stdin: &str) -> Output {
         .env_remove("ANTHROPIC_BASE_URL")
         .env_remove("CWL_PROVIDER")
         .env_remove("CWL_MODEL")
+        .envs(vars.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -211,18 +217,7 @@ fn an_os_error_is_said_once() {
 fn a_failed_model_call_exits_with_1() {
     let server = Rejecting::start();
     let dir = tempfile::tempdir().unwrap();
-    let output = cwl(
-        dir.path(),
-        &[
-            "run",
-            "--provider",
-            "openai",
-            "--base-url",
-            &server.url,
-            "x",
-        ],
-        "",
-    );
+    let output = cwl(dir.path(), &keyless_run(&server), "");
     expect(&output, 1, "authentication failed (HTTP 401)");
     expect(&output, 1, "cwl run --resume");
     assert_eq!(server.requests.load(Ordering::SeqCst), 1);
@@ -230,11 +225,7 @@ fn a_failed_model_call_exits_with_1() {
         "no OPENAI_API_KEY is set: requests to {} carry no API key",
         server.url
     );
-    let everything = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        stderr(&output)
-    );
+    let everything = printed(&output);
     assert_eq!(
         everything.matches(&warning).count(),
         1,
@@ -246,33 +237,32 @@ fn a_failed_model_call_exits_with_1() {
 fn a_base_url_with_a_key_gets_no_warning_about_keys() {
     let server = Rejecting::start();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("config.toml"), "").unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_cwl"))
-        .args([
-            "run",
-            "--provider",
-            "openai",
-            "--base-url",
-            &server.url,
-            "x",
-        ])
-        .current_dir(dir.path())
-        .env("CWL_SESSION_DIR", dir.path().join("sessions"))
-        .env("CWL_CONFIG", dir.path().join("config.toml"))
-        .env("OPENAI_API_KEY", "sk-test")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("CWL_PROVIDER")
-        .env_remove("CWL_MODEL")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let key = [("OPENAI_API_KEY", "sk-test")];
+    let output = cwl_with(dir.path(), &keyless_run(&server), "", &key);
     expect(&output, 1, "authentication failed (HTTP 401)");
-    let everything = format!(
+    let everything = printed(&output);
+    assert!(!everything.contains("carry no API key"), "{everything}");
+}
+
+/// `cwl run` of one task against `server`, as OpenAI.
+fn keyless_run(server: &Rejecting) -> [&str; 6] {
+    [
+        "run",
+        "--provider",
+        "openai",
+        "--base-url",
+        &server.url,
+        "x",
+    ]
+}
+
+/// Everything a run printed, stdout then stderr.
+fn printed(output: &Output) -> String {
+    format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
-        stderr(&output)
-    );
-    assert!(!everything.contains("carry no API key"), "{everything}");
+        stderr(output)
+    )
 }
 
 #[test]
