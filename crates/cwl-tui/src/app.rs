@@ -44,6 +44,8 @@ pub struct Reset {
     pub budget: usize,
     /// The context strategy's name (`cwl`, `cwm`).
     pub strategy: String,
+    /// What `bash` commands may write (`off`, `workspace-write`, `read-only`).
+    pub sandbox: String,
     /// Tokens in view.
     pub tokens: usize,
     /// The engine's episodes.
@@ -223,6 +225,7 @@ impl App {
                 let entries = std::mem::take(&mut self.screen.entries);
                 let mut screen = Screen::new(&reset.model, &reset.session, reset.budget);
                 screen.strategy = (reset.strategy != "cwl").then(|| reset.strategy.clone());
+                screen.sandbox = Some(reset.sandbox.clone());
                 screen.entries = entries;
                 screen.gauge.tokens = reset.tokens;
                 screen.set_episodes(reset.episodes);

@@ -271,6 +271,7 @@ fn reset(agent: &Agent) -> Reset {
         session: agent.session_id(),
         budget: agent.options().budget,
         strategy: agent.context().name().to_string(),
+        sandbox: agent.sandbox().as_str().to_string(),
         tokens: agent.context().tokens(),
         episodes: engine::episode_rows(agent.context()),
     }

@@ -156,6 +156,8 @@ pub struct Screen {
     pub session: String,
     /// The context strategy, when it is not CWL (`--strategy`).
     pub strategy: Option<String>,
+    /// What `bash` commands may write (`--sandbox`), once known.
+    pub sandbox: Option<String>,
     /// Cost so far in US dollars, when the model's prices are known.
     pub cost_usd: Option<f64>,
     /// The conversation, oldest first.
@@ -308,6 +310,12 @@ impl Screen {
                 }
             }
             Event::Note { text } => self.entries.push(Entry::Note(text.clone())),
+            Event::Sandbox { mode, warning } => {
+                self.sandbox = Some(mode.clone());
+                if let Some(warning) = warning {
+                    self.entries.push(Entry::Note(warning.clone()));
+                }
+            }
             Event::Health(_) | Event::Metrics { .. } => {}
             Event::DelimiterRejected { error, .. } => {
                 self.entries

@@ -93,10 +93,14 @@ fn status_line(screen: &Screen) -> Line<'static> {
         .strategy
         .as_ref()
         .map_or(String::new(), |name| format!(" · strategy {name}"));
+    let sandbox = screen
+        .sandbox
+        .as_ref()
+        .map_or(String::new(), |mode| format!(" · sandbox {mode}"));
     Line::from(vec![
         Span::styled(" cwl ", Style::default().add_modifier(Modifier::REVERSED)),
         Span::raw(format!(
-            " {} · session {}{strategy} · {cost}{state}",
+            " {} · session {}{strategy}{sandbox} · {cost}{state}",
             screen.model, screen.session
         )),
     ])
@@ -409,6 +413,21 @@ mod tests {
     #[test]
     fn main_layout() {
         insta::assert_snapshot!(render(&scripted(), 100, 16));
+    }
+
+    #[test]
+    fn the_status_line_shows_the_sandbox_once_it_is_told() {
+        let mut screen = scripted();
+        let first = render(&screen, 120, 16);
+        assert!(!first.contains("sandbox"), "{first}");
+        screen.apply(&Event::Sandbox {
+            mode: "read-only".into(),
+            warning: Some("only partly enforced".into()),
+        });
+        let told = render(&screen, 120, 16);
+        let status = told.lines().find(|line| line.contains(" cwl ")).unwrap();
+        assert!(status.contains(" · sandbox read-only · "), "{told}");
+        assert!(told.contains("only partly enforced"), "{told}");
     }
 
     #[test]

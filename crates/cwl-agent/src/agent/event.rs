@@ -155,6 +155,13 @@ pub enum Event {
         /// Its figures, as it reports them.
         metrics: serde_json::Value,
     },
+    /// What `bash` commands may write, said once at start.
+    Sandbox {
+        /// The mode in force (`off`, `workspace-write`, `read-only`).
+        mode: String,
+        /// Why it is not what was asked, or only partly enforced.
+        warning: Option<String>,
+    },
     /// Something worth telling the user (also kept in the session file).
     Note {
         /// What happened.

@@ -587,6 +587,11 @@ impl Agent {
         &self.options
     }
 
+    /// What `bash` commands may write.
+    pub fn sandbox(&self) -> crate::tools::Sandbox {
+        self.toolbox.config().sandbox
+    }
+
     /// The session file.
     pub fn session_path(&self) -> PathBuf {
         self.writer.path().to_owned()

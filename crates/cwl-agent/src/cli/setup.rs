@@ -10,7 +10,7 @@ use super::AgentArgs;
 use super::exit::UsageError;
 use super::lines::StdinLines;
 use crate::agent::{
-    Agent, AgentOptions, ApprovalMode, Approver, DEFAULT_MAX_TURNS, JsonApprover, Observer,
+    Agent, AgentOptions, ApprovalMode, Approver, DEFAULT_MAX_TURNS, Event, JsonApprover, Observer,
     TerminalApprover,
 };
 use crate::config::{self, FileConfig};
@@ -163,8 +163,12 @@ pub async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
     let renderer = Arc::new(Mutex::new(Renderer::stdio(RenderOptions::detect(
         args.json,
     ))));
-    for warning in sandbox_warning.iter().chain(&keyless) {
-        lock(&renderer).info(warning);
+    lock(&renderer).event(&Event::Sandbox {
+        mode: sandbox.as_str().to_string(),
+        warning: sandbox_warning,
+    });
+    if let Some(warning) = keyless {
+        lock(&renderer).info(&warning);
     }
     for line in mcp.warnings().iter().cloned().chain(mcp.summary()) {
         lock(&renderer).info(&line);

@@ -373,6 +373,12 @@ impl Renderer {
                 ),
             ),
             Event::Note { text } => self.line(Some(Style::Warn), &format!("· {text}")),
+            Event::Sandbox { warning: Some(warning), .. } => {
+                self.line(Some(Style::Warn), &format!("· {warning}"));
+            }
+            Event::Sandbox { mode, warning: None } => {
+                self.line(None, &format!("· bash sandbox: {mode}"));
+            }
             Event::Health(_) | Event::Metrics { .. } => {}
             Event::TaskFinished { task, turns } => {
                 let gauge = self

@@ -568,10 +568,12 @@ fn chat_reads_tasks_and_approval_replies_from_the_same_stdin() {
         .map(|e| e["text"].as_str().unwrap())
         .collect();
     assert_eq!(tasks, ["write x", "write y"]);
-    // The scripted server gets no key, and is told so first.
-    let warning = events[0]["text"].as_str().unwrap();
+    // First the sandbox in force, then that the scripted server gets no key.
+    assert_eq!(events[0]["event"], "sandbox", "{}", events[0]);
+    assert!(events[0]["mode"].is_string(), "{}", events[0]);
+    let warning = events[1]["text"].as_str().unwrap();
     assert!(warning.contains("carry no API key"), "{warning}");
-    let banner = events[1]["text"].as_str().unwrap();
+    let banner = events[2]["text"].as_str().unwrap();
     assert!(banner.contains(" · approval on-mutate · "), "{banner}");
 }
 

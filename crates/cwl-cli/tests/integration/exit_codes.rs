@@ -231,6 +231,17 @@ fn a_failed_model_call_exits_with_1() {
         1,
         "warned once: {everything}"
     );
+    // The sandbox in force is one line at start: its mode, or why it is
+    // not the one asked for.
+    let sandbox: Vec<&str> = everything
+        .lines()
+        .filter(|line| line.contains("sandbox"))
+        .collect();
+    assert_eq!(sandbox.len(), 1, "{everything}");
+    assert!(
+        sandbox[0] == "· bash sandbox: workspace-write" || sandbox[0].contains("warning:"),
+        "{everything}"
+    );
 }
 
 #[test]
