@@ -239,6 +239,11 @@ pub struct SessionsArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// List sessions that never got a model response too (a run that
+    /// failed on its first call); hidden by default.
+    #[arg(long)]
+    pub all: bool,
+
     /// A subcommand (`show`); none lists the sessions.
     #[command(subcommand)]
     pub command: Option<SessionsCommand>,

@@ -31,6 +31,11 @@ pub(super) fn sessions(mut args: SessionsArgs) -> anyhow::Result<()> {
         return show_one(&show, &dir);
     }
     let mut sessions = cwl_session::list(&dir)?;
+    let listed = sessions.len();
+    if !args.all {
+        sessions.retain(|s| s.requests > 0);
+    }
+    let unanswered = listed - sessions.len();
     if args.limit > 0 {
         sessions.truncate(args.limit);
     }
@@ -40,6 +45,11 @@ pub(super) fn sessions(mut args: SessionsArgs) -> anyhow::Result<()> {
             .filter_map(|s| serde_json::to_string(s).ok())
             .map(|line| line + "\n")
             .collect()
+    } else if unanswered > 0 {
+        format!(
+            "{}{unanswered} session(s) that never got a model response not shown (--all shows them)\n",
+            table(&sessions, &dir.display().to_string())
+        )
     } else {
         table(&sessions, &dir.display().to_string())
     };

@@ -242,6 +242,18 @@ fn a_failed_model_call_exits_with_1() {
         sandbox[0] == "· bash sandbox: workspace-write" || sandbox[0].contains("warning:"),
         "{everything}"
     );
+    // The session never got a response: listed only with --all.
+    let listed = cwl(dir.path(), &["sessions"], "");
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(text.starts_with("no sessions in "), "{text}");
+    assert!(
+        text.contains("1 session(s) that never got a model response not shown"),
+        "{text}"
+    );
+    let json = cwl(dir.path(), &["sessions", "--json"], "");
+    assert!(json.stdout.is_empty(), "{json:?}");
+    let all = cwl(dir.path(), &["sessions", "--all", "--json"], "");
+    assert_eq!(String::from_utf8_lossy(&all.stdout).lines().count(), 1);
 }
 
 #[test]
