@@ -357,7 +357,6 @@ pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
     HOP_BY_HOP.contains(&name.as_str())
 }
 
-/// An error with its causes, `a: b: c`.
 /// Whether the upstream dropped the connection before any answer came: a
 /// reset, a broken pipe or a connection closed mid-request, but not a
 /// refused connection or a timeout, which a new attempt would only repeat.
@@ -386,6 +385,7 @@ fn dropped_unanswered(error: &reqwest::Error) -> bool {
     false
 }
 
+/// An error with its causes, `a: b: c`.
 fn describe(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

@@ -82,9 +82,8 @@ impl Context {
             let floor_reached = self.tokens() <= report.floor;
             if !floor_reached && let Some((owner, removed, seq)) = self.drop_superseded_plan() {
                 earliest(&mut changed, seq);
-                let before = self.graph.loose_tokens(owner);
-                self.graph.shrink(owner, removed.tokens);
-                loose = loose - before + self.graph.loose_tokens(owner);
+                self.graph
+                    .change_tracking_loose(owner, &mut loose, |g| g.shrink(owner, removed.tokens));
                 push_level(&mut report, &mut reported, &self.graph, owner, removed);
                 continue;
             }
@@ -92,9 +91,8 @@ impl Context {
                 && let Some((owner, removed, seq)) = self.stub_restated(restated_stub_tokens)
             {
                 earliest(&mut changed, seq);
-                let before = self.graph.loose_tokens(owner);
-                self.graph.shrink(owner, removed.tokens);
-                loose = loose - before + self.graph.loose_tokens(owner);
+                self.graph
+                    .change_tracking_loose(owner, &mut loose, |g| g.shrink(owner, removed.tokens));
                 push_level(&mut report, &mut reported, &self.graph, owner, removed);
                 continue;
             }
@@ -104,9 +102,9 @@ impl Context {
             {
                 // No stub size: only reasoning blocks go, calls and outputs stay.
                 let (removed, seq) = self.strip(target, Level::Reasoning, 0);
-                let before = self.graph.loose_tokens(target);
-                self.graph.drop_reasoning(target, removed.tokens);
-                loose = loose - before + self.graph.loose_tokens(target);
+                self.graph.change_tracking_loose(target, &mut loose, |g| {
+                    g.drop_reasoning(target, removed.tokens)
+                });
                 if let Some(seq) = seq {
                     earliest(&mut changed, seq);
                 }
@@ -148,9 +146,9 @@ impl Context {
             if let Some(seq) = seq {
                 earliest(&mut changed, seq);
             }
-            let before = self.graph.loose_tokens(target);
-            self.graph.mark(target, level, removed.tokens);
-            loose = loose - before + self.graph.loose_tokens(target);
+            self.graph.change_tracking_loose(target, &mut loose, |g| {
+                g.mark(target, level, removed.tokens)
+            });
             residues_grew = level == Level::Removed;
             if level == Level::Removed {
                 if let Some(share) = self.meter.config().superseded {

@@ -456,6 +456,19 @@ impl Graph {
         self.gaps.iter().map(|&id| self.loose_tokens(id)).sum()
     }
 
+    /// Applies `change` to episode `id`, keeping `loose`, a running
+    /// [`Graph::loose_text_tokens`], current.
+    pub(crate) fn change_tracking_loose(
+        &mut self,
+        id: EpisodeId,
+        loose: &mut usize,
+        change: impl FnOnce(&mut Graph),
+    ) {
+        let before = self.loose_tokens(id);
+        change(self);
+        *loose = *loose - before + self.loose_tokens(id);
+    }
+
     /// All episodes, oldest first.
     pub fn episodes(&self) -> &[Episode] {
         &self.episodes

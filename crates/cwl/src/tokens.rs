@@ -36,19 +36,7 @@ impl TokenCounter for O200k {
         if text.is_empty() {
             return 0;
         }
-        let tokenizer = bpe_openai::o200k_base();
-        if text.is_ascii() {
-            return pieces::count(&tokenizer.bpe, text.as_bytes());
-        }
-        pieces::lines(text)
-            .map(|line| {
-                if line.is_ascii() {
-                    pieces::count(&tokenizer.bpe, line.as_bytes())
-                } else {
-                    tokenizer.count(line)
-                }
-            })
-            .sum()
+        pieces::count(text)
     }
 }
 

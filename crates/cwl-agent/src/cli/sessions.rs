@@ -45,13 +45,14 @@ pub(super) fn sessions(mut args: SessionsArgs) -> anyhow::Result<()> {
             .filter_map(|s| serde_json::to_string(s).ok())
             .map(|line| line + "\n")
             .collect()
-    } else if unanswered > 0 {
-        format!(
-            "{}{unanswered} session(s) that never got a model response not shown (--all shows them)\n",
-            table(&sessions, &dir.display().to_string())
-        )
     } else {
-        table(&sessions, &dir.display().to_string())
+        let mut text = table(&sessions, &dir.display().to_string());
+        if unanswered > 0 {
+            text += &format!(
+                "{unanswered} session(s) that never got a model response not shown (--all shows them)\n"
+            );
+        }
+        text
     };
     // A closed pipe (`cwl sessions | head`) ends quietly.
     let _ = std::io::stdout().lock().write_all(text.as_bytes());

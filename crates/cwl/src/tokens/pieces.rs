@@ -39,9 +39,27 @@ thread_local! {
     ]);
 }
 
+/// The o200k token count of `text`, as `bpe_openai` gives it: ASCII
+/// lines split here, the others by the crate.
+pub(super) fn count(text: &str) -> usize {
+    let tokenizer = bpe_openai::o200k_base();
+    let line_count = |line: &str| {
+        if line.is_ascii() {
+            count_ascii(&tokenizer.bpe, line.as_bytes())
+        } else {
+            tokenizer.count(line)
+        }
+    };
+    if text.is_ascii() {
+        // One line as far as counting goes: no need to find the cuts.
+        return line_count(text);
+    }
+    lines(text).map(line_count).sum()
+}
+
 /// The o200k token count of `text` (ASCII): its pieces, each encoded by
 /// `bpe` or remembered.
-pub(super) fn count(bpe: &BytePairEncoding, text: &[u8]) -> usize {
+fn count_ascii(bpe: &BytePairEncoding, text: &[u8]) -> usize {
     SEEN.with_borrow_mut(|seen| {
         let mut tokens = 0;
         each_piece(text, |piece| {
@@ -73,7 +91,7 @@ pub(super) fn count(bpe: &BytePairEncoding, text: &[u8]) -> usize {
 /// a whitespace run reaches to its last line break). Each line is then
 /// split and counted alone, so a non-ASCII character costs the slow path
 /// its own line only.
-pub(super) fn lines(text: &str) -> impl Iterator<Item = &str> {
+fn lines(text: &str) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();
     let mut start = 0;
     std::iter::from_fn(move || {
@@ -100,7 +118,7 @@ pub(super) fn lines(text: &str) -> impl Iterator<Item = &str> {
 
 /// Calls `piece` with each piece of `text` (ASCII), in order, as o200k's
 /// pre-tokenizer splits it.
-pub(super) fn each_piece<'t>(text: &'t [u8], mut piece: impl FnMut(&'t [u8])) {
+fn each_piece<'t>(text: &'t [u8], mut piece: impl FnMut(&'t [u8])) {
     let mut at = 0;
     while at < text.len() {
         let end = piece_end(text, at);
@@ -261,23 +279,10 @@ mod tests {
         let text: String = (0..40_000).map(|i| format!(" w{i}x{}", i % 7)).collect();
         for _ in 0..2 {
             assert_eq!(
-                count(&tokenizer.bpe, text.as_bytes()),
+                count_ascii(&tokenizer.bpe, text.as_bytes()),
                 tokenizer.count(text.as_str())
             );
         }
-    }
-
-    fn counted_by_lines(text: &str) -> usize {
-        let tokenizer = bpe_openai::o200k_base();
-        lines(text)
-            .map(|line| {
-                if line.is_ascii() {
-                    count(&tokenizer.bpe, line.as_bytes())
-                } else {
-                    tokenizer.count(line)
-                }
-            })
-            .sum()
     }
 
     #[test]
@@ -296,14 +301,14 @@ mod tests {
         fn counting_line_by_line_counts_what_o200k_counts(
             text in "([a-zA-Z0-9 /.\n\t-]|é|ß|中文|⎿|\u{a0}|\u{2028}|\u{3000}|\u{301}|😀|İ|ǅ){0,60}",
         ) {
-            prop_assert_eq!(counted_by_lines(&text), bpe_openai::o200k_base().count(text.as_str()));
+            prop_assert_eq!(count(&text), bpe_openai::o200k_base().count(text.as_str()));
         }
 
         #[test]
         fn splits_any_ascii_as_o200k_does(text in "[\u{0}-\u{7f}]{0,80}") {
             prop_assert_eq!(pieces(&text), theirs(&text));
             let tokenizer = bpe_openai::o200k_base();
-            prop_assert_eq!(count(&tokenizer.bpe, text.as_bytes()), tokenizer.count(text.as_str()));
+            prop_assert_eq!(count_ascii(&tokenizer.bpe, text.as_bytes()), tokenizer.count(text.as_str()));
         }
 
         #[test]
