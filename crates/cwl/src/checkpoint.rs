@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::context::{Context, Entry, Pending};
 use crate::evictor::Evictor;
 use crate::fold::Residues;
-use crate::graph::Graph;
+use crate::graph::{EpisodeId, Graph, Origin};
 use crate::message::ToolSpec;
 use crate::plans::Plans;
 use crate::repeats::Repeats;
@@ -101,6 +101,12 @@ impl Context {
                 found: checkpoint.version,
             });
         }
+        let mut uses = checkpoint.uses;
+        for (id, episode) in checkpoint.graph.episodes().iter().enumerate() {
+            if episode.origin() == Origin::Unannotated {
+                uses.unlist(id as EpisodeId);
+            }
+        }
         Ok(Context {
             // A checkpoint keeps the offset alone; zero reads as never
             // calibrated, which changes no count.
@@ -119,7 +125,7 @@ impl Context {
             residues: checkpoint.residues,
             repeats: checkpoint.repeats,
             restated: checkpoint.restated,
-            uses: checkpoint.uses,
+            uses,
             plans: checkpoint.plans,
             next_seq: checkpoint.next_seq,
             total: checkpoint.total,

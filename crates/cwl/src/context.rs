@@ -14,6 +14,7 @@ use crate::evictor::{Evictor, PaperOrder};
 use crate::fold::Residues;
 use crate::graph::{
     Applied, EpisodeId, Graph, HOLDS_BULK, HOLDS_INTERMEDIATE, HOLDS_REASONING, HOLDS_RESULTS,
+    Origin,
 };
 use crate::message::{Block, Message, ToolSpec};
 use crate::meter::Meter;
@@ -570,6 +571,11 @@ impl Context {
                 Block::Text { .. } => (self.graph.owner_at(seq), Role::Text),
                 Block::Reasoning { .. } => (self.graph.owner_at(seq), Role::Reasoning),
             };
+            if let Some(id) = owner
+                && self.graph.episode(id).origin() == Origin::Unannotated
+            {
+                self.uses.unlist(id);
+            }
             let tokens = tokens::block_tokens(self.counter.as_ref(), block);
             self.uses.grow(owner, tokens);
             let named = match block {

@@ -121,6 +121,10 @@ impl Context {
                 stub,
                 text_cap.is_some_and(|cap| loose > cap),
             );
+            debug_assert_eq!(
+                candidates.least_recently_used().collect::<Vec<_>>(),
+                candidates.least_recently_used_by_sorting()
+            );
             let target = if floor_reached {
                 changed.and_then(|seq| evictor.after_floor(candidates, seq))
             } else {

@@ -292,10 +292,40 @@ impl Candidates<'_> {
     /// recently used first; episodes the use index does not know (a
     /// checkpoint from before it was kept) are not listed.
     pub fn least_recently_used(&self) -> impl Iterator<Item = EpisodeId> + '_ {
-        self.uses
+        let graph = self.graph;
+        let mut open: Vec<(u64, EpisodeId)> = self
+            .uses
+            .into_iter()
+            .flat_map(|uses| {
+                graph
+                    .gaps
+                    .range(graph.open_gaps_from()..)
+                    .copied()
+                    .filter(|&id| uses.knows(id) && self.settled(id))
+                    .map(|id| (uses.clock(id), id))
+            })
+            .collect();
+        open.sort_unstable();
+        let listed = self
+            .uses
             .into_iter()
             .flat_map(Uses::least_recent)
-            .filter(|&id| self.contains(id))
+            .filter(move |&(_, id)| !graph.gaps.contains(&id) && self.contains(id));
+        merge_sorted(listed, open.into_iter()).map(|(_, id)| id)
+    }
+
+    /// [`Candidates::least_recently_used`] by sorting every candidate the
+    /// use index knows, to check the merged walk against.
+    pub(crate) fn least_recently_used_by_sorting(&self) -> Vec<EpisodeId> {
+        let Some(uses) = self.uses else {
+            return Vec::new();
+        };
+        let mut known: Vec<(u64, EpisodeId)> = (0..self.graph.episodes.len() as EpisodeId)
+            .filter(|&id| uses.knows(id) && self.contains(id))
+            .map(|id| (uses.clock(id), id))
+            .collect();
+        known.sort_unstable();
+        known.into_iter().map(|(_, id)| id).collect()
     }
 
     /// History position, in tokens, of the last time the model's output
@@ -330,10 +360,9 @@ impl Candidates<'_> {
     pub fn oldest_expl(&self) -> Option<EpisodeId> {
         let graph = self.graph;
         let annotated = graph.expls.iter().copied().find(|&id| self.settled(id));
-        let after = graph.live_acts.last().map_or(0, |act| act + 1);
         let gap = graph
             .gaps
-            .range(after..)
+            .range(graph.open_gaps_from()..)
             .copied()
             .find(|&id| self.settled(id));
         match (annotated, gap) {
@@ -413,8 +442,7 @@ impl Candidates<'_> {
     /// Whether `id` is a candidate.
     pub fn contains(&self, id: EpisodeId) -> bool {
         let graph = self.graph;
-        let gap_open =
-            || graph.gaps.contains(&id) && graph.live_acts.last().is_none_or(|&act| id > act);
+        let gap_open = || graph.gaps.contains(&id) && id >= graph.open_gaps_from();
         (graph.acts.contains(&id) || graph.expls.contains(&id) || gap_open()) && self.settled(id)
     }
 
@@ -435,7 +463,26 @@ impl Candidates<'_> {
     }
 }
 
+/// Merges two ascending streams into one ascending stream.
+fn merge_sorted<T: Ord>(
+    first: impl Iterator<Item = T>,
+    second: impl Iterator<Item = T>,
+) -> impl Iterator<Item = T> {
+    let (mut first, mut second) = (first.peekable(), second.peekable());
+    std::iter::from_fn(move || match (first.peek(), second.peek()) {
+        (Some(a), Some(b)) if b < a => second.next(),
+        (Some(_), _) => first.next(),
+        (None, _) => second.next(),
+    })
+}
+
 impl Graph {
+    /// The first id an unannotated segment may have to be a candidate:
+    /// past the last live act, which may depend on any earlier one.
+    fn open_gaps_from(&self) -> EpisodeId {
+        self.live_acts.last().map_or(0, |act| act + 1)
+    }
+
     /// Whether `id` is a closed unannotated segment of text and reasoning
     /// alone ([`Candidates::text_over_cap`]).
     pub(crate) fn is_loose_text(&self, id: EpisodeId) -> bool {

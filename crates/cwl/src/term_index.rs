@@ -148,18 +148,50 @@ impl TermIndex {
         *slot = Slot { key, holders };
     }
 
-    /// Keeps only the terms whose holders satisfy `keep`.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Holders) -> bool) {
-        let capacity = self.slots.len();
-        let old = std::mem::replace(&mut self.slots, vec![Slot::default(); capacity]);
-        self.len = 0;
-        for slot in old {
-            if !slot.is_empty() && keep(&slot.holders) {
-                let at = self.find(slot.key);
-                self.slots[at] = slot;
-                self.len += 1;
+    /// Looks at `slots` slots from `at` on (wrapping round) and drops the
+    /// terms whose holders fail `keep`; returns where to go on next time.
+    pub(crate) fn sweep(
+        &mut self,
+        mut at: usize,
+        slots: usize,
+        mut keep: impl FnMut(&Holders) -> bool,
+    ) -> usize {
+        if self.slots.is_empty() {
+            return 0;
+        }
+        let mask = self.slots.len() - 1;
+        at &= mask;
+        for _ in 0..slots {
+            let slot = &self.slots[at];
+            if !slot.is_empty() && !keep(&slot.holders) {
+                // What moves into the hole is looked at next.
+                self.delete(at);
+            } else {
+                at = (at + 1) & mask;
             }
         }
+        at
+    }
+
+    /// Empties slot `hole`, moving back the later terms of its run whose
+    /// probe would otherwise cross the new gap.
+    fn delete(&mut self, mut hole: usize) {
+        let mask = self.slots.len() - 1;
+        let mut next = hole;
+        loop {
+            next = (next + 1) & mask;
+            let slot = self.slots[next];
+            if slot.is_empty() {
+                break;
+            }
+            let home = self.home(slot.key);
+            if next.wrapping_sub(home) & mask >= next.wrapping_sub(hole) & mask {
+                self.slots[hole] = slot;
+                hole = next;
+            }
+        }
+        self.slots[hole] = Slot::default();
+        self.len -= 1;
     }
 
     /// Every term and its holders, in slot order.
@@ -269,14 +301,17 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Push(Vec<u64>, EpisodeId),
-        Retain(EpisodeId),
+        /// Sweep from a slot, so many slots, keeping terms with a holder
+        /// at or above an id.
+        Sweep(usize, usize, EpisodeId),
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             8 => (prop::collection::vec(0u64..400, 0..60), 0u32..12)
                 .prop_map(|(keys, owner)| Op::Push(keys, owner)),
-            1 => (0u32..12).prop_map(Op::Retain),
+            2 => (0usize..2048, 0usize..1200, 0u32..12)
+                .prop_map(|(at, slots, below)| Op::Sweep(at, slots, below)),
         ]
     }
 
@@ -293,10 +328,17 @@ mod tests {
                             map.entry(key).or_default().push(owner);
                         }
                     }
-                    Op::Retain(below) => {
+                    Op::Sweep(at, slots, below) => {
                         let keep = |holders: &Holders| holders.as_slice().iter().any(|&id| id >= below);
-                        index.retain(keep);
-                        map.retain(|_, holders| keep(holders));
+                        index.sweep(at, slots, keep);
+                        // What went was dead; a sweep round the whole table takes all of it.
+                        for (key, holders) in &map {
+                            prop_assert!(index.get(*key).is_some() || !keep(holders));
+                        }
+                        map.retain(|key, _| index.get(*key).is_some());
+                        if slots >= 2 * index.slots.len() {
+                            prop_assert!(map.values().all(keep));
+                        }
                     }
                 }
                 prop_assert_eq!(index.len(), map.len());

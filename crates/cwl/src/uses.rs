@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 use std::hash::Hasher;
 
 use rustc_hash::FxHasher;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::graph::EpisodeId;
 use crate::term_index::TermIndex;
@@ -38,23 +38,74 @@ pub const MIN_TERM: usize = 5;
 /// Longest term, in bytes, that counts (longer runs are data, not names).
 const MAX_TERM: usize = 200;
 
+/// Terms the index holds before dead ones are swept.
+const SWEEP_FROM: usize = 4096;
+
+/// Terms held for each slot of the index swept.
+const SWEEP_EVERY: usize = 4;
+
 /// The term index of the view and each episode's clock.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct Uses {
     holders: TermIndex,
     /// Per episode: history position (tokens) of its last use or content.
     clocks: Vec<u64>,
-    /// The episodes still in the view by clock, least recently used first.
+    /// The episodes still in the view by clock, least recently used first,
+    /// but for the unlisted ones.
     order: BTreeSet<(u64, EpisodeId)>,
     /// Per episode: removed from the view.
     gone: Vec<bool>,
+    /// Per episode: kept out of `order` (unannotated segments, which are
+    /// candidates only past the last live act, so the graph lists them by
+    /// id and [`crate::graph::Candidates`] merges them in by clock).
+    /// Saved within `order`, as before they were kept apart; a restored
+    /// context unlists them again ([`crate::checkpoint`]).
+    #[serde(skip)]
+    unlisted: Vec<bool>,
     /// History position: tokens pushed so far.
     now: u64,
-    /// Terms after the last sweep of dead ones.
-    swept_at: usize,
+    /// The slot of the term index where the sweep of dead terms goes on
+    /// (saved under its earlier name; any value is a valid start).
+    #[serde(rename = "swept_at")]
+    sweep_at: usize,
     /// Scratch: the terms of the text being held.
     #[serde(skip)]
     terms: Vec<u64>,
+}
+
+/// The saved form: every episode still in the view in `order`, the
+/// unlisted ones too.
+#[derive(Serialize)]
+struct Saved<'a> {
+    holders: &'a TermIndex,
+    clocks: &'a [u64],
+    order: Vec<(u64, EpisodeId)>,
+    gone: &'a [bool],
+    now: u64,
+    swept_at: usize,
+}
+
+impl Serialize for Uses {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut order: Vec<(u64, EpisodeId)> = self.order.iter().copied().collect();
+        order.extend(
+            self.unlisted
+                .iter()
+                .enumerate()
+                .filter(|&(at, &unlisted)| unlisted && self.knows(at as EpisodeId))
+                .map(|(at, _)| (self.clocks[at], at as EpisodeId)),
+        );
+        order.sort_unstable();
+        Saved {
+            holders: &self.holders,
+            clocks: &self.clocks,
+            order,
+            gone: &self.gone,
+            now: self.now,
+            swept_at: self.sweep_at,
+        }
+        .serialize(serializer)
+    }
 }
 
 impl Uses {
@@ -74,8 +125,8 @@ impl Uses {
         let terms = &mut self.terms;
         each_term(text, |term| terms.push(term));
         self.holders.push(&self.terms, owner);
-        if self.holders.len() > 2 * self.swept_at.max(4096) {
-            self.sweep();
+        if self.holders.len() > SWEEP_FROM {
+            self.sweep(self.terms.len().div_ceil(SWEEP_EVERY));
         }
     }
 
@@ -111,15 +162,38 @@ impl Uses {
         }
     }
 
-    /// The episodes still in the view, least recently used first.
-    pub(crate) fn least_recent(&self) -> impl Iterator<Item = EpisodeId> + '_ {
-        self.order.iter().map(|&(_, id)| id)
+    /// Keeps `id` out of [`Uses::least_recent`] from now on; its clock is
+    /// still kept.
+    pub(crate) fn unlist(&mut self, id: EpisodeId) {
+        let at = id as usize;
+        if self.unlisted.get(at).copied().unwrap_or(false) {
+            return;
+        }
+        if self.unlisted.len() <= at {
+            self.unlisted.resize(at + 1, false);
+        }
+        self.unlisted[at] = true;
+        if let Some(&clock) = self.clocks.get(at) {
+            self.order.remove(&(clock, id));
+        }
+    }
+
+    /// The listed episodes still in the view with their clocks, least
+    /// recently used first.
+    pub(crate) fn least_recent(&self) -> impl Iterator<Item = (u64, EpisodeId)> + '_ {
+        self.order.iter().copied()
     }
 
     /// History position of the episode's last use or content (0 when
     /// unknown: older than anything recorded).
     pub(crate) fn clock(&self, id: EpisodeId) -> u64 {
         self.clocks.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// Whether the episode has a clock: it held content while in the view.
+    pub(crate) fn knows(&self, id: EpisodeId) -> bool {
+        let at = id as usize;
+        at < self.clocks.len() && !self.gone.get(at).copied().unwrap_or(false)
     }
 
     fn set_clock(&mut self, id: EpisodeId) {
@@ -131,18 +205,24 @@ impl Uses {
             self.clocks.resize(at + 1, 0);
         }
         let old = std::mem::replace(&mut self.clocks[at], self.now);
+        if self.unlisted.get(at).copied().unwrap_or(false) {
+            return;
+        }
         if old != self.now {
             self.order.remove(&(old, id));
         }
         self.order.insert((self.now, id));
     }
 
-    fn sweep(&mut self) {
+    /// Looks at the next `slots` slots of the term index and drops the
+    /// terms none of whose holders is still in the view: a little each
+    /// time, so no call pays for a whole table.
+    fn sweep(&mut self, slots: usize) {
         let gone = &self.gone;
         let live = |id: &EpisodeId| !gone.get(*id as usize).copied().unwrap_or(false);
-        self.holders
-            .retain(|holders| holders.as_slice().iter().any(live));
-        self.swept_at = self.holders.len();
+        self.sweep_at = self.holders.sweep(self.sweep_at, slots, |holders| {
+            holders.as_slice().iter().any(live)
+        });
     }
 }
 
@@ -457,14 +537,15 @@ mod tests {
         }
         uses.grow(None, 10);
         uses.refer(None, "term_0");
-        assert_eq!(uses.least_recent().collect::<Vec<_>>(), [1, 2, 0]);
+        let ids = |uses: &Uses| uses.least_recent().map(|(_, id)| id).collect::<Vec<_>>();
+        assert_eq!(ids(&uses), [1, 2, 0]);
         uses.removed(2);
         uses.refer(None, "term_2");
-        assert_eq!(
-            uses.least_recent().collect::<Vec<_>>(),
-            [1, 0],
-            "gone for good"
-        );
+        assert_eq!(ids(&uses), [1, 0], "gone for good");
+        uses.unlist(1);
+        uses.refer(None, "term_1");
+        assert_eq!(ids(&uses), [0], "unlisted, with its clock kept");
+        assert_eq!(uses.clock(1), uses.clock(0));
     }
 
     #[test]
