@@ -1,6 +1,6 @@
 //! Model APIs for cwl: one streaming interface, [`Provider`], over the
-//! OpenAI Chat Completions API (and the many servers that speak it) and the
-//! Anthropic Messages API; the one model and price table ([`models`]) that
+//! OpenAI Chat Completions API (and the many servers that speak it), the
+//! OpenAI Responses API and the Anthropic Messages API; the one model and price table ([`models`]) that
 //! the agent, the lab and the proxy all read; and the redaction of secrets
 //! ([`secrets`]).
 //!
@@ -20,6 +20,7 @@ mod error;
 mod http;
 pub mod models;
 pub mod openai;
+pub mod responses;
 pub mod retry;
 pub mod secrets;
 pub mod side;
@@ -40,6 +41,7 @@ pub use endpoint::ApiProvider;
 pub use error::ProviderError;
 pub use models::{ModelInfo, ModelTable};
 pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use responses::{ResponsesConfig, ResponsesProvider};
 pub use retry::RetryPolicy;
 
 /// What to ask the model.
@@ -205,6 +207,8 @@ pub enum ProviderKind {
     OpenAi,
     /// Anthropic Messages.
     Anthropic,
+    /// OpenAI Responses (the gpt-5.x-codex models).
+    Responses,
 }
 
 impl ProviderKind {
@@ -213,6 +217,7 @@ impl ProviderKind {
         match self {
             ProviderKind::OpenAi => "openai",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Responses => "responses",
         }
     }
 }
@@ -223,9 +228,9 @@ impl fmt::Display for ProviderKind {
     }
 }
 
-/// A provider name that is not `openai` or `anthropic`.
+/// A provider name that is not `openai`, `anthropic` or `responses`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown provider {0:?}: expected \"openai\" or \"anthropic\"")]
+#[error("unknown provider {0:?}: expected \"openai\", \"anthropic\" or \"responses\"")]
 pub struct UnknownProvider(pub String);
 
 impl FromStr for ProviderKind {
@@ -235,18 +240,20 @@ impl FromStr for ProviderKind {
         match s.trim().to_ascii_lowercase().as_str() {
             "openai" => Ok(ProviderKind::OpenAi),
             "anthropic" => Ok(ProviderKind::Anthropic),
+            "responses" => Ok(ProviderKind::Responses),
             _ => Err(UnknownProvider(s.to_string())),
         }
     }
 }
 
 /// Builds the provider of `kind` from its environment variables
-/// (`OPENAI_API_KEY`/`OPENAI_BASE_URL` or
+/// (`OPENAI_API_KEY`/`OPENAI_BASE_URL` for both OpenAI APIs, or
 /// `ANTHROPIC_API_KEY`/`ANTHROPIC_BASE_URL`).
 pub fn from_env(kind: ProviderKind) -> Result<Box<dyn Provider>, ProviderError> {
     Ok(match kind {
         ProviderKind::OpenAi => Box::new(OpenAiProvider::from_env()?),
         ProviderKind::Anthropic => Box::new(AnthropicProvider::from_env()?),
+        ProviderKind::Responses => Box::new(ResponsesProvider::from_env()?),
     })
 }
 

@@ -34,14 +34,17 @@ pub use signals::EXIT_INTERRUPTED;
 /// session.
 #[derive(Debug, Clone, Default, Args)]
 pub struct AgentArgs {
-    /// Model API: `openai` (Chat Completions and compatible servers) or
-    /// `anthropic` (Messages). Default: the config file's, else `anthropic`
-    /// when only ANTHROPIC_API_KEY is set, else `openai`.
+    /// Model API: `openai` (Chat Completions and compatible servers),
+    /// `responses` (OpenAI Responses, which serves the gpt-5.x-codex
+    /// models) or `anthropic` (Messages). Default: the config file's, else
+    /// `responses` for a gpt-5 codex model, `anthropic` when only
+    /// ANTHROPIC_API_KEY is set, else `openai`.
     #[arg(long, value_name = "NAME", env = "CWL_PROVIDER")]
     pub provider: Option<ProviderKind>,
 
     /// Model name as the server knows it. Default: the config file's, else
-    /// gpt-5 (openai) or claude-sonnet-4-5 (anthropic).
+    /// gpt-5 (openai), gpt-5.1-codex (responses) or claude-sonnet-4-5
+    /// (anthropic).
     #[arg(long, value_name = "NAME", env = "CWL_MODEL")]
     pub model: Option<String>,
 

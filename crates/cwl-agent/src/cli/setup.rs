@@ -20,7 +20,7 @@ use crate::tools::{Sandbox, ToolConfig, Toolbox, sandbox};
 use cwl_provider::secrets::Secrets;
 use cwl_provider::{
     AnthropicConfig, AnthropicProvider, ModelTable, OpenAiConfig, OpenAiProvider, Provider,
-    ProviderError, ProviderKind, anthropic,
+    ProviderError, ProviderKind, ResponsesConfig, ResponsesProvider, anthropic,
 };
 use cwl_session::SessionInfo;
 
@@ -29,6 +29,7 @@ fn default_model(kind: ProviderKind) -> &'static str {
     match kind {
         ProviderKind::OpenAi => "gpt-5",
         ProviderKind::Anthropic => "claude-sonnet-4-5",
+        ProviderKind::Responses => "gpt-5.1-codex",
     }
 }
 
@@ -271,7 +272,8 @@ fn sandbox_mode(
     Ok(sandbox::decide(mode, asked_by, &support).map_err(UsageError::new)?)
 }
 
-/// The provider: flag, the resumed session's, config, else guessed from
+/// The provider: flag, the resumed session's, config, the Responses API
+/// for a gpt-5 codex model named by flag or config, else guessed from
 /// which API key is set.
 fn provider_kind(
     args: &AgentArgs,
@@ -287,6 +289,14 @@ fn provider_kind(
     if let Some(name) = &file.provider {
         return Ok(config_value(name.parse::<ProviderKind>(), "provider")?);
     }
+    if args
+        .model
+        .as_deref()
+        .or(file.model.as_deref())
+        .is_some_and(speaks_responses_only)
+    {
+        return Ok(ProviderKind::Responses);
+    }
     let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.trim().is_empty());
     Ok(
         if set(anthropic::KEY_VAR) && !set(cwl_provider::openai::KEY_VAR) {
@@ -297,12 +307,26 @@ fn provider_kind(
     )
 }
 
+/// Whether OpenAI serves `model` through the Responses API alone: the
+/// gpt-5 codex models (`gpt-5-codex`, `gpt-5.1-codex-max`,
+/// `openai/gpt-5.2-codex`).
+fn speaks_responses_only(model: &str) -> bool {
+    let model = model.trim().to_ascii_lowercase();
+    let model = model.strip_prefix("openai/").unwrap_or(&model);
+    model.starts_with("gpt-5") && model.contains("-codex")
+}
+
 /// Whether no flag, session, config file or `CWL_PROVIDER` chose the
 /// provider, so it was guessed from which API key is set.
 fn guessed(args: &AgentArgs, file: &FileConfig, header: Option<&SessionInfo>) -> bool {
     args.provider.is_none()
         && header.is_none_or(|h| h.provider.parse::<ProviderKind>().is_err())
         && file.provider.is_none()
+        && !args
+            .model
+            .as_deref()
+            .or(file.model.as_deref())
+            .is_some_and(speaks_responses_only)
 }
 
 /// The provider for `kind`; `base_url` (with where it was set) replaces
@@ -333,6 +357,18 @@ fn provider(
                 &config.base_url,
             );
             OpenAiProvider::new(config).map(|p| (Box::new(p) as Box<dyn Provider>, warning))
+        }
+        ProviderKind::Responses => {
+            let mut config = ResponsesConfig::from_env().with_idle_timeout(idle_timeout);
+            if let Some((url, _)) = base_url {
+                config.base_url = url;
+            }
+            let warning = keyless(
+                &config.api_key,
+                cwl_provider::openai::KEY_VAR,
+                &config.base_url,
+            );
+            ResponsesProvider::new(config).map(|p| (Box::new(p) as Box<dyn Provider>, warning))
         }
         ProviderKind::Anthropic => {
             let mut config = AnthropicConfig::from_env().with_idle_timeout(idle_timeout);

@@ -390,3 +390,40 @@ fn a_session_past_the_window_is_not_advised_to_resume_as_it_is() {
     );
     assert_eq!(server.requests().len(), 1, "nothing more was sent");
 }
+
+#[test]
+fn a_gpt_5_codex_model_goes_to_the_responses_api_and_resumes_there() {
+    let (_rt, server) = server(vec![
+        Reply::responses(&assistant(vec![text("first")]), Usage::default()),
+        Reply::responses(&assistant(vec![text("second")]), Usage::default()),
+    ]);
+    let work = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let config = empty_config(sessions.path());
+    let args = || AgentArgs {
+        provider: None,
+        model: Some("gpt-5.1-codex-max".into()),
+        ..agent_args(&server, work.path(), sessions.path(), &config)
+    };
+    cli::run_run(RunArgs {
+        agent: args(),
+        tasks: vec!["a".into()],
+        prompt: None,
+    })
+    .unwrap();
+    let listed = cwl_session::list(sessions.path()).unwrap();
+    assert_eq!(listed[0].provider, "responses");
+    cli::run_run(RunArgs {
+        agent: AgentArgs {
+            model: None,
+            resume: Some(listed[0].id.clone()),
+            ..args()
+        },
+        tasks: vec!["b".into()],
+        prompt: None,
+    })
+    .unwrap();
+    let paths: Vec<String> = server.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/v1/responses", "/v1/responses"]);
+    assert_eq!(server.requests()[1].json()["model"], "gpt-5.1-codex-max");
+}

@@ -616,3 +616,135 @@ fn anthropic_agent(
     .unwrap();
     (agent, [dir, sessions])
 }
+
+/// Two tasks on the Responses API with gpt-5.1-codex: episodes opened and
+/// closed through `delimiter`, reasoning kept encrypted within a task and
+/// gone from the next task's requests (the model drops it there), every
+/// call answered, usage and cost taken from the stream.
+#[tokio::test]
+async fn a_responses_session_sends_valid_requests_and_drops_reasoning_where_the_model_does() {
+    let replies: Vec<Reply> = [
+        assistant(vec![
+            Block::Reasoning {
+                text: "look first".into(),
+                signature: Some("enc-1".into()),
+            },
+            start("call_01", "find", "expl", &[]),
+            call("call_02", "grep", json!({"pattern": "fn save"})),
+        ]),
+        assistant(vec![end("call_03", Some("save is in src/store.rs"))]),
+        assistant(vec![text("Found it.")]),
+        assistant(vec![call("call_04", "ls", json!({}))]),
+        assistant(vec![text("Listed.")]),
+    ]
+    .iter()
+    .map(|m| {
+        Reply::responses(
+            m,
+            Usage {
+                input_tokens: 2_000,
+                cached_input_tokens: 1_000,
+                output_tokens: 20,
+                ..Usage::default()
+            },
+        )
+    })
+    .collect();
+    let server = ScriptedServer::start(replies).await.unwrap();
+    let dir = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let (shared, observer) = collector();
+    let mut options = options(50_000);
+    options.model = cwl_provider::ModelTable::builtin().lookup("gpt-5.1-codex");
+    let toolbox = Toolbox::new(dir.path(), ToolConfig::default()).unwrap();
+    let mut agent = Agent::create(
+        responses(&server),
+        toolbox,
+        options,
+        sessions.path(),
+        observer,
+    )
+    .unwrap();
+    agent.run_task("Find save.").await.unwrap();
+    agent.run_task("List the files.").await.unwrap();
+    let requests = server.requests();
+    assert_eq!(requests.len(), 5);
+    let mut encrypted = Vec::new();
+    for request in &requests {
+        assert_eq!(request.path, "/v1/responses");
+        assert_eq!(
+            request.header("authorization"),
+            Some("Bearer sk-test-secret-key")
+        );
+        let body = request.json();
+        assert_eq!(body["model"], "gpt-5.1-codex");
+        assert_eq!(body["store"], false);
+        assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+        assert!(body["instructions"].as_str().is_some_and(|i| !i.is_empty()));
+        let tools: Vec<&str> = body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            tools.contains(&"delimiter") && tools.contains(&"recall"),
+            "{tools:?}"
+        );
+        let items = body["input"].as_array().unwrap();
+        let ids = |kind: &str| -> Vec<String> {
+            items
+                .iter()
+                .filter(|item| item["type"] == kind)
+                .map(|item| item["call_id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            ids("function_call"),
+            ids("function_call_output"),
+            "every call answered"
+        );
+        encrypted.push(
+            items
+                .iter()
+                .filter(|item| item["type"] == "reasoning")
+                .map(|item| item["encrypted_content"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(
+        encrypted,
+        [
+            vec![],
+            vec!["enc-1".to_string()],
+            vec!["enc-1".to_string()],
+            vec![],
+            vec![]
+        ],
+        "sent back within its task, dropped at the next user turn"
+    );
+    let episodes: Vec<&str> = agent
+        .context()
+        .graph()
+        .episodes()
+        .iter()
+        .map(|episode| episode.name())
+        .collect();
+    assert!(episodes.contains(&"find"), "{episodes:?}");
+    let priced: Vec<(u64, Option<f64>)> = events(&shared)
+        .iter()
+        .filter_map(|event| match event {
+            Event::Response {
+                usage, cost_usd, ..
+            } => Some((usage.input_tokens, *cost_usd)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(priced.len(), 5);
+    assert!(
+        priced
+            .iter()
+            .all(|(input, cost)| *input == 2_000 && cost.is_some_and(|c| c > 0.0)),
+        "usage and cost from the stream: {priced:?}"
+    );
+}

@@ -8,7 +8,7 @@ use cwl::{Block, Message, ToolCall, ToolSpec, Usage};
 use cwl_provider::testing::{Reply, ScriptedServer};
 use cwl_provider::{
     AnthropicConfig, AnthropicProvider, OpenAiConfig, OpenAiProvider, Provider, ProviderError,
-    Request, Response, RetryPolicy, StopReason, StreamEvent,
+    Request, Response, ResponsesConfig, ResponsesProvider, RetryPolicy, StopReason, StreamEvent,
 };
 use serde_json::{Value, json};
 
@@ -40,6 +40,15 @@ fn anthropic(server: &ScriptedServer, policy: RetryPolicy) -> AnthropicProvider 
     AnthropicProvider::new(
         AnthropicConfig::new(server.url())
             .with_api_key("ak-test")
+            .with_retry(policy),
+    )
+    .unwrap()
+}
+
+fn responses(server: &ScriptedServer, policy: RetryPolicy) -> ResponsesProvider {
+    ResponsesProvider::new(
+        ResponsesConfig::new(format!("{}/v1", server.url()))
+            .with_api_key("sk-test")
             .with_retry(policy),
     )
     .unwrap()
@@ -1059,4 +1068,139 @@ async fn an_auth_failure_without_a_key_says_to_set_one() {
         "{error}"
     );
     assert!(!error.contains("OPENAI"), "{error}");
+}
+
+// ---------------------------------------------------------------- Responses
+
+#[tokio::test]
+async fn responses_round_trip_reasoning_text_and_calls_with_their_deltas() {
+    let message = Message::Assistant {
+        content: vec![
+            Block::Reasoning {
+                text: "thinking it over".into(),
+                signature: Some("gAAAAB-encrypted".into()),
+            },
+            Block::Text {
+                text: "Reading, with ünïcödé.".into(),
+            },
+            Block::ToolCall(ToolCall::new("call_1", "read", r#"{"path": "a/b.rs"}"#)),
+        ],
+    };
+    let usage = Usage {
+        input_tokens: 900,
+        cached_input_tokens: 512,
+        cache_write_tokens: 0,
+        output_tokens: 33,
+    };
+    let server = serve([Reply::responses(&message, usage)]).await;
+    let provider = responses(&server, RetryPolicy::none());
+    let (result, events) = run(&provider, &[Message::user("x")], &tools()).await;
+    let response = result.unwrap();
+    assert_eq!(response.message, message);
+    assert_eq!(response.usage, usage);
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+    assert_eq!(text_of(&events), "Reading, with ünïcödé.");
+    assert!(events.contains(&StreamEvent::ToolCallStarted {
+        id: "call_1".into(),
+        name: "read".into()
+    }));
+    let reasoning: String = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ReasoningDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasoning, "thinking it over");
+    assert_eq!(provider.name(), "responses");
+}
+
+fn responses_events(events: &[Value]) -> String {
+    anthropic_events(events)
+}
+
+#[tokio::test]
+async fn responses_reads_custom_calls_refusals_and_cut_responses() {
+    let custom = responses_events(&[
+        json!({"type": "response.output_item.added", "item": {"type": "custom_tool_call", "call_id": "call_9", "name": "apply_patch", "input": ""}}),
+        json!({"type": "response.custom_tool_call_input.delta", "delta": "*** Begin"}),
+        json!({"type": "response.output_item.done", "item": {"type": "custom_tool_call", "call_id": "call_9", "name": "apply_patch", "input": "*** Begin Patch"}}),
+        json!({"type": "response.completed", "response": {"usage": {"input_tokens": 10, "output_tokens": 2}}}),
+    ]);
+    let cut = responses_events(&[
+        json!({"type": "response.output_text.delta", "delta": "Par"}),
+        json!({"type": "response.output_item.done", "item": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Partial"}]}}),
+        json!({"type": "response.incomplete", "response": {"incomplete_details": {"reason": "max_output_tokens"}, "usage": {"input_tokens": 10, "output_tokens": 99}}}),
+    ]);
+    let refused = responses_events(&[
+        json!({"type": "response.output_item.done", "item": {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}}),
+        json!({"type": "response.completed", "response": {"usage": {"input_tokens": 10, "output_tokens": 5}}}),
+    ]);
+    let server = serve([Reply::Sse(custom), Reply::Sse(cut), Reply::Sse(refused)]).await;
+    let provider = responses(&server, RetryPolicy::none());
+    let response = ask(&provider).await.unwrap();
+    assert_eq!(
+        response.message,
+        Message::Assistant {
+            content: vec![Block::ToolCall(ToolCall::new(
+                "call_9",
+                "apply_patch",
+                "*** Begin Patch"
+            ))]
+        }
+    );
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+    let response = ask(&provider).await.unwrap();
+    assert_eq!(response.message, Message::assistant_text("Partial"));
+    assert_eq!(response.stop_reason, StopReason::MaxTokens);
+    let response = ask(&provider).await.unwrap();
+    assert_eq!(response.stop_reason, StopReason::Refusal);
+    assert_eq!(
+        response.message,
+        Message::assistant_text("I can't help with that.")
+    );
+}
+
+#[tokio::test]
+async fn responses_failures_in_the_stream_are_retried_or_reported() {
+    let failed = |code: &str| {
+        responses_events(&[
+            json!({"type": "response.created", "response": {"status": "in_progress"}}),
+            json!({"type": "response.failed", "response": {"error": {"code": code, "message": "it broke"}}}),
+        ])
+    };
+    let server = serve([
+        Reply::Sse(failed("server_error")),
+        Reply::Drop(responses_events(&[
+            json!({"type": "response.output_text.delta", "delta": "half"}),
+        ])),
+        Reply::responses(&Message::assistant_text("ok"), Usage::default()),
+        Reply::Sse(failed("invalid_prompt")),
+        Reply::Sse(responses_events(&[
+            json!({"type": "response.output_text.delta", "delta": "no end"}),
+        ])),
+    ])
+    .await;
+    let (policy, waits) = recording_policy(5);
+    let provider = responses(&server, policy);
+    let (result, events) = run(&provider, &[Message::user("x")], &[]).await;
+    let response = result.unwrap();
+    assert_eq!(response.attempts, 3);
+    assert_eq!(response.message, Message::assistant_text("ok"));
+    assert_eq!(waits.lock().unwrap().len(), 2);
+    assert!(
+        events.iter().any(
+            |e| matches!(e, StreamEvent::Retrying { reason, .. } if reason.contains("it broke"))
+        )
+    );
+    let error = ask(&provider).await.unwrap_err();
+    assert!(!error.is_retryable());
+    assert!(error.to_string().contains("invalid_prompt"), "{error}");
+    let once = responses(&server, RetryPolicy::none());
+    let error = ask(&once).await.unwrap_err();
+    assert!(error.is_retryable(), "a cut stream is sent again");
+    assert!(
+        error.to_string().contains("no response.completed arrived"),
+        "{error}"
+    );
 }

@@ -6,7 +6,7 @@
 //! no answer at all. It
 //! records every request so tests can check what the provider sent. Point
 //! a provider's base URL at [`ScriptedServer::url`]
-//! (`OpenAiConfig::new(server.url())`,
+//! (`OpenAiConfig::new(server.url())`, `ResponsesConfig::new(server.url())`,
 //! `AnthropicConfig::new(server.url())`); the path is not checked.
 //!
 //! ```no_run
@@ -34,7 +34,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-pub use sse::{anthropic_sse, openai_sse};
+pub use sse::{anthropic_sse, openai_sse, responses_sse};
 
 /// How the server answers one request.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,6 +87,12 @@ impl Reply {
     /// assistant message) with `usage`; see [`openai_sse`].
     pub fn openai(message: &cwl::Message, usage: cwl::Usage) -> Self {
         Reply::Sse(openai_sse(message, usage))
+    }
+
+    /// A complete OpenAI Responses stream producing `message` with
+    /// `usage`; see [`responses_sse`].
+    pub fn responses(message: &cwl::Message, usage: cwl::Usage) -> Self {
+        Reply::Sse(responses_sse(message, usage))
     }
 
     /// A complete Anthropic Messages stream producing `message` with

@@ -88,6 +88,71 @@ pub fn openai_sse(message: &Message, usage: Usage) -> String {
     out
 }
 
+/// An OpenAI Responses stream for `message`: `response.created`, then per
+/// block an output item (`reasoning` with summary deltas and its signature
+/// as the encrypted content, a made-up one when it has none; an assistant
+/// `message` with text deltas; a `function_call` with argument deltas)
+/// from `response.output_item.added` to `response.output_item.done`, and
+/// `response.completed` with the usage.
+pub fn responses_sse(message: &Message, usage: Usage) -> String {
+    let emit = |kind: &str, mut value: Value| {
+        value["type"] = json!(kind);
+        event(kind, &value)
+    };
+    let mut out = emit(
+        "response.created",
+        json!({"response": {"id": "resp_scripted", "status": "in_progress"}}),
+    );
+    for (index, block) in blocks(message).iter().enumerate() {
+        let (start, pieces_of, delta_kind, done) = match block {
+            Block::Reasoning { text, signature } => (
+                json!({"type": "reasoning", "id": format!("rs_{index}"), "summary": []}),
+                text.as_str(),
+                "response.reasoning_summary_text.delta",
+                json!({"type": "reasoning", "id": format!("rs_{index}"),
+                    "summary": if text.is_empty() { json!([]) } else { json!([{"type": "summary_text", "text": text}]) },
+                    "encrypted_content": signature.clone().unwrap_or_else(|| format!("enc-scripted-{index}"))}),
+            ),
+            Block::Text { text } => (
+                json!({"type": "message", "id": format!("msg_{index}"), "role": "assistant", "content": []}),
+                text.as_str(),
+                "response.output_text.delta",
+                json!({"type": "message", "id": format!("msg_{index}"), "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+            ),
+            Block::ToolCall(call) => (
+                json!({"type": "function_call", "id": format!("fc_{index}"), "call_id": call.id,
+                    "name": call.name, "arguments": ""}),
+                call.arguments.as_str(),
+                "response.function_call_arguments.delta",
+                json!({"type": "function_call", "id": format!("fc_{index}"), "call_id": call.id,
+                    "name": call.name, "arguments": call.arguments}),
+            ),
+        };
+        out += &emit(
+            "response.output_item.added",
+            json!({"output_index": index, "item": start}),
+        );
+        for piece in pieces(pieces_of, 5) {
+            out += &emit(delta_kind, json!({"output_index": index, "delta": piece}));
+        }
+        out += &emit(
+            "response.output_item.done",
+            json!({"output_index": index, "item": done}),
+        );
+    }
+    out += &emit(
+        "response.completed",
+        json!({"response": {"id": "resp_scripted", "status": "completed", "usage": {
+            "input_tokens": usage.input_tokens,
+            "input_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+            "output_tokens": usage.output_tokens,
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+        }}}),
+    );
+    out
+}
+
 /// An Anthropic Messages stream for `message`: `message_start` with the
 /// prompt usage, one content block per block (thinking with its signature,
 /// text, tool use with `input_json_delta` pieces), a `ping`,

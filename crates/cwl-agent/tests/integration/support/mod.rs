@@ -106,6 +106,18 @@ pub fn anthropic(server: &ScriptedServer) -> Box<dyn Provider> {
     )
 }
 
+/// An OpenAI Responses provider for the server.
+pub fn responses(server: &ScriptedServer) -> Box<dyn Provider> {
+    Box::new(
+        cwl_provider::ResponsesProvider::new(
+            cwl_provider::ResponsesConfig::new(format!("{}/v1", server.url()))
+                .with_api_key("sk-test-secret-key")
+                .with_retry(fast_retry()),
+        )
+        .unwrap(),
+    )
+}
+
 /// A model entry with a window and prices.
 pub fn model(window: u64) -> ModelInfo {
     ModelInfo {
