@@ -81,6 +81,9 @@ struct Open {
 #[derive(Debug, Default)]
 pub struct Inferrer {
     disabled: bool,
+    /// Tool output an episode may gather before the next call starts
+    /// another; `None`: [`MAX_EPISODE_CHARS`].
+    max_chars: Option<usize>,
     task: u32,
     episodes: u32,
     open: Option<Open>,
@@ -91,6 +94,17 @@ impl Inferrer {
     /// A fresh inferrer at the start of a session.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An inferrer whose episodes gather at most about `chars` characters
+    /// of tool output (at least one call's), for a budget too small for
+    /// [`MAX_EPISODE_CHARS`]: the open episode cannot be evicted, so it
+    /// must stay well under the budget.
+    pub fn with_max_chars(chars: usize) -> Self {
+        Inferrer {
+            max_chars: Some(chars),
+            ..Self::default()
+        }
     }
 
     /// Whether inference stopped because the log annotates itself.
@@ -137,9 +151,11 @@ impl Inferrer {
                     .map(|c| touch::touch(&c.arguments))
                     .collect();
                 let mut out = Vec::new();
-                let full = self.open.as_ref().is_some_and(|open| {
-                    open.calls >= MAX_EPISODE_CALLS || open.chars >= MAX_EPISODE_CHARS
-                });
+                let max_chars = self.max_chars.unwrap_or(MAX_EPISODE_CHARS);
+                let full = self
+                    .open
+                    .as_ref()
+                    .is_some_and(|open| open.calls >= MAX_EPISODE_CALLS || open.chars >= max_chars);
                 if full || self.open.as_ref().is_none_or(|open| open.kind != kind) {
                     out.extend(self.close());
                     out.extend(self.start(kind, &touches));
@@ -174,6 +190,14 @@ impl Inferrer {
         if let Some(open) = &mut self.open {
             open.chars += result.content.len();
         }
+    }
+
+    /// Closes the open episode, if any, and goes on inferring: for a
+    /// harness whose model opens an episode of its own at times and works
+    /// outside one at others (that message is then not given to
+    /// [`Inferrer::before`], which would stop inference).
+    pub fn close_open(&mut self) -> Vec<Annotation> {
+        self.close()
     }
 
     /// Closes the open episode at the end of the session.

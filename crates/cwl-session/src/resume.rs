@@ -353,6 +353,13 @@ fn replay_from(
                     ));
                 }
             }
+            Record::Annotate { annotation } => {
+                if let Err(error) = context.annotate(annotation.clone()) {
+                    warnings.push(format!(
+                        "line {line}: the recorded annotation {annotation:?} was refused on replay: {error}"
+                    ));
+                }
+            }
             Record::Calibrate { local, reported } => context.calibrate(
                 usize::try_from(*local).unwrap_or(usize::MAX),
                 usize::try_from(*reported).unwrap_or(usize::MAX),

@@ -20,6 +20,7 @@ fn default_superseded_plans() -> bool {
     Config::default().superseded_plans
 }
 use crate::message::{Message, ToolSpec};
+use crate::protocol::Annotation;
 
 /// The current version of the session file format.
 pub const SESSION_FORMAT_VERSION: u32 = 1;
@@ -179,6 +180,13 @@ pub enum Record {
     Idle {
         /// Whole seconds since the previous model call ended.
         seconds: u64,
+    },
+    /// An episode annotation applied out of band before the next message
+    /// (the agent's inferred episodes for tool use outside any the model
+    /// opened); a resume applies it at the same point.
+    Annotate {
+        /// The annotation, as `delimiter` arguments would give it.
+        annotation: Annotation,
     },
     /// A free-form event worth keeping (task boundaries, warnings).
     Note {

@@ -14,6 +14,7 @@ mod calls;
 pub mod clock;
 pub mod delegate;
 mod event;
+mod inferred;
 mod interrupt;
 pub mod limits;
 
@@ -306,6 +307,10 @@ pub struct Agent {
     idle_carry: std::time::Duration,
     /// What the strategy's side calls may still cost this process.
     side_gate: cwl_provider::side::SideGate,
+    /// Episodes inferred for tool use outside any the model opened.
+    inference: inferred::Inference,
+    /// The last task whose status block reminded the model of `delimiter`.
+    reminded_task: usize,
 }
 
 impl std::fmt::Debug for Agent {
@@ -509,6 +514,12 @@ impl Agent {
     ) -> Agent {
         let priced = options.model.input_price.is_some() && options.model.output_price.is_some();
         let side_gate = cwl_provider::side::SideGate::new(options.side_timeout);
+        // Other strategies keep their own account of unannotated work.
+        let inference = if context.name() == "cwl" {
+            inferred::Inference::new(options.engine_budget())
+        } else {
+            inferred::Inference::off()
+        };
         Agent {
             provider,
             toolbox,
@@ -534,6 +545,8 @@ impl Agent {
             last_call_end: None,
             idle_carry: std::time::Duration::ZERO,
             side_gate,
+            inference,
+            reminded_task: 0,
         }
     }
 
@@ -640,6 +653,9 @@ impl Agent {
         cost_usd: Option<f64>,
     ) -> Result<Vec<cwl::DelimiterOutcome>, AgentError> {
         let message = self.redactor().redact_message(message);
+        if !matches!(message, Message::Assistant { .. }) {
+            self.infer(&message)?;
+        }
         let outcomes = self.context.push(message.clone())?;
         self.writer.append(&Record::Message {
             timestamp: Some(cwl_session::now()),
@@ -648,6 +664,28 @@ impl Agent {
             cost_usd,
         })?;
         Ok(outcomes)
+    }
+
+    /// Applies and records the episodes inferred before `message` (see
+    /// [`inferred`]): assistant messages before their size limits are
+    /// checked, so calls that start an inferred episode are not taken for
+    /// the prologue; other messages as they are pushed.
+    fn infer(&mut self, message: &Message) -> Result<(), AgentError> {
+        let redacted = self.redactor().redact_message(message.clone());
+        for annotation in self.inference.before(&redacted, self.context.graph()) {
+            match self.context.annotate(annotation.clone()) {
+                Ok(_) => {
+                    self.writer.append(&Record::Annotate {
+                        annotation: annotation.clone(),
+                    })?;
+                    self.inference.applied(&annotation);
+                }
+                Err(error) => {
+                    self.note(format!("an inferred episode was refused: {error}"))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Writes a checkpoint of the engine at the end of a task, so a resume

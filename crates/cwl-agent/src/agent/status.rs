@@ -35,6 +35,11 @@ pub struct Status {
     pub budget: usize,
     /// The active episode.
     pub active: Option<(String, EpisodeKind)>,
+    /// Whether the active episode was inferred from the model's tool use
+    /// rather than opened with `delimiter`.
+    pub inferred: bool,
+    /// Whether to remind the model of `delimiter` (at most once a task).
+    pub remind: bool,
     /// Whether the last eviction pass could not meet the budget.
     pub budget_unmet: bool,
 }
@@ -49,10 +54,17 @@ impl Status {
             human_tokens(self.budget)
         ));
         match &self.active {
+            Some((name, kind)) if self.inferred => out.push_str(&format!(
+                "episode: {kind} `{name}` is active (inferred from your tool use)\n"
+            )),
             Some((name, kind)) => out.push_str(&format!("episode: {kind} `{name}` is active\n")),
-            None => {
-                out.push_str("episode: none active (start one with `delimiter` before working)\n")
-            }
+            None => out.push_str("episode: none active\n"),
+        }
+        if self.remind {
+            out.push_str(
+                "note: open an episode with `delimiter` before working and end it when done; \
+                 tool use outside one is grouped into inferred episodes for you\n",
+            );
         }
         if self.budget_unmet {
             out.push_str(
@@ -189,6 +201,8 @@ mod tests {
             tokens: 62_345,
             budget: 80_000,
             active: Some(("locate-auth".into(), EpisodeKind::Expl)),
+            inferred: false,
+            remind: false,
             budget_unmet: false,
         }
     }

@@ -93,7 +93,11 @@ impl Agent {
                     self.interrupted(task, "the model was answering (its reply is dropped)")
                 );
             };
-            let (content, cuts) = self.limit_reply(clean(response.message));
+            let content = clean(response.message);
+            self.infer(&Message::Assistant {
+                content: content.clone(),
+            })?;
+            let (content, cuts) = self.limit_reply(content);
             for cut in cuts {
                 self.note(cut)?;
             }
@@ -394,14 +398,21 @@ impl Agent {
         } else {
             None
         };
+        let active = self
+            .context
+            .active_episode()
+            .map(|(name, kind)| (name.to_string(), kind));
+        let inferred = active
+            .as_ref()
+            .is_some_and(|(name, _)| self.inference.is_open(name));
+        let remind = (active.is_none() || inferred) && self.reminded_task != self.stats.tasks;
         let status = Status {
             git,
             tokens: self.context.tokens(),
             budget: self.options.budget,
-            active: self
-                .context
-                .active_episode()
-                .map(|(name, kind)| (name.to_string(), kind)),
+            active,
+            inferred,
+            remind,
             budget_unmet: self.budget_unmet,
         };
         let mut messages: Vec<Message> = self.context.view().cloned().collect();
@@ -411,6 +422,9 @@ impl Agent {
             messages.last(),
             Some(Message::User { .. } | Message::ToolResult(_))
         ) {
+            if status.remind {
+                self.reminded_task = self.stats.tasks;
+            }
             let block = status.message(self.counter.as_ref());
             extra = cwl::tokens::message_tokens(self.counter.as_ref(), &block);
             messages.push(block);

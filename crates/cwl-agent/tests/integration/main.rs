@@ -14,6 +14,7 @@ mod agent_cwm;
 mod agent_delegate_cost;
 mod agent_demo;
 mod agent_failures;
+mod agent_forgetful;
 mod agent_instructions;
 mod agent_interrupt;
 mod agent_limits;
