@@ -206,17 +206,23 @@ impl ProviderError {
     }
 }
 
-/// Renders an error with its chain of causes on one line.
+/// Renders an error on one line: its own text and its root cause (the
+/// layers between, such as an HTTP client's "client error (Connect): tcp
+/// connect error", add length, not meaning).
 pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
+    let mut root = None;
     let mut source = error.source();
     while let Some(cause) = source {
-        let cause_text = cause.to_string();
+        root = Some(cause);
+        source = cause.source();
+    }
+    if let Some(root) = root {
+        let cause_text = root.to_string();
         if !text.contains(&cause_text) {
             text.push_str(": ");
             text.push_str(&cause_text);
         }
-        source = cause.source();
     }
     text
 }

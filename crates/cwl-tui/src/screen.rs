@@ -316,7 +316,8 @@ impl Screen {
                     self.entries.push(Entry::Note(warning.clone()));
                 }
             }
-            Event::Health(_) | Event::Metrics { .. } => {}
+            // The task's error comes back from the call and is shown from there.
+            Event::Health(_) | Event::Metrics { .. } | Event::TaskFailed { .. } => {}
             Event::DelimiterRejected { error, .. } => {
                 self.entries
                     .push(Entry::Note(format!("delimiter rejected: {error}")));

@@ -167,6 +167,13 @@ pub enum Event {
         /// What happened.
         text: String,
     },
+    /// The task stopped on an error that the call returns as well (the
+    /// model API after retries, the window, the turn limit): a front end
+    /// that prints the returned error shows it once.
+    TaskFailed {
+        /// What went wrong, one line.
+        error: String,
+    },
     /// A user turn finished: the model answered without tool calls.
     TaskFinished {
         /// 1-based number of the task in this run.

@@ -590,6 +590,16 @@ impl Agent {
         self.context.as_ref()
     }
 
+    /// Whether the session ever got a model response (in this process or
+    /// before it was resumed): one without any has nothing to resume.
+    pub fn has_responses(&self) -> bool {
+        self.stats.requests > 0
+            || self
+                .context
+                .view()
+                .any(|message| matches!(message, Message::Assistant { .. }))
+    }
+
     /// Figures of this run.
     pub fn stats(&self) -> &Stats {
         &self.stats
@@ -798,6 +808,19 @@ impl Agent {
     }
 
     /// Records a note (secrets redacted) and tells the observer.
+    /// Records that the task stops on `error` (a note in the session
+    /// file) and tells the observer, which may leave the printing to
+    /// whoever gets the error back.
+    fn failed(&mut self, error: &AgentError) -> Result<(), AgentError> {
+        let text = self.redactor().redact(&error.to_string()).into_owned();
+        self.writer.append(&Record::Note {
+            timestamp: Some(cwl_session::now()),
+            text: text.clone(),
+        })?;
+        self.observer.event(&Event::TaskFailed { error: text });
+        Ok(())
+    }
+
     fn note(&mut self, text: String) -> Result<(), AgentError> {
         let text = self.redactor().redact(&text).into_owned();
         self.writer.append(&Record::Note {

@@ -78,7 +78,7 @@ impl Agent {
                 let error = AgentError::MaxTurns {
                     limit: self.options.max_turns,
                 };
-                self.note(error.to_string())?;
+                self.failed(&error)?;
                 return Err(error);
             }
             turns += 1;
@@ -117,7 +117,7 @@ impl Agent {
             let outcomes = match self.push(message.clone(), Some(response.usage), cost) {
                 Ok(outcomes) => outcomes,
                 Err(error) => {
-                    self.note(error.to_string())?;
+                    self.failed(&error)?;
                     return Err(error);
                 }
             };
@@ -179,7 +179,7 @@ impl Agent {
                 tokens: prepared.tokens,
                 limit,
             };
-            self.note(error.to_string())?;
+            self.failed(&error)?;
             return Err(error);
         }
         if self.over_budget {
@@ -218,7 +218,7 @@ impl Agent {
             Ok(response) => response,
             Err(error) => {
                 let error = AgentError::Provider(error.redacted(self.redactor()));
-                self.note(error.to_string())?;
+                self.failed(&error)?;
                 return Err(error);
             }
         };

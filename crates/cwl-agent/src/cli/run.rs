@@ -12,6 +12,7 @@ use super::setup::start;
 use super::signals::{self, EXIT_INTERRUPTED, Signals};
 use crate::agent::{AgentError, ApprovalMode};
 use crate::config;
+use cwl_provider::ProviderError;
 
 pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let tasks = tasks(&args)?;
@@ -54,6 +55,22 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
                 // Unlocks and syncs the session before the process ends.
                 drop(started);
                 std::process::exit(EXIT_INTERRUPTED);
+            }
+            Err(AgentError::Provider(ProviderError::Auth {
+                status, url, var, ..
+            })) if started.keyless => {
+                // No key was sent: the key is missing, a usage error.
+                return Err(UsageError::new(format!(
+                    "task {} of {total} failed{later}: authentication failed (HTTP {status}) at {url}, \
+                     and no key was sent: set {var}",
+                    index + 1
+                ))
+                .into());
+            }
+            Err(error) if !started.agent.has_responses() => {
+                // Nothing was answered: no figures to sum up and nothing to
+                // resume (`cwl sessions` lists such a session only with --all).
+                bail!("task {} of {total} failed{later}: {error}", index + 1);
             }
             Err(error) => {
                 started.summary();

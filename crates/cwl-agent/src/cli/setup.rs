@@ -41,6 +41,9 @@ pub struct Started {
     pub renderer: Arc<Mutex<Renderer>>,
     /// The MCP servers whose tools the agent offers (ended when dropped).
     pub(super) _mcp: McpServers,
+    /// Whether requests go without an API key (none is set for the
+    /// server given), so a refusal of the key is a missing key.
+    pub(super) keyless: bool,
 }
 
 impl Started {
@@ -168,8 +171,8 @@ pub async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         mode: sandbox.as_str().to_string(),
         warning: sandbox_warning,
     });
-    if let Some(warning) = keyless {
-        lock(&renderer).info(&warning);
+    if let Some(warning) = &keyless {
+        lock(&renderer).info(warning);
     }
     for line in mcp.warnings().iter().cloned().chain(mcp.summary()) {
         lock(&renderer).info(&line);
@@ -196,6 +199,7 @@ pub async fn start(args: &AgentArgs) -> anyhow::Result<Started> {
         agent,
         renderer,
         _mcp: mcp,
+        keyless: keyless.is_some(),
     })
 }
 

@@ -25,6 +25,9 @@ pub struct RenderOptions {
     pub json: bool,
     /// ANSI colors on stderr.
     pub color: bool,
+    /// Whether stderr is a terminal, where the retry line updates in
+    /// place; elsewhere only a model call's first retry is told.
+    pub terminal: bool,
 }
 
 impl RenderOptions {
@@ -32,9 +35,11 @@ impl RenderOptions {
     /// is not set to a non-empty value.
     pub fn detect(json: bool) -> Self {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let terminal = std::io::stderr().is_terminal();
         RenderOptions {
             json,
-            color: !json && !no_color && std::io::stderr().is_terminal(),
+            color: !json && !no_color && terminal,
+            terminal: !json && terminal,
         }
     }
 }
@@ -83,6 +88,9 @@ pub struct Renderer {
     /// Whether stdout's last text did not end with a newline.
     mid_line: bool,
     last_request: Option<(usize, usize)>,
+    /// Whether the current model call's retries have been told: on a
+    /// terminal, the retry line stands unfinished on stderr.
+    retry_told: bool,
 }
 
 impl std::fmt::Debug for Renderer {
@@ -118,6 +126,7 @@ impl Renderer {
             closed: false,
             mid_line: false,
             last_request: None,
+            retry_told: false,
         }
     }
 
@@ -236,6 +245,7 @@ impl Renderer {
 
     fn line(&mut self, style: Option<Style>, text: &str) {
         self.end_text_line();
+        self.end_retry_line();
         if self.closed {
             return;
         }
@@ -250,6 +260,40 @@ impl Renderer {
         self.closed |= written.is_err();
     }
 
+    /// Tells a retry: on a terminal the one retry line is rewritten in
+    /// place; elsewhere only the first retry of a model call is told.
+    fn retry(&mut self, text: &str) {
+        if !self.options.terminal {
+            if !self.retry_told {
+                self.line(Some(Style::Warn), text);
+                self.retry_told = true;
+            }
+            return;
+        }
+        self.end_text_line();
+        if self.closed {
+            return;
+        }
+        let styled = match self.options.color {
+            true => format!("\r\x1b[2K{}{text}\x1b[0m", Style::Warn.code()),
+            false => format!("\r\x1b[2K{text}"),
+        };
+        let written = self
+            .err
+            .write_all(styled.as_bytes())
+            .and_then(|()| self.err.flush());
+        self.closed |= written.is_err();
+        self.retry_told = true;
+    }
+
+    /// Finishes an unfinished retry line before anything else is written.
+    fn end_retry_line(&mut self) {
+        if self.options.terminal && self.retry_told && !self.closed {
+            self.closed |= self.err.write_all(b"\n").is_err();
+        }
+        self.retry_told = false;
+    }
+
     fn human(&mut self, event: &Event) {
         match event {
             Event::TaskStarted { task, text } => {
@@ -257,7 +301,10 @@ impl Renderer {
                 self.line(Some(Style::Good), &format!("── task {task}: {first}"));
             }
             Event::TextDelta { text } => self.text(text),
-            Event::ReasoningDelta { .. } | Event::Response { .. } => {}
+            Event::ReasoningDelta { .. } => {}
+            Event::Response { .. } => self.end_retry_line(),
+            // The caller prints the error it gets back.
+            Event::TaskFailed { .. } => self.end_retry_line(),
             Event::ToolResult {
                 name,
                 arguments,
@@ -353,14 +400,11 @@ impl Renderer {
                 } else {
                     ""
                 };
-                self.line(
-                    Some(Style::Warn),
-                    &format!(
-                        "↻ attempt {attempt} failed, retrying in {:.1}s{discarded}: {}",
-                        *wait_ms as f64 / 1000.0,
-                        cwl::shorten(reason, 120)
-                    ),
-                );
+                self.retry(&format!(
+                    "↻ attempt {attempt} failed, retrying in {:.1}s{discarded}: {}",
+                    *wait_ms as f64 / 1000.0,
+                    cwl::shorten(reason, 120)
+                ));
             }
             Event::Delegated {
                 requests, usage, ..
@@ -495,10 +539,49 @@ mod tests {
     }
 
     #[test]
+    fn retries_are_one_line_rewritten_on_a_terminal_and_told_once_elsewhere() {
+        let retry = |attempt| Event::Retrying {
+            attempt,
+            wait_ms: 800,
+            reason: "connection refused".into(),
+            discarded_output: false,
+        };
+        let run = |terminal| {
+            let (mut renderer, _out, err) = renderer(RenderOptions {
+                terminal,
+                ..RenderOptions::default()
+            });
+            for attempt in 1..=3 {
+                renderer.event(&retry(attempt));
+            }
+            renderer.event(&Event::TaskFailed {
+                error: "gave up".into(),
+            });
+            renderer.info("after");
+            renderer.event(&retry(1));
+            err.text()
+        };
+        let piped = run(false);
+        assert_eq!(
+            piped,
+            "↻ attempt 1 failed, retrying in 0.8s: connection refused\nafter\n\
+             ↻ attempt 1 failed, retrying in 0.8s: connection refused\n"
+        );
+        let terminal = run(true);
+        assert_eq!(terminal.lines().count(), 3, "{terminal:?}");
+        assert_eq!(terminal.matches("\r\x1b[2K").count(), 4, "{terminal:?}");
+        assert!(
+            terminal.contains("attempt 3 failed, retrying in 0.8s: connection refused\nafter\n"),
+            "{terminal:?}"
+        );
+        assert!(!terminal.contains("gave up"), "the caller prints the error");
+    }
+
+    #[test]
     fn json_mode_writes_one_event_per_line() {
         let (mut renderer, out, err) = renderer(RenderOptions {
             json: true,
-            color: false,
+            ..RenderOptions::default()
         });
         for event in events() {
             renderer.event(&event);
@@ -587,8 +670,8 @@ mod tests {
     #[test]
     fn colors_wrap_stderr_lines_only() {
         let (mut renderer, out, err) = renderer(RenderOptions {
-            json: false,
             color: true,
+            ..RenderOptions::default()
         });
         for event in events() {
             renderer.event(&event);

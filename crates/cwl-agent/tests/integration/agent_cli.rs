@@ -98,31 +98,51 @@ fn run_executes_every_task_in_one_session_and_resume_continues_it() {
 
 #[test]
 fn a_failed_task_is_reported_with_the_resume_hint() {
-    let (_rt, server) = server(vec![Reply::status(
-        401,
-        r#"{"error":{"message":"no such key"}}"#,
-    )]);
+    let (_rt, server) = server(vec![
+        answer("ok"),
+        Reply::status(400, r#"{"error":{"message":"bad request"}}"#),
+    ]);
     let work = workspace();
     let sessions = tempfile::tempdir().unwrap();
     let config = empty_config(sessions.path());
     let error = cli::run_run(RunArgs {
         agent: agent_args(&server, work.path(), sessions.path(), &config),
-        tasks: vec!["a".into(), "b".into()],
+        tasks: vec!["a".into(), "b".into(), "c".into()],
         prompt: None,
     })
     .unwrap_err();
     let text = format!("{error:#}");
     assert!(
-        text.contains("task 1 of 2 failed; 1 later task(s) not run"),
+        text.contains("task 2 of 3 failed; 1 later task(s) not run"),
         "{text}"
     );
-    assert!(text.contains("authentication failed"), "{text}");
+    assert!(text.contains("bad request"), "{text}");
     assert!(text.contains("cwl run --resume"), "{text}");
     assert_eq!(
         cwl_session::list(sessions.path()).unwrap().len(),
         1,
         "the session is saved"
     );
+}
+
+#[test]
+fn a_run_that_never_got_a_response_has_no_resume_hint() {
+    let (_rt, server) = server(vec![Reply::status(
+        400,
+        r#"{"error":{"message":"bad request"}}"#,
+    )]);
+    let work = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let config = empty_config(sessions.path());
+    let error = cli::run_run(RunArgs {
+        agent: agent_args(&server, work.path(), sessions.path(), &config),
+        tasks: vec!["a".into()],
+        prompt: None,
+    })
+    .unwrap_err();
+    let text = format!("{error:#}");
+    assert!(text.contains("task 1 of 1 failed"), "{text}");
+    assert!(!text.contains("--resume"), "nothing to resume: {text}");
 }
 
 #[test]

@@ -8,7 +8,10 @@ use cwl_agent::render::{RenderOptions, capture};
 
 async fn run(json: bool, keep: bool) -> (demo::DemoReport, String, String, tempfile::TempDir) {
     let sessions = tempfile::tempdir().unwrap();
-    let (renderer, out, err) = capture::renderer(RenderOptions { json, color: false });
+    let (renderer, out, err) = capture::renderer(RenderOptions {
+        json,
+        ..RenderOptions::default()
+    });
     let report = demo::run_with(
         DemoOptions {
             budget: Budget::Tokens(demo::DEFAULT_BUDGET),

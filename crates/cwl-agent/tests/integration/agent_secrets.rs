@@ -169,18 +169,18 @@ async fn bash_gets_no_keys_and_their_values_are_redacted_everywhere() {
         "the retry reason shown is redacted: {}",
         retries[0].replace(KEY, "<KEY>")
     );
-    let notes: Vec<String> = events(&shared)
+    let failures: Vec<String> = events(&shared)
         .into_iter()
         .filter_map(|e| match e {
-            Event::Note { text } => Some(text),
+            Event::TaskFailed { error } => Some(error),
             _ => None,
         })
         .collect();
     assert!(
-        notes
+        failures
             .iter()
             .any(|n| n.contains("Incorrect API key provided: [redacted OPENAI_API_KEY]")),
-        "{notes:?}"
+        "{failures:?}"
     );
 
     let session = session_text(sessions.path());
@@ -240,8 +240,13 @@ fn the_cli_withholds_the_process_environment_s_keys() {
         "the child test did not run: {stdout}"
     );
     assert!(
-        stderr.contains("Incorrect API key provided: [redacted OPENAI_API_KEY]"),
-        "the printed note is redacted: {stderr}"
+        stdout.contains("cli error: ")
+            && stdout.contains("Incorrect API key provided: [redacted OPENAI_API_KEY]"),
+        "the error is printed once, redacted: {stdout}"
+    );
+    assert!(
+        !stderr.contains("Incorrect API key"),
+        "not printed twice: {stderr}"
     );
     assert_no_secret("the child's stdout", &stdout);
     assert_no_secret("the child's stderr", &stderr);

@@ -214,12 +214,17 @@ fn an_os_error_is_said_once() {
 }
 
 #[test]
-fn a_failed_model_call_exits_with_1() {
+fn a_key_refused_when_none_was_sent_is_a_missing_key() {
     let server = Rejecting::start();
     let dir = tempfile::tempdir().unwrap();
     let output = cwl(dir.path(), &keyless_run(&server), "");
-    expect(&output, 1, "authentication failed (HTTP 401)");
-    expect(&output, 1, "cwl run --resume");
+    expect(&output, 2, "authentication failed (HTTP 401)");
+    expect(&output, 2, "no key was sent: set OPENAI_API_KEY");
+    assert!(
+        !stderr(&output).contains("--resume"),
+        "nothing to resume: {}",
+        stderr(&output)
+    );
     assert_eq!(server.requests.load(Ordering::SeqCst), 1);
     let warning = format!(
         "no OPENAI_API_KEY is set: requests to {} carry no API key",
@@ -265,6 +270,44 @@ fn a_base_url_with_a_key_gets_no_warning_about_keys() {
     expect(&output, 1, "authentication failed (HTTP 401)");
     let everything = printed(&output);
     assert!(!everything.contains("carry no API key"), "{everything}");
+    // The cause once, in the one error line; no figures and no resume hint
+    // for a run that never got a response.
+    let lines: Vec<&str> = everything.lines().collect();
+    assert_eq!(lines.len(), 3, "sandbox, task, error: {everything}");
+    assert!(
+        lines[2].starts_with("cwl: error: task 1 of 1 failed"),
+        "{everything}"
+    );
+    assert_eq!(everything.matches("bad key").count(), 1, "{everything}");
+}
+
+#[test]
+fn a_refused_connection_is_one_retry_line_and_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let key = [("OPENAI_API_KEY", "sk-test")];
+    let args = ["run", "--provider", "openai", "--base-url", &url, "x"];
+    let output = cwl_with(dir.path(), &args, "", &key);
+    expect(&output, 1, "gave up after 5 attempts");
+    let everything = printed(&output);
+    let lines: Vec<&str> = everything.lines().collect();
+    assert_eq!(
+        lines.len(),
+        4,
+        "sandbox, task, one retry, error: {everything}"
+    );
+    assert!(lines[2].starts_with("↻ attempt 1 failed"), "{everything}");
+    assert!(
+        lines[3].starts_with("cwl: error: task 1 of 1 failed"),
+        "{everything}"
+    );
+    assert!(lines[3].contains("Connection refused"), "{everything}");
+    assert!(
+        !everything.contains("client error (Connect)"),
+        "{everything}"
+    );
 }
 
 /// `cwl run` of one task against `server`, as OpenAI.
