@@ -10,6 +10,7 @@
 //! (`cwl-tui` is a front over it).
 
 pub mod agent;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod demo;

@@ -37,6 +37,9 @@ enum Command {
     Sessions(cwl_agent::cli::SessionsArgs),
     /// The agent on a scratch repository, driven by a built-in scripted model; no API key needed.
     Demo(cwl_agent::cli::DemoArgs),
+    /// The paper's protocol on a task suite: every task in one CWL session
+    /// against each in a fresh one; pass rates, tokens, cost, prompt curve.
+    Bench(cwl_agent::cli::BenchArgs),
     /// Run one eviction pass over a transcript (OpenAI chat JSON) and print
     /// the view and a report.
     Evict(evict::EvictArgs),
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
         Command::Chat(args) => cwl_tui::run_chat(args),
         Command::Sessions(args) => cwl_agent::cli::run_sessions(args),
         Command::Demo(args) => cwl_agent::cli::run_demo(args),
+        Command::Bench(args) => cwl_agent::cli::run_bench(args),
         Command::Evict(args) => evict::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Proxy(args) => cwl_proxy::cli::run_proxy(args),

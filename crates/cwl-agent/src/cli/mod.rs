@@ -10,6 +10,7 @@
 //! | `cwl demo`     | [`DemoArgs`]     | [`run_demo`]     |
 
 pub mod advice;
+mod bench;
 mod chat;
 mod exit;
 mod lines;
@@ -27,6 +28,7 @@ use crate::agent::ApprovalMode;
 use crate::tools::Sandbox;
 use cwl_provider::{ProviderKind, ReasoningEffort};
 
+pub use bench::{BenchArgs, run_bench};
 pub use exit::{RUNTIME, USAGE, UsageError, error_line, exit_code, is_usage};
 pub use signals::EXIT_INTERRUPTED;
 

@@ -25,7 +25,7 @@ use cwl_provider::{
 use cwl_session::SessionInfo;
 
 /// Default model per provider.
-fn default_model(kind: ProviderKind) -> &'static str {
+pub(super) fn default_model(kind: ProviderKind) -> &'static str {
     match kind {
         ProviderKind::OpenAi => "gpt-5",
         ProviderKind::Anthropic => "claude-sonnet-4-5",
@@ -338,7 +338,7 @@ fn guessed(args: &AgentArgs, file: &FileConfig, header: Option<&SessionInfo>) ->
 /// name it was given by. With it, a warning when no key goes to that
 /// server (one that needs none is allowed, but a user who forgot the key
 /// should not learn it from a 401).
-fn provider(
+pub(super) fn provider(
     kind: ProviderKind,
     base_url: Option<(String, &'static str)>,
     idle_timeout: std::time::Duration,

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context as _;
 use cwl::Budget;
 
+pub(crate) use model::scripted_response;
 pub use model::{DemoModel, MODEL, model_info};
 pub use script::TASKS;
 

@@ -130,49 +130,57 @@ impl Provider for DemoModel {
     ) -> BoxFuture<'a, Result<Response, ProviderError>> {
         Box::pin(async move {
             let content = self.reply(request);
-            let counter = O200k;
-            for block in &content {
-                match block {
-                    Block::Text { text } => {
-                        for piece in text.split_inclusive(' ') {
-                            on_event(StreamEvent::TextDelta(piece.to_string()));
-                        }
-                    }
-                    Block::Reasoning { text, .. } => {
-                        on_event(StreamEvent::ReasoningDelta(text.clone()))
-                    }
-                    Block::ToolCall(call) => on_event(StreamEvent::ToolCallStarted {
-                        id: call.id.clone(),
-                        name: call.name.clone(),
-                    }),
-                }
-            }
             let input: usize = request
                 .messages
                 .iter()
                 .map(|m| self.tokens(m))
                 .sum::<usize>()
-                + cwl::tokens::tools_tokens(&counter, request.tools);
-            let output: usize = content
-                .iter()
-                .map(|b| cwl::tokens::block_tokens(&counter, b))
-                .sum();
-            let calls = content.iter().any(|b| matches!(b, Block::ToolCall(_)));
-            Ok(Response {
-                message: Message::Assistant { content },
-                usage: Usage {
-                    input_tokens: input as u64,
-                    cached_input_tokens: 0,
-                    cache_write_tokens: 0,
-                    output_tokens: output as u64,
-                },
-                stop_reason: if calls {
-                    StopReason::ToolUse
-                } else {
-                    StopReason::EndTurn
-                },
-                attempts: 1,
-            })
+                + cwl::tokens::tools_tokens(&O200k, request.tools);
+            Ok(scripted_response(content, input, on_event))
         })
+    }
+}
+
+/// A scripted model's reply as a provider returns it: its blocks told as
+/// stream events (text by words), the usage of a request of `input`
+/// tokens (o200k counts) and the stop reason its calls give.
+pub(crate) fn scripted_response(
+    content: Vec<Block>,
+    input: usize,
+    on_event: &mut (dyn FnMut(StreamEvent) + Send),
+) -> Response {
+    for block in &content {
+        match block {
+            Block::Text { text } => {
+                for piece in text.split_inclusive(' ') {
+                    on_event(StreamEvent::TextDelta(piece.to_string()));
+                }
+            }
+            Block::Reasoning { text, .. } => on_event(StreamEvent::ReasoningDelta(text.clone())),
+            Block::ToolCall(call) => on_event(StreamEvent::ToolCallStarted {
+                id: call.id.clone(),
+                name: call.name.clone(),
+            }),
+        }
+    }
+    let output: usize = content
+        .iter()
+        .map(|b| cwl::tokens::block_tokens(&O200k, b))
+        .sum();
+    let calls = content.iter().any(|b| matches!(b, Block::ToolCall(_)));
+    Response {
+        message: Message::Assistant { content },
+        usage: Usage {
+            input_tokens: input as u64,
+            cached_input_tokens: 0,
+            cache_write_tokens: 0,
+            output_tokens: output as u64,
+        },
+        stop_reason: if calls {
+            StopReason::ToolUse
+        } else {
+            StopReason::EndTurn
+        },
+        attempts: 1,
     }
 }

@@ -449,3 +449,78 @@ fn session_flags_are_taken_before_or_after_the_subcommand() {
         );
     }
 }
+
+#[test]
+fn bench_runs_the_built_in_suite_in_both_arms_and_writes_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let args = ["bench", "--out", out.to_str().unwrap(), "--json"];
+    let output = cwl(dir.path(), &args, "");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["budget"], 6000);
+    let arms = report["arms"].as_array().unwrap();
+    assert_eq!(arms.len(), 2);
+    for arm in arms {
+        assert_eq!(arm["tasks"], 30, "{arm}");
+        assert_eq!(arm["passed"], 30, "{arm}");
+        assert!(arm["peak_prompt_tokens"].as_u64().unwrap() <= 6000, "{arm}");
+        assert_eq!(
+            arm["prompt_curve"].as_array().unwrap().len() as u64,
+            arm["requests"].as_u64().unwrap()
+        );
+    }
+    assert_eq!(arms[0]["name"], "one-session");
+    assert!(
+        arms[0]["eviction_passes"].as_u64().unwrap() > 0,
+        "{}",
+        arms[0]
+    );
+    assert!(report["cost_ratio"].as_f64().is_some());
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(saved, report);
+    let svg = std::fs::read_to_string(out.join("prompt.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.matches("<polyline").count() == 2);
+    assert_eq!(
+        std::fs::read_dir(out.join("sessions/fresh"))
+            .unwrap()
+            .count(),
+        30,
+        "a session per task"
+    );
+    assert_eq!(
+        std::fs::read_dir(out.join("sessions/one-session"))
+            .unwrap()
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn bench_refuses_what_it_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        "[[tasks]]\nprompt = \"add a README\"\ncheck = \"test -f README.md\"\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| cwl(dir.path(), args, "");
+    expect(
+        &run(&["bench", "--suite", suite.to_str().unwrap()]),
+        2,
+        "the scripted model only solves the built-in suite",
+    );
+    expect(
+        &run(&["bench", "--tasks", "0"]),
+        2,
+        "--tasks must be 1 to 99",
+    );
+    expect(
+        &run(&["bench", "--suite", "/nonexistent/suite.toml"]),
+        2,
+        "cannot read the suite file",
+    );
+    expect(&run(&["bench", "--model", "gpt-5"]), 2, "--provider");
+}

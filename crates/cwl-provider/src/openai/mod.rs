@@ -2,7 +2,7 @@
 //! that speak the same protocol (OpenRouter, vLLM, llama.cpp, Ollama...).
 
 mod request;
-mod stream;
+pub(crate) mod stream;
 
 use std::future::Future;
 

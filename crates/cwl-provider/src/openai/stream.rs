@@ -283,9 +283,9 @@ fn generated_id() -> String {
     format!("call_{:016x}", fastrand::u64(..))
 }
 
-/// An `error` object sent inside the stream. Overload, rate-limit and
-/// server errors are transient.
-fn api_error(error: &Value) -> ProviderError {
+/// An `error` object sent inside the stream (also by the Responses API).
+/// Overload, rate-limit and server errors are transient.
+pub(crate) fn api_error(error: &Value) -> ProviderError {
     let message = error
         .get("message")
         .and_then(Value::as_str)

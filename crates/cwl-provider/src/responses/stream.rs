@@ -7,6 +7,7 @@ use cwl::{Block, Message, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::openai::stream::api_error;
 use crate::sse::Events;
 use crate::{ProviderError, Response, Sink, StopReason, StreamEvent};
 
@@ -88,10 +89,11 @@ pub(super) async fn read(
                 return Err(api_error(&error));
             }
             "error" => {
-                return Err(api_error(&serde_json::json!({
-                    "code": data.code,
-                    "message": data.message,
-                })));
+                let mut error = serde_json::json!({ "message": data.message });
+                if let Some(code) = data.code {
+                    error["code"] = code;
+                }
+                return Err(api_error(&error));
             }
             _ => {}
         }
@@ -217,30 +219,6 @@ fn usage(usage: &Value) -> Usage {
     }
 }
 
-/// An error the stream reported. Overload, rate-limit and server errors
-/// are transient.
-fn api_error(error: &Value) -> ProviderError {
-    let message = error
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| error.to_string());
-    let kind = error
-        .get("code")
-        .or_else(|| error.get("type"))
-        .and_then(Value::as_str)
-        .unwrap_or("error")
-        .to_string();
-    let retryable = ["server_error", "overloaded", "rate_limit", "internal"]
-        .iter()
-        .any(|k| kind.contains(k));
-    ProviderError::Api {
-        kind,
-        message,
-        retryable,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +272,9 @@ mod tests {
     #[test]
     fn stream_errors_are_classified() {
         assert!(api_error(&json!({"code": "server_error", "message": "oops"})).is_retryable());
+        assert!(
+            api_error(&json!({"code": "rate_limit_exceeded", "message": "slow"})).is_retryable()
+        );
         let error = api_error(&json!({"code": "invalid_prompt", "message": "bad"}));
         assert!(!error.is_retryable());
         assert!(error.to_string().contains("bad"), "{error}");
