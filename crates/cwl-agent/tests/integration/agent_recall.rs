@@ -382,3 +382,68 @@ async fn eviction_settings_are_recorded_and_kept_on_resume() {
     let (agent, _) = resume(&server, &t, options(BUDGET));
     assert_eq!(Settings::of(agent.context().config()), now);
 }
+
+/// Recall through the Responses API: an evicted exploration comes back as
+/// a `function_call_output` the next request carries.
+#[tokio::test]
+async fn recall_works_through_the_responses_api() {
+    let script: Vec<Message> = [
+        explore("a", "find-login", "src/auth.rs"),
+        explore("b", "survey-store", "src/store.rs"),
+        explore("c", "reread-auth", "src/auth.rs"),
+        recall("d", "find-login"),
+    ]
+    .concat();
+    let replies = script
+        .iter()
+        .map(|m| cwl_provider::testing::Reply::responses(m, cwl::Usage::default()));
+    let server = ScriptedServer::start(replies).await.unwrap();
+    let dir = workspace();
+    let sessions = tempfile::tempdir().unwrap();
+    let (shared, observer) = collector();
+    let toolbox = Toolbox::new(dir.path(), ToolConfig::default()).unwrap();
+    let mut agent = Agent::create(
+        responses(&server),
+        toolbox,
+        options(BUDGET),
+        sessions.path(),
+        observer,
+    )
+    .unwrap();
+    for task in [
+        "Read auth.",
+        "Survey the store.",
+        "Read auth again.",
+        "Recall login.",
+    ] {
+        agent.run_task(task).await.unwrap();
+    }
+    let evicted: Vec<String> = events(&shared)
+        .iter()
+        .filter_map(|event| match event {
+            Event::Evicted { episodes, .. } => Some(episodes.iter().map(|e| e.name.clone())),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert!(
+        evicted.iter().any(|name| name == "find-login"),
+        "{evicted:?}"
+    );
+    let recalled = recalls(&events(&shared));
+    assert_eq!(recalled.len(), 1);
+    assert!(!recalled[0].1, "{}", recalled[0].0);
+    assert!(recalled[0].0.contains("pub fn login"), "{}", recalled[0].0);
+    let last = server.requests().last().unwrap().json();
+    let outputs: Vec<String> = last["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "function_call_output")
+        .map(|item| item["output"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        outputs.iter().any(|output| output.contains("pub fn login")),
+        "the recalled content reaches the model"
+    );
+}
