@@ -344,43 +344,20 @@ pub(super) fn provider(
     idle_timeout: std::time::Duration,
 ) -> Result<(Box<dyn Provider>, Option<String>), ProviderError> {
     let source = base_url.as_ref().map(|(_, source)| *source);
-    let keyless = |key: &Option<String>, var: &str, url: &str| {
-        key.as_deref()
-            .is_none_or(|key| key.trim().is_empty())
-            .then(|| format!("no {var} is set: requests to {url} carry no API key"))
-    };
-    let built: Result<(Box<dyn Provider>, Option<String>), ProviderError> = match kind {
-        ProviderKind::OpenAi => {
-            let mut config = OpenAiConfig::from_env().with_idle_timeout(idle_timeout);
-            if let Some((url, _)) = base_url {
-                config.base_url = url;
-            }
-            let warning = keyless(
-                &config.api_key,
-                cwl_provider::openai::KEY_VAR,
-                &config.base_url,
-            );
-            OpenAiProvider::new(config).map(|p| (Box::new(p) as Box<dyn Provider>, warning))
-        }
+    let url = base_url.map(|(url, _)| url);
+    let built = match kind {
+        ProviderKind::OpenAi => configured(OpenAiConfig::from_env(), url, idle_timeout, |c| {
+            Ok(Box::new(OpenAiProvider::new(c)?))
+        }),
         ProviderKind::Responses => {
-            let mut config = ResponsesConfig::from_env().with_idle_timeout(idle_timeout);
-            if let Some((url, _)) = base_url {
-                config.base_url = url;
-            }
-            let warning = keyless(
-                &config.api_key,
-                cwl_provider::openai::KEY_VAR,
-                &config.base_url,
-            );
-            ResponsesProvider::new(config).map(|p| (Box::new(p) as Box<dyn Provider>, warning))
+            configured(ResponsesConfig::from_env(), url, idle_timeout, |c| {
+                Ok(Box::new(ResponsesProvider::new(c)?))
+            })
         }
         ProviderKind::Anthropic => {
-            let mut config = AnthropicConfig::from_env().with_idle_timeout(idle_timeout);
-            if let Some((url, _)) = base_url {
-                config.base_url = url;
-            }
-            let warning = keyless(&config.api_key, anthropic::KEY_VAR, &config.base_url);
-            AnthropicProvider::new(config).map(|p| (Box::new(p) as Box<dyn Provider>, warning))
+            configured(AnthropicConfig::from_env(), url, idle_timeout, |c| {
+                Ok(Box::new(AnthropicProvider::new(c)?))
+            })
         }
     };
     built.map_err(|error| match (error, source) {
@@ -389,6 +366,35 @@ pub(super) fn provider(
         }
         (error, _) => error,
     })
+}
+
+/// Builds a provider from its API's configuration.
+type Make<A> = fn(cwl_provider::ApiConfig<A>) -> Result<Box<dyn Provider>, ProviderError>;
+
+/// The provider `make` builds from `config` with `url` in place of its
+/// base URL, and the warning when it sends no key.
+fn configured<A: cwl_provider::Api>(
+    config: cwl_provider::ApiConfig<A>,
+    url: Option<String>,
+    idle_timeout: std::time::Duration,
+    make: Make<A>,
+) -> Result<(Box<dyn Provider>, Option<String>), ProviderError> {
+    let mut config = config.with_idle_timeout(idle_timeout);
+    if let Some(url) = url {
+        config.base_url = url;
+    }
+    let warning = config
+        .api_key
+        .as_deref()
+        .is_none_or(|key| key.trim().is_empty())
+        .then(|| {
+            format!(
+                "no {} is set: requests to {} carry no API key",
+                A::KEY_VAR,
+                config.base_url
+            )
+        });
+    make(config).map(|provider| (provider, warning))
 }
 
 /// A missing key when the provider was only guessed: the user may want the
