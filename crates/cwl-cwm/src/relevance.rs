@@ -8,7 +8,7 @@ use std::hash::Hash;
 
 use std::collections::HashMap;
 
-use bm25::{Embedder, EmbedderBuilder, Language, Scorer};
+use bm25::{Embedder, EmbedderBuilder, Embedding, Language};
 
 /// Average block length in tokens assumed by a [`RelevanceIndex`] that
 /// grows block by block (BM25 needs one; the document's tool outputs are
@@ -19,7 +19,7 @@ pub const DEFAULT_AVGDL: f32 = 256.0;
 /// ranks them against the current task.
 pub struct RelevanceIndex<K: Eq + Hash + Clone> {
     embedder: Embedder,
-    scorer: Scorer<K>,
+    scorer: Blocks<K>,
 }
 
 impl<K: Eq + Hash + Clone> fmt::Debug for RelevanceIndex<K> {
@@ -35,7 +35,7 @@ impl<K: Eq + Hash + Clone> RelevanceIndex<K> {
     pub fn new(avgdl: f32) -> Self {
         RelevanceIndex {
             embedder: EmbedderBuilder::with_avgdl(avgdl).build(),
-            scorer: Scorer::new(),
+            scorer: Blocks::default(),
         }
     }
 
@@ -55,11 +55,113 @@ impl<K: Eq + Hash + Clone> RelevanceIndex<K> {
     pub fn scores(&self, task: &str, keys: &[K]) -> Vec<f64> {
         let query = self.embedder.embed(task);
         normalise(
-            keys.iter()
-                .map(|key| f64::from(self.scorer.score(key, &query).unwrap_or(0.0)))
+            self.scorer
+                .scores(&query, keys)
+                .into_iter()
+                .map(f64::from)
                 .collect(),
         )
     }
+}
+
+/// Query terms past which a block's terms are looked up in a table of the
+/// query's rather than the query's terms searched in the block.
+const SCAN_TERMS: usize = 16;
+
+/// BM25 over the blocks' embeddings, scoring exactly as `bm25::Scorer`
+/// does (the same products summed in the same order), in time linear in a
+/// block's terms: the crate searches the block for each query term, which
+/// is quadratic for the long user turns coding agents get.
+struct Blocks<K> {
+    embeddings: HashMap<K, Embedding>,
+    /// Per term: how many blocks hold it.
+    holding: HashMap<u32, usize>,
+}
+
+impl<K> Default for Blocks<K> {
+    fn default() -> Self {
+        Blocks {
+            embeddings: HashMap::new(),
+            holding: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Clone> Blocks<K> {
+    fn upsert(&mut self, key: &K, embedding: Embedding) {
+        self.remove(key);
+        for term in distinct(&embedding) {
+            *self.holding.entry(term).or_default() += 1;
+        }
+        self.embeddings.insert(key.clone(), embedding);
+    }
+
+    fn remove(&mut self, key: &K) {
+        if let Some(embedding) = self.embeddings.remove(key) {
+            for term in distinct(&embedding) {
+                if let Some(count) = self.holding.get_mut(&term) {
+                    *count -= 1;
+                }
+            }
+        }
+    }
+
+    fn idf(&self, term: u32) -> f32 {
+        let frequency = self.holding.get(&term).copied().unwrap_or(0) as f32;
+        let numerator = self.embeddings.len() as f32 - frequency + 0.5;
+        let denominator = frequency + 0.5;
+        (1f32 + (numerator / denominator)).ln()
+    }
+
+    /// Each key's score against `query` (0 for an unknown key).
+    fn scores(&self, query: &Embedding, keys: &[K]) -> Vec<f32> {
+        let terms: Vec<u32> = query.indices().copied().collect();
+        let idf: Vec<f32> = terms.iter().map(|&term| self.idf(term)).collect();
+        let mut positions: HashMap<u32, Vec<usize>> = HashMap::new();
+        if terms.len() > SCAN_TERMS {
+            for (at, &term) in terms.iter().enumerate() {
+                positions.entry(term).or_default().push(at);
+            }
+        }
+        let mut values = vec![0f32; terms.len()];
+        let mut found = vec![false; terms.len()];
+        keys.iter()
+            .map(|key| {
+                let Some(block) = self.embeddings.get(key) else {
+                    return 0.0;
+                };
+                if terms.len() <= SCAN_TERMS {
+                    for (value, term) in values.iter_mut().zip(&terms) {
+                        *value = block
+                            .iter()
+                            .find(|token| token.index == *term)
+                            .map_or(0.0, |token| token.value);
+                    }
+                } else {
+                    values.fill(0.0);
+                    found.fill(false);
+                    for token in block.iter() {
+                        for &at in positions.get(&token.index).into_iter().flatten() {
+                            if !found[at] {
+                                found[at] = true;
+                                values[at] = token.value;
+                            }
+                        }
+                    }
+                }
+                let mut score = 0f32;
+                for (idf, value) in idf.iter().zip(&values) {
+                    score += idf * value;
+                }
+                score
+            })
+            .collect()
+    }
+}
+
+/// The distinct terms of an embedding.
+fn distinct(embedding: &Embedding) -> std::collections::HashSet<u32> {
+    embedding.indices().copied().collect()
 }
 
 /// A window's relevance index kept from one ranking to the next: a
@@ -147,7 +249,7 @@ pub fn relevance(task: &str, blocks: &[&str]) -> Vec<f64> {
     let embedder: Embedder = EmbedderBuilder::with_fit_to_corpus(Language::English, blocks).build();
     let mut index = RelevanceIndex {
         embedder,
-        scorer: Scorer::new(),
+        scorer: Blocks::default(),
     };
     for (key, block) in blocks.iter().enumerate() {
         index.insert(&key, block);
@@ -166,6 +268,61 @@ fn normalise(scores: Vec<f64>) -> Vec<f64> {
 
 #[cfg(test)]
 mod tests {
+
+    use proptest::prelude::*;
+
+    const WORDS: [&str; 30] = [
+        "parser", "token", "login", "store", "record", "ledger", "bucket", "error", "value",
+        "module", "cache", "index", "socket", "thread", "window", "budget", "episode", "session",
+        "channel", "buffer", "cursor", "packet", "router", "schema", "tensor", "vector", "widget",
+        "kernel", "daemon", "plugin",
+    ];
+
+    /// Up to 60 words of 30: queries of fewer and of more distinct terms
+    /// than [`SCAN_TERMS`], so both lookups are tried.
+    fn text() -> impl Strategy<Value = String> {
+        prop::collection::vec(0usize..WORDS.len(), 0..60).prop_map(|words| {
+            words
+                .iter()
+                .map(|&w| WORDS[w])
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+    }
+
+    proptest! {
+        /// The linear scorer gives the crate's scores bit for bit, after
+        /// any inserts, replacements and removals, for short and long queries.
+        #[test]
+        fn blocks_score_as_the_crate_scores(
+            ops in prop::collection::vec((0usize..6, prop::option::of(text())), 1..20),
+            query in text(),
+        ) {
+            let embedder: Embedder = EmbedderBuilder::with_avgdl(DEFAULT_AVGDL).build();
+            let mut ours: Blocks<usize> = Blocks::default();
+            let mut theirs: bm25::Scorer<usize> = bm25::Scorer::new();
+            for (key, op) in &ops {
+                match op {
+                    Some(text) => {
+                        ours.upsert(key, embedder.embed(text));
+                        theirs.upsert(key, embedder.embed(text));
+                    }
+                    None => {
+                        ours.remove(key);
+                        theirs.remove(key);
+                    }
+                }
+            }
+            let query = embedder.embed(&query);
+            let keys: Vec<usize> = (0..7).collect();
+            let expected: Vec<u32> = keys
+                .iter()
+                .map(|key| theirs.score(key, &query).unwrap_or(0.0).to_bits())
+                .collect();
+            let got: Vec<u32> = ours.scores(&query, &keys).iter().map(|s| s.to_bits()).collect();
+            prop_assert_eq!(got, expected);
+        }
+    }
     use super::*;
 
     #[test]
