@@ -807,28 +807,31 @@ impl Agent {
         self.toolbox.config().secrets.redactor()
     }
 
-    /// Records a note (secrets redacted) and tells the observer.
     /// Records that the task stops on `error` (a note in the session
     /// file) and tells the observer, which may leave the printing to
     /// whoever gets the error back.
     fn failed(&mut self, error: &AgentError) -> Result<(), AgentError> {
-        let text = self.redactor().redact(&error.to_string()).into_owned();
-        self.writer.append(&Record::Note {
-            timestamp: Some(cwl_session::now()),
-            text: text.clone(),
-        })?;
+        let text = self.record_note(&error.to_string())?;
         self.observer.event(&Event::TaskFailed { error: text });
         Ok(())
     }
 
+    /// Records a note (secrets redacted) and tells the observer.
     fn note(&mut self, text: String) -> Result<(), AgentError> {
-        let text = self.redactor().redact(&text).into_owned();
+        let text = self.record_note(&text)?;
+        self.observer.event(&Event::Note { text });
+        Ok(())
+    }
+
+    /// Writes a note, secrets redacted, to the session file; gives back
+    /// the redacted text.
+    fn record_note(&mut self, text: &str) -> Result<String, AgentError> {
+        let text = self.redactor().redact(text).into_owned();
         self.writer.append(&Record::Note {
             timestamp: Some(cwl_session::now()),
             text: text.clone(),
         })?;
-        self.observer.event(&Event::Note { text });
-        Ok(())
+        Ok(text)
     }
 }
 

@@ -76,8 +76,8 @@ impl BenchOptions {
 pub async fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Report> {
     std::fs::create_dir_all(&options.out)
         .with_context(|| format!("cannot create {}", options.out.display()))?;
-    let one = arm(options, "one-session", progress).await?;
-    let fresh = arm(options, "fresh", progress).await?;
+    let one = arm(options, false, progress).await?;
+    let fresh = arm(options, true, progress).await?;
     let report = Report::new(
         options.suite.name.clone().unwrap_or_default(),
         options.model.name.clone(),
@@ -101,11 +101,13 @@ struct Totals {
     curve: Vec<usize>,
 }
 
+/// One arm: every task in one session, or (`fresh`) each in its own.
 async fn arm(
     options: &BenchOptions,
-    name: &'static str,
+    fresh: bool,
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<Arm> {
+    let name = if fresh { "fresh" } else { "one-session" };
     let repo = tempfile::Builder::new()
         .prefix("cwl-bench-")
         .tempdir()
@@ -118,7 +120,7 @@ async fn arm(
     let mut session: Option<(Agent, Arc<Mutex<Collect>>)> = None;
     let tasks = &options.suite.tasks;
     for (at, task) in tasks.iter().enumerate() {
-        if session.is_none() || name == "fresh" {
+        if session.is_none() || fresh {
             if let Some((agent, shared)) = session.take() {
                 totals.add(&agent, &shared);
             }

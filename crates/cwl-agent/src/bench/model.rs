@@ -125,13 +125,13 @@ impl Provider for BenchModel {
         on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
     ) -> BoxFuture<'a, Result<Response, ProviderError>> {
         Box::pin(async move {
-            let input = request
-                .messages
-                .iter()
-                .map(|m| cwl::tokens::message_tokens(&O200k, m))
-                .sum::<usize>()
-                + cwl::tokens::tools_tokens(&O200k, request.tools);
-            Ok(scripted_response(Self::reply(request), input, on_event))
+            let count = |m: &Message| cwl::tokens::message_tokens(&O200k, m);
+            Ok(scripted_response(
+                Self::reply(request),
+                request,
+                count,
+                on_event,
+            ))
         })
     }
 }

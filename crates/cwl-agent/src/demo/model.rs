@@ -130,25 +130,27 @@ impl Provider for DemoModel {
     ) -> BoxFuture<'a, Result<Response, ProviderError>> {
         Box::pin(async move {
             let content = self.reply(request);
-            let input: usize = request
-                .messages
-                .iter()
-                .map(|m| self.tokens(m))
-                .sum::<usize>()
-                + cwl::tokens::tools_tokens(&O200k, request.tools);
-            Ok(scripted_response(content, input, on_event))
+            Ok(scripted_response(
+                content,
+                request,
+                |m| self.tokens(m),
+                on_event,
+            ))
         })
     }
 }
 
 /// A scripted model's reply as a provider returns it: its blocks told as
-/// stream events (text by words), the usage of a request of `input`
-/// tokens (o200k counts) and the stop reason its calls give.
+/// stream events (text by words), the usage of `request` with each message
+/// counted by `count` (o200k counts) and the stop reason its calls give.
 pub(crate) fn scripted_response(
     content: Vec<Block>,
-    input: usize,
+    request: &Request<'_>,
+    count: impl Fn(&Message) -> usize,
     on_event: &mut (dyn FnMut(StreamEvent) + Send),
 ) -> Response {
+    let input = request.messages.iter().map(count).sum::<usize>()
+        + cwl::tokens::tools_tokens(&O200k, request.tools);
     for block in &content {
         match block {
             Block::Text { text } => {

@@ -246,16 +246,24 @@ impl Renderer {
     fn line(&mut self, style: Option<Style>, text: &str) {
         self.end_text_line();
         self.end_retry_line();
+        self.write_err(style, "", text, "\n");
+    }
+
+    /// Writes `text` on stderr between `before` and `after`, in `style`
+    /// when colors are on; a failed write marks the renderer closed.
+    fn write_err(&mut self, style: Option<Style>, before: &str, text: &str, after: &str) {
         if self.closed {
             return;
         }
-        let line = match style {
-            Some(style) if self.options.color => format!("{}{text}\x1b[0m\n", style.code()),
-            _ => format!("{text}\n"),
+        let styled = match style {
+            Some(style) if self.options.color => {
+                format!("{before}{}{text}\x1b[0m{after}", style.code())
+            }
+            _ => format!("{before}{text}{after}"),
         };
         let written = self
             .err
-            .write_all(line.as_bytes())
+            .write_all(styled.as_bytes())
             .and_then(|()| self.err.flush());
         self.closed |= written.is_err();
     }
@@ -271,18 +279,7 @@ impl Renderer {
             return;
         }
         self.end_text_line();
-        if self.closed {
-            return;
-        }
-        let styled = match self.options.color {
-            true => format!("\r\x1b[2K{}{text}\x1b[0m", Style::Warn.code()),
-            false => format!("\r\x1b[2K{text}"),
-        };
-        let written = self
-            .err
-            .write_all(styled.as_bytes())
-            .and_then(|()| self.err.flush());
-        self.closed |= written.is_err();
+        self.write_err(Some(Style::Warn), "\r\x1b[2K", text, "");
         self.retry_told = true;
     }
 
