@@ -12,6 +12,7 @@
 //! path, the file name and the identifier `foo_bar`); both sides of the
 //! comparison are extracted the same way.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
@@ -54,27 +55,34 @@ pub fn scan(text: &str, found: &mut impl FnMut(&str)) {
     for m in URL.find_iter(text) {
         found(m.as_str());
     }
-    for m in PATH.find_iter(text) {
-        let path = m.as_str().trim_start_matches("./");
+    // The other patterns match ASCII alone and see any other character only
+    // through `\b`: they run on a copy where every non-word character
+    // outside ASCII is spaces, which matches at the same offsets and keeps
+    // the regex engine on its fast path (Unicode `\b` sends it to a slower
+    // one at the first byte outside ASCII).
+    let masked = ascii_masked(text);
+    let at = |m: regex::Match<'_>| &text[m.range()];
+    for m in PATH.find_iter(&masked) {
+        let path = at(m).trim_start_matches("./");
         let slashes = path.matches('/').count();
         let last = path.rsplit('/').next().unwrap_or("");
         if path.len() >= 4 && (slashes >= 2 || last.contains('.')) {
             found(path);
         }
     }
-    for m in FILE.find_iter(text) {
-        found(m.as_str());
+    for m in FILE.find_iter(&masked) {
+        found(at(m));
     }
-    for m in IDENT.find_iter(text) {
-        if m.as_str().len() >= 4 {
-            found(m.as_str());
+    for m in IDENT.find_iter(&masked) {
+        if m.len() >= 4 {
+            found(at(m));
         }
     }
-    for m in NUMBER.find_iter(text) {
-        found(m.as_str());
+    for m in NUMBER.find_iter(&masked) {
+        found(at(m));
     }
-    for m in HASH.find_iter(text) {
-        let s = m.as_str();
+    for m in HASH.find_iter(&masked) {
+        let s = at(m);
         let mixed = s.contains('-')
             || (s.bytes().any(|b| b.is_ascii_digit())
                 && s.bytes().any(|b| b.is_ascii_alphabetic()));
@@ -82,6 +90,26 @@ pub fn scan(text: &str, found: &mut impl FnMut(&str)) {
             found(s);
         }
     }
+}
+
+/// `text` with each character outside ASCII that is no word character (an
+/// arrow, a box-drawing line, an emoji) replaced by as many spaces as it
+/// has bytes: no pattern but [`URL`] matches either, and `\b` sees both as
+/// non-word, so the ASCII patterns find the same matches at the same
+/// offsets in it.
+fn ascii_masked(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() {
+        return Cow::Borrowed(text);
+    }
+    let mut masked = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() || regex_syntax::is_word_character(c) {
+            masked.push(c);
+        } else {
+            masked.extend(std::iter::repeat_n(' ', c.len_utf8()));
+        }
+    }
+    Cow::Owned(masked)
 }
 
 /// Which parts of a message to read anchors from.
@@ -349,5 +377,63 @@ mod tests {
         assert_eq!(table.last_seen(id), Some(7), "the latest sight");
         assert_eq!(table.intern("foo_bar"), id);
         assert_eq!(table.len(), 1);
+    }
+
+    /// Every anchor in order, each pattern on `text` itself: what [`scan`]
+    /// must give for any text.
+    fn unmasked(text: &str) -> Vec<String> {
+        let mut out: Vec<String> = URL.find_iter(text).map(|m| m.as_str().into()).collect();
+        for m in PATH.find_iter(text) {
+            let path = m.as_str().trim_start_matches("./");
+            let slashes = path.matches('/').count();
+            let last = path.rsplit('/').next().unwrap_or("");
+            if path.len() >= 4 && (slashes >= 2 || last.contains('.')) {
+                out.push(path.into());
+            }
+        }
+        out.extend(FILE.find_iter(text).map(|m| m.as_str().into()));
+        out.extend(
+            IDENT
+                .find_iter(text)
+                .filter(|m| m.len() >= 4)
+                .map(|m| m.as_str().into()),
+        );
+        out.extend(NUMBER.find_iter(text).map(|m| m.as_str().into()));
+        for m in HASH.find_iter(text) {
+            let s = m.as_str();
+            let mixed = s.contains('-')
+                || (s.bytes().any(|b| b.is_ascii_digit())
+                    && s.bytes().any(|b| b.is_ascii_alphabetic()));
+            if mixed {
+                out.push(s.into());
+            }
+        }
+        out
+    }
+
+    fn scanned(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        scan(text, &mut |a| out.push(a.to_string()));
+        out
+    }
+
+    #[test]
+    fn masking_keeps_matches_beside_symbols_and_letters_outside_ascii() {
+        for text in [
+            "     1→import src/foo_bar.rs\n     2→x = 12345→abc1234f",
+            "café_table→fooBar ééé12345 naïve_name src/ü/x.rs",
+            "─┬─ a1b2c3d4e ─ 🙂foo_bar🙂 𝔘nicode_x https://x.io/→/a",
+        ] {
+            assert_eq!(scanned(text), unmasked(text), "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn masking_never_changes_what_is_found(
+            text in "([a-zA-Z0-9_./:~@+-]{0,12}[ \n→é─🙂ü𝔘̈\u{200d}]){0,12}"
+        ) {
+            proptest::prop_assert_eq!(scanned(&text), unmasked(&text));
+        }
     }
 }
