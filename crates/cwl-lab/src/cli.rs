@@ -20,7 +20,7 @@ use crate::policy::clear::ClearParams;
 use crate::policy::compact::CompactParams;
 use crate::policy::{PolicyConfig, PolicyKind};
 use crate::replay::FileReport;
-use crate::replay::{ReplayConfig, replay_with};
+use crate::replay::{ReplayConfig, replay_split, replay_with};
 use crate::report::{ReplayReport, Skipped, json, losses, plot, table, warnings};
 use crate::session::Session;
 use crate::side::{NoModel, SideModel};
@@ -185,7 +185,7 @@ pub struct ReplayArgs {
     /// Keep local token counts as they are: do not calibrate them to the prompt sizes the log recorded, nor add the estimated client system prompt.
     #[arg(long)]
     pub no_calibration: bool,
-    /// Files replayed at once [default: one a core]; the report is the same whatever the number.
+    /// Threads [default: one a core]: files replay side by side, and with fewer files than threads each file's policies are split over them; the report is the same whatever the number.
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
     /// mask: tool outputs of the last N steps stay whole [default 10: Lindenbauer et al. 2025, "The Complexity Trap"].
@@ -534,11 +534,17 @@ pub fn replay_files_with(
     order.sort_by_cached_key(|&at| {
         std::cmp::Reverse(std::fs::metadata(&logs[at]).map_or(0, |m| m.len()))
     });
+    // Fewer files than threads: each file's policies split over the rest.
+    let parts = if args.judge || args.side_endpoint()?.is_some() {
+        1
+    } else {
+        (pool.current_num_threads() / logs.len().max(1)).max(1)
+    };
     let mut replayed: Vec<(usize, anyhow::Result<Replayed>)> = pool.install(|| {
         order
             .par_iter()
             .map(|&at| {
-                let replayed = replay_one(args, &logs[at], &counter, &side, &bar);
+                let replayed = replay_one(args, &logs[at], &counter, &side, &bar, parts);
                 bar.inc(1);
                 (at, replayed)
             })
@@ -577,13 +583,15 @@ enum Replayed {
     Skipped(Skipped),
 }
 
-/// Replays the session log at `path` under `args`.
+/// Replays the session log at `path` under `args`, its policies in
+/// `parts` parts side by side.
 fn replay_one(
     args: &ReplayArgs,
     path: &std::path::Path,
     counter: &Arc<dyn TokenCounter>,
     side: &Arc<dyn SideModel>,
     bar: &ProgressBar,
+    parts: usize,
 ) -> anyhow::Result<Replayed> {
     let shown = path.display().to_string();
     bar.set_message(shown.clone());
@@ -627,7 +635,14 @@ fn replay_one(
             bar.tick();
         }
     };
-    let mut file = replay_with(session, &shown, &file_config, calibration, &mut tick);
+    let mut file = if parts > 1 {
+        drop(session);
+        let open = || Session::open(path);
+        replay_split(&open, &shown, &file_config, calibration, parts)
+            .with_context(|| format!("cannot read {shown} again"))?
+    } else {
+        replay_with(session, &shown, &file_config, calibration, &mut tick)
+    };
     file.model_source = Some(source);
     Ok(Replayed::File(Box::new(file), size))
 }

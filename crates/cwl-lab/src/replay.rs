@@ -27,7 +27,7 @@ use crate::metrics::sent::{History, ReasoningScope};
 use crate::metrics::{Call, Missed, Recorder, Stats};
 use crate::policy::clear::ClearParams;
 use crate::policy::{Policy, PolicyConfig, PolicyKind, Request, View, validate};
-use crate::session::{Session, SessionEvent, SessionInfo};
+use crate::session::{OpenError, Session, SessionEvent, SessionInfo};
 use crate::side::SideModel;
 use crate::transcript::{Entry, Lab, Pairing, Step, Unit};
 use cwl_infer::Inferrer;
@@ -205,6 +205,85 @@ pub fn replay_with(
         calibration,
         fidelity,
     } = measured.into();
+    let (mut report, warnings) = replay_part(session, path, config, calibration, fidelity, tick);
+    report
+        .warnings
+        .extend(warnings.into_iter().flat_map(|(_, warnings)| warnings));
+    report
+}
+
+/// [`replay_with`] with the policies in `groups` parts that replay side by
+/// side, each reading the log itself from `open` (on the current rayon
+/// pool): for a file replayed alone on more than one core. The report is
+/// the one [`replay_with`] gives, whatever the number of parts. Not for
+/// judged or checked replays, whose counters run across policies.
+pub fn replay_split(
+    open: &(dyn Fn() -> Result<Session, OpenError> + Sync),
+    path: &str,
+    config: &ReplayConfig,
+    measured: Measured,
+    groups: usize,
+) -> Result<FileReport, OpenError> {
+    use rayon::prelude::*;
+    let parts = split_policies(&config.policies, groups);
+    let replayed: Vec<Result<Part, OpenError>> = parts
+        .par_iter()
+        .map(|part| {
+            let config = ReplayConfig {
+                policies: part.iter().map(|&at| config.policies[at]).collect(),
+                ..config.clone()
+            };
+            let Measured {
+                calibration,
+                fidelity,
+            } = measured;
+            Ok(replay_part(
+                open()?,
+                path,
+                &config,
+                calibration,
+                fidelity,
+                &mut || {},
+            ))
+        })
+        .collect();
+    let mut outcomes: Vec<Option<(PolicyOutcome, Vec<String>)>> = vec![None; config.policies.len()];
+    let mut merged: Option<FileReport> = None;
+    let mut losses = Vec::new();
+    for (part, replayed) in parts.iter().zip(replayed) {
+        let (mut report, warnings) = replayed?;
+        for ((&at, outcome), (_, warnings)) in
+            part.iter().zip(report.policies.drain(..)).zip(warnings)
+        {
+            outcomes[at] = Some((outcome, warnings));
+        }
+        losses.append(&mut report.losses);
+        merged.get_or_insert(report);
+    }
+    let mut report = merged.unwrap_or_else(|| unreachable!("at least one part"));
+    let order = |kind: PolicyKind| config.policies.iter().position(|&k| k == kind);
+    losses.sort_by_key(|loss: &Loss| (loss.request, order(loss.kind)));
+    report.losses = losses;
+    for (outcome, warnings) in outcomes.into_iter().flatten() {
+        report.policies.push(outcome);
+        report.warnings.extend(warnings);
+    }
+    Ok(report)
+}
+
+/// One replay's report with each policy's own warnings kept apart, in
+/// policy order, for the caller to place.
+type Part = (FileReport, Vec<(PolicyKind, Vec<String>)>);
+
+/// The replay behind [`replay_with`] and each part of [`replay_split`].
+fn replay_part(
+    session: Session,
+    path: &str,
+    config: &ReplayConfig,
+    calibration: Calibration,
+    fidelity: Fidelity,
+    tick: &mut dyn FnMut(),
+) -> Part {
     let Session { info, events } = session;
     let mut replayer = Replayer::new(&info, path, config, calibration);
     for event in events {
@@ -212,6 +291,39 @@ pub fn replay_with(
         replayer.event(event);
     }
     replayer.finish(fidelity)
+}
+
+/// The indices of `policies` in `groups` parts of about equal work, each
+/// part in report order. The weights are each policy's time over a
+/// replay's shared work on the real Claude Code traces: cwm 10, cwl 5,
+/// self-gc 4, any other 1.
+fn split_policies(policies: &[PolicyKind], groups: usize) -> Vec<Vec<usize>> {
+    let weight = |kind: PolicyKind| match kind {
+        PolicyKind::CWM => 10,
+        PolicyKind::Cwl => 5,
+        PolicyKind::Strategy(_) => 4,
+        _ => 1,
+    };
+    let mut by_weight: Vec<usize> = (0..policies.len()).collect();
+    by_weight.sort_by_key(|&at| std::cmp::Reverse(weight(policies[at])));
+    let mut parts: Vec<(usize, Vec<usize>)> =
+        vec![(0, Vec::new()); groups.clamp(1, policies.len().max(1))];
+    for at in by_weight {
+        let lightest = parts
+            .iter_mut()
+            .min_by_key(|(load, _)| *load)
+            .unwrap_or_else(|| unreachable!("at least one part"));
+        lightest.0 += weight(policies[at]);
+        lightest.1.push(at);
+    }
+    parts
+        .into_iter()
+        .map(|(_, mut part)| {
+            part.sort_unstable();
+            part
+        })
+        .filter(|part| !part.is_empty())
+        .collect()
 }
 
 /// The settings budgeted policies decide against: `config`'s, with the
@@ -580,7 +692,7 @@ impl<'a> Replayer<'a> {
 
     /// Ends the replay: the report with `fidelity`, the replay's costs and
     /// every warning, and each policy's outcome.
-    fn finish(mut self, fidelity: Fidelity) -> FileReport {
+    fn finish(mut self, fidelity: Fidelity) -> Part {
         self.flush();
         let mut report = self.report;
         let path = report.path.clone();
@@ -603,6 +715,7 @@ impl<'a> Replayer<'a> {
                 report.log_prompt_drops
             ));
         }
+        let mut warnings = Vec::new();
         for run in self.runs {
             let Run {
                 kind,
@@ -611,19 +724,15 @@ impl<'a> Replayer<'a> {
                 failed,
                 ..
             } = run;
-            report.warnings.extend(
-                policy
-                    .take_warnings()
-                    .into_iter()
-                    .map(|w| format!("{kind}: {w}")),
-            );
+            let own = policy.take_warnings().into_iter();
+            warnings.push((kind, own.map(|w| format!("{kind}: {w}")).collect()));
             report.policies.push(PolicyOutcome {
                 kind,
                 stats: recorder.into_stats(),
                 failed,
             });
         }
-        report
+        (report, warnings)
     }
 }
 
@@ -852,5 +961,34 @@ impl CostTally {
             None => self.full.stats().summary().cost_usd,
         };
         replayed.filter(|_| self.known())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_split_into_parts_of_about_equal_work_each_in_report_order() {
+        let all = PolicyKind::all();
+        for groups in 1..=4 {
+            let parts = split_policies(&all, groups);
+            assert_eq!(parts.len(), groups);
+            let mut seen: Vec<usize> = parts.iter().flatten().copied().collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..all.len()).collect::<Vec<_>>(), "each policy once");
+            assert!(parts.iter().all(|part| part.is_sorted()));
+        }
+        let two = split_policies(&all, 2);
+        let holds = |kind: PolicyKind| {
+            let at = all.iter().position(|&k| k == kind).unwrap();
+            two.iter().position(|part| part.contains(&at)).unwrap()
+        };
+        assert_ne!(
+            holds(PolicyKind::CWM),
+            holds(PolicyKind::Cwl),
+            "the heaviest apart"
+        );
+        assert_eq!(split_policies(&all[..1], 3).len(), 1, "no empty part");
     }
 }

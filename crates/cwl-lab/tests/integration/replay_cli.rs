@@ -717,3 +717,50 @@ fn files_replayed_in_parallel_report_as_one_after_another() {
     assert_eq!(run("2"), sequential);
     assert_eq!(run("3"), sequential);
 }
+
+/// A pi log whose calls read seven files in turn, so each path comes back
+/// after six other reads (at risk under a small budget).
+fn rereading_log(dir: &Path, calls: usize) -> PathBuf {
+    let mut lines = vec![json!({"type": "session", "version": 3, "id": "reread",
+        "timestamp": "2025-03-01T10:00:00.000Z", "cwd": "/w", "provider": "x", "modelId": "claude-sonnet-4-5"})];
+    lines.push(json!({"type": "message", "message": {"role": "user",
+        "content": [{"type": "text", "text": "read the files in src and fix the bug"}]}}));
+    for i in 0..calls {
+        let id = format!("t{i}");
+        let path = format!("src/f{}.rs", i % 7);
+        lines.push(json!({"type": "message", "message": {"role": "assistant",
+            "content": [{"type": "toolCall", "id": id, "name": "read", "arguments": {"path": path}}],
+            "usage": {"input": 10, "output": 20, "cacheRead": 600 * (i + 1), "cacheWrite": 50}, "stopReason": "toolUse"}}));
+        lines.push(json!({"type": "message", "message": {"role": "toolResult", "toolCallId": id,
+            "toolName": "read", "content": [{"type": "text", "text": format!("// {path}\n{}", "fn main() {}\n".repeat(150))}], "isError": false}}));
+    }
+    write_log(dir, "reread.jsonl", &lines)
+}
+
+#[test]
+fn one_file_with_its_policies_split_over_threads_reports_as_one_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = vec![rereading_log(dir.path(), 40)];
+    files.extend(smallest_real_traces(1));
+    for file in &files {
+        let run = |jobs: &str| {
+            let extra = [
+                "--policy", "all", "--losses", "--budget", "3k", "--jobs", jobs,
+            ];
+            let (report, _) = replay_files(&args(&[file], &extra)).unwrap();
+            serde_json::from_str::<Value>(&json::to_json(&report)).unwrap()
+        };
+        let sequential = run("1");
+        let losses = sequential["files"][0]["losses"].as_array().unwrap();
+        let policies: std::collections::HashSet<&str> = losses
+            .iter()
+            .filter_map(|loss| loss["policy"].as_str())
+            .collect();
+        assert!(
+            policies.len() > 1,
+            "several policies lose something, so the merge has an order to keep: {policies:?}"
+        );
+        assert_eq!(run("2"), sequential, "{}", file.display());
+        assert_eq!(run("3"), sequential, "{}", file.display());
+    }
+}
