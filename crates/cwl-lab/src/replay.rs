@@ -206,9 +206,7 @@ pub fn replay_with(
         fidelity,
     } = measured.into();
     let (mut report, warnings) = replay_part(session, path, config, calibration, fidelity, tick);
-    report
-        .warnings
-        .extend(warnings.into_iter().flat_map(|(_, warnings)| warnings));
+    report.warnings.extend(warnings.into_iter().flatten());
     report
 }
 
@@ -252,9 +250,7 @@ pub fn replay_split(
     let mut losses = Vec::new();
     for (part, replayed) in parts.iter().zip(replayed) {
         let (mut report, warnings) = replayed?;
-        for ((&at, outcome), (_, warnings)) in
-            part.iter().zip(report.policies.drain(..)).zip(warnings)
-        {
+        for ((&at, outcome), warnings) in part.iter().zip(report.policies.drain(..)).zip(warnings) {
             outcomes[at] = Some((outcome, warnings));
         }
         losses.append(&mut report.losses);
@@ -271,9 +267,9 @@ pub fn replay_split(
     Ok(report)
 }
 
-/// One replay's report with each policy's own warnings kept apart, in
-/// policy order, for the caller to place.
-type Part = (FileReport, Vec<(PolicyKind, Vec<String>)>);
+/// One replay's report, and each policy's own warnings apart (in policy
+/// order) for the caller to place.
+type Part = (FileReport, Vec<Vec<String>>);
 
 /// The replay behind [`replay_with`] and each part of [`replay_split`].
 fn replay_part(
@@ -690,8 +686,9 @@ impl<'a> Replayer<'a> {
         sizes
     }
 
-    /// Ends the replay: the report with `fidelity`, the replay's costs and
-    /// every warning, and each policy's outcome.
+    /// Ends the replay: the report with `fidelity`, the replay's costs,
+    /// its warnings and each policy's outcome; each policy's own warnings
+    /// come apart.
     fn finish(mut self, fidelity: Fidelity) -> Part {
         self.flush();
         let mut report = self.report;
@@ -725,7 +722,7 @@ impl<'a> Replayer<'a> {
                 ..
             } = run;
             let own = policy.take_warnings().into_iter();
-            warnings.push((kind, own.map(|w| format!("{kind}: {w}")).collect()));
+            warnings.push(own.map(|w| format!("{kind}: {w}")).collect());
             report.policies.push(PolicyOutcome {
                 kind,
                 stats: recorder.into_stats(),
