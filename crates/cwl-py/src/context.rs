@@ -155,6 +155,23 @@ impl PyContext {
         self.cache.view(py, shape, self.core.context())
     }
 
+    /// Where each message of the view comes from, in the order of
+    /// `view(shape="openai")` (one entry per message of that view): the
+    /// position of a pushed message the view holds unchanged (0-based,
+    /// counting every message pushed, each result of an Anthropic user
+    /// message apart), or None for one eviction changed or wrote (a
+    /// residue, the index line). Call it after `view()`.
+    fn view_sources(&self) -> Vec<Option<u64>> {
+        self.core
+            .context()
+            .view_sources()
+            .map(|(source, _)| match source {
+                cwl::Source::Pushed(index) => Some(index),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The content of an evicted episode (by name, or an id like `#12`
     /// shown in a residue), as the `recall` tool gives it to the model:
     /// its messages' text and tool output, byte for byte.
