@@ -152,7 +152,8 @@ impl PyContext {
         } else {
             self.core.flush().map_err(invalid)?;
         }
-        self.cache.view(py, shape, self.core.context())
+        let changed = self.core.take_changed();
+        self.cache.view(py, shape, self.core.context(), changed)
     }
 
     /// Where each message of the view comes from, in the order of

@@ -69,6 +69,9 @@ pub struct Core {
     shape: Option<Shape>,
     rejected: Vec<String>,
     passes: usize,
+    /// The first view position that may have changed since the last
+    /// [`Core::take_changed`], other than by messages added at the end.
+    changed: Option<usize>,
 }
 
 impl Core {
@@ -91,6 +94,7 @@ impl Core {
             shape,
             rejected: Vec::new(),
             passes: 0,
+            changed: None,
         }
     }
 
@@ -175,7 +179,24 @@ impl Core {
         self.push_message(Message::Assistant { content })
     }
 
+    /// The first view position that may have changed, other than by
+    /// messages added at its end, since the last call: a pass changes the
+    /// view from its report's `first_changed` on, and a user turn drops
+    /// the turn's reasoning for a model whose provider does.
+    pub fn take_changed(&mut self) -> Option<usize> {
+        self.changed.take()
+    }
+
+    fn mark_changed(&mut self, at: usize) {
+        self.changed = Some(self.changed.map_or(at, |was| was.min(at)));
+    }
+
     fn push_message(&mut self, message: Message) -> Result<Vec<Outcome>, String> {
+        if matches!(message, Message::User { .. })
+            && self.context.config().reasoning == cwl::ReasoningScope::CurrentTurn
+        {
+            self.mark_changed(0);
+        }
         if let Some(inferrer) = &mut self.inferrer {
             for annotation in inferrer.before(&message) {
                 if let Err(error) = self.context.annotate(annotation.clone()) {
@@ -204,8 +225,9 @@ impl Core {
         self.flush()?;
         let mut report = self.context.enforce();
         report.warnings.append(&mut self.rejected);
-        if report.evicted() {
+        if let Some(at) = report.first_changed {
             self.passes += 1;
+            self.mark_changed(at);
         }
         Ok(report)
     }

@@ -126,11 +126,7 @@ class _Conversation:
 
     def continues(self, system: Optional[str], keys: list[Any]) -> bool:
         known = len(self.keys)
-        return (
-            self.system == system
-            and known <= len(keys)
-            and (known == 0 or (self.keys[0] == keys[0] and self.keys[-1] == keys[known - 1]))
-        )
+        return self.system == system and known <= len(keys) and self.keys == keys[:known]
 
     def extend(self, messages: list[BaseMessage], keys: list[Any]) -> None:
         for message, key in zip(messages[len(self.keys) :], keys[len(self.keys) :]):
