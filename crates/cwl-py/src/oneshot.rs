@@ -121,4 +121,31 @@ mod tests {
         .unwrap_err();
         assert_eq!(error, "messages[1]: tool call `a` has no tool result");
     }
+
+    #[test]
+    fn inferred_episodes_let_a_transcript_without_delimiter_calls_be_evicted() {
+        let mut values = vec![json!({"role": "user", "content": "read everything"})];
+        for k in 0..40 {
+            let id = format!("c{k}");
+            values.push(json!({"role": "assistant", "tool_calls": [{"id": id, "type": "function",
+                "function": {"name": "read_file", "arguments": format!("{{\"path\":\"f{k}.rs\"}}")}}]}));
+            values.push(json!({"role": "tool", "tool_call_id": id, "content": "x ".repeat(400)}));
+        }
+        let run = |episodes| {
+            evict(
+                &values,
+                Vec::new(),
+                Config::with_budget(4_000),
+                Arc::new(cwl::Estimate),
+                episodes,
+                None,
+            )
+            .unwrap()
+        };
+        let plain = run(Episodes::Delimiter);
+        assert!(!plain.report.budget_met, "no episode, nothing may go");
+        let inferred = run(Episodes::Inferred);
+        assert!(inferred.report.budget_met && inferred.report.evicted());
+        assert!(inferred.messages.len() < plain.messages.len());
+    }
 }
