@@ -145,6 +145,31 @@ def test_a_view_built_where_it_changed_is_the_view_built_whole():
         assert step.stats["passes"] > 0
 
 
+def test_a_view_after_a_separate_pass_or_a_dropped_reasoning_is_rebuilt_where_it_changed():
+    messages = to_anthropic(history(120))
+    # Thinking in every response: a model whose provider drops an earlier
+    # turn's reasoning loses it from the view when the next user turn comes.
+    for message in messages:
+        if message["role"] == "assistant":
+            message["content"].insert(0, {"type": "thinking", "thinking": "Let me see. " * 20,
+                                          "signature": "sig"})
+    apart = cwl.Context(budget=BUDGET, tools=TOOLS, episodes="delimiter", model="claude-sonnet-4-5")
+    whole = cwl.Context(budget=BUDGET, tools=TOOLS, episodes="delimiter", model="claude-sonnet-4-5")
+    dropped = False
+    for message in messages:
+        before = apart.tokens
+        apart.push(message)
+        whole.push(message)
+        dropped |= message["role"] == "user" and isinstance(message["content"], str) and apart.tokens < before
+        apart.enforce()
+        whole.enforce()
+        built = apart.view(enforce=False)
+        whole.view(shape="openai", enforce=False)
+        assert built == whole.view(shape="anthropic", enforce=False)
+    assert dropped, "a user turn took the turn's reasoning out"
+    assert apart.stats["passes"] > 0
+
+
 def test_inferred_episodes_keep_a_history_without_delimiter_calls_under_budget():
     messages = history(300, delimiter=False)
     context = cwl.Context(budget=BUDGET, tools=TOOLS)
