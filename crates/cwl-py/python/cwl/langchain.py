@@ -42,7 +42,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 import cwl
 
-__all__ = ["CwlMiddleware"]
+__all__ = ["CwlMiddleware", "from_openai", "to_openai"]
 
 
 def _text(message: BaseMessage) -> str:
@@ -230,7 +230,7 @@ class CwlMiddleware(AgentMiddleware):
     def _answer(self, request: Any) -> Optional[ToolMessage]:
         """The engine's answer to a `delimiter` call, or None for any other."""
         call = request.tool_call
-        if self.episodes != "delimiter" or call["name"] != cwl_delimiter_name():
+        if self.episodes != "delimiter" or call["name"] != _delimiter_name():
             return None
         state = request.state
         messages = state["messages"] if isinstance(state, dict) else getattr(state, "messages", [])
@@ -266,7 +266,7 @@ class CwlMiddleware(AgentMiddleware):
         return await handler(request) if answer is None else answer
 
 
-def cwl_delimiter_name() -> str:
+def _delimiter_name() -> str:
     """The name of the delimiter tool."""
     return cwl.delimiter_tool()["function"]["name"]
 
