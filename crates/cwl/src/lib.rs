@@ -79,7 +79,7 @@ pub use evictor::{Evictor, OldestFirst, PaperOrder};
 pub use graph::{Candidates, Episode, EpisodeId, EpisodeState, Graph, Level, Origin};
 pub use message::{Block, Message, ToolCall, ToolResult, ToolSpec};
 pub use meter::{MAX_REPORTED_RATIO, Meter, untrusted_report};
-pub use oneshot::{EvictError, Evicted, evict};
+pub use oneshot::{EvictError, Evicted, evict, evict_annotated};
 pub use protocol::{Annotation, DELIMITER, DelimiterError, EpisodeKind, delimiter_spec};
 pub use reasoning::ReasoningScope;
 pub use recall::{RECALL, RecallError, TranscriptStore, recall_spec};

@@ -7,6 +7,7 @@ use thiserror::Error;
 use crate::config::Config;
 use crate::context::{Context, TranscriptError};
 use crate::message::{Message, ToolSpec};
+use crate::protocol::Annotation;
 use crate::report::Report;
 use crate::tokens::TokenCounter;
 
@@ -50,12 +51,34 @@ pub fn evict(
     config: Config,
     counter: Arc<dyn TokenCounter>,
 ) -> Result<Evicted, EvictError> {
+    evict_annotated(messages, tools, config, counter, &mut |_| Vec::new())
+}
+
+/// [`evict`] with episodes annotated out of band: `annotate` is shown each
+/// message before it is pushed, and the annotations it returns are applied
+/// first (an inferrer of episodes from tool use, for transcripts whose
+/// agent never called `delimiter`). Rejected annotations are listed in the
+/// report's warnings.
+pub fn evict_annotated(
+    messages: Vec<Message>,
+    tools: Vec<ToolSpec>,
+    config: Config,
+    counter: Arc<dyn TokenCounter>,
+    annotate: &mut dyn FnMut(&Message) -> Vec<Annotation>,
+) -> Result<Evicted, EvictError> {
     let mut context = Context::new(config, counter, tools);
     let mut warnings = Vec::new();
     let mut call_index = std::collections::HashMap::new();
     for (index, message) in messages.into_iter().enumerate() {
         for call in message.tool_calls() {
             call_index.insert(call.id.clone(), index);
+        }
+        for annotation in annotate(&message) {
+            if let Err(error) = context.annotate(annotation.clone()) {
+                warnings.push(format!(
+                    "message {index}: inferred {annotation:?} rejected: {error}"
+                ));
+            }
         }
         let outcomes = context
             .push(message)

@@ -78,7 +78,13 @@ pub fn parse_messages(messages: &[Value]) -> Result<Vec<Message>, OpenAiError> {
         .collect()
 }
 
-fn parse_message(value: &Value, names: &mut HashMap<String, String>) -> Result<Message, String> {
+/// Reads one message of a `messages` array. `names` maps the ids of the
+/// tool calls read so far to their tools' names: a tool message takes its
+/// tool's name from there, and an assistant message's calls are added.
+pub fn parse_message(
+    value: &Value,
+    names: &mut HashMap<String, String>,
+) -> Result<Message, String> {
     let Value::Object(fields) = value else {
         return Err("a message must be a JSON object".into());
     };
