@@ -636,9 +636,8 @@ fn replay_one(
         }
     };
     let mut file = if parts > 1 {
-        drop(session);
         let open = || Session::open(path);
-        replay_split(&open, &shown, &file_config, calibration, parts)
+        replay_split(session, &open, &shown, &file_config, calibration, parts)
             .with_context(|| format!("cannot read {shown} again"))?
     } else {
         replay_with(session, &shown, &file_config, calibration, &mut tick)

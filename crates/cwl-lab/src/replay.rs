@@ -211,11 +211,13 @@ pub fn replay_with(
 }
 
 /// [`replay_with`] with the policies in `groups` parts that replay side by
-/// side, each reading the log itself from `open` (on the current rayon
-/// pool): for a file replayed alone on more than one core. The report is
-/// the one [`replay_with`] gives, whatever the number of parts. Not for
-/// judged or checked replays, whose counters run across policies.
+/// side (on the current rayon pool): the first part reads `session`, each
+/// other one the log again from `open`. For a file replayed alone on more
+/// than one core. The report is the one [`replay_with`] gives, whatever
+/// the number of parts. Not for judged or checked replays, whose counters
+/// run across policies.
 pub fn replay_split(
+    session: Session,
     open: &(dyn Fn() -> Result<Session, OpenError> + Sync),
     path: &str,
     config: &ReplayConfig,
@@ -224,9 +226,11 @@ pub fn replay_split(
 ) -> Result<FileReport, OpenError> {
     use rayon::prelude::*;
     let parts = split_policies(&config.policies, groups);
+    let first = std::sync::Mutex::new(Some(session));
     let replayed: Vec<Result<Part, OpenError>> = parts
         .par_iter()
-        .map(|part| {
+        .enumerate()
+        .map(|(at, part)| {
             let config = ReplayConfig {
                 policies: part.iter().map(|&at| config.policies[at]).collect(),
                 ..config.clone()
@@ -235,8 +239,16 @@ pub fn replay_split(
                 calibration,
                 fidelity,
             } = measured;
+            let opened = match at {
+                0 => first.lock().unwrap_or_else(|e| e.into_inner()).take(),
+                _ => None,
+            };
+            let session = match opened {
+                Some(session) => session,
+                None => open()?,
+            };
             Ok(replay_part(
-                open()?,
+                session,
                 path,
                 &config,
                 calibration,
