@@ -125,9 +125,11 @@ impl PyContext {
     }
 
     /// Enforces the budget: evicts, in the engine's fixed order, until the
-    /// prompt fits. Returns what the pass did.
-    fn enforce(&mut self) -> PyResult<PyReport> {
-        let report = self.core.enforce().map_err(invalid)?;
+    /// prompt fits. Returns what the pass did. The pass runs without the
+    /// GIL, so other Python threads go on meanwhile.
+    fn enforce(&mut self, py: Python<'_>) -> PyResult<PyReport> {
+        let core = &mut self.core;
+        let report = py.detach(|| core.enforce()).map_err(invalid)?;
         self.last = Some(report.clone());
         Ok(PyReport::new(report))
     }
@@ -148,7 +150,8 @@ impl PyContext {
             None => self.core.shape(),
         };
         if enforce {
-            self.last = Some(self.core.enforce().map_err(invalid)?);
+            let core = &mut self.core;
+            self.last = Some(py.detach(|| core.enforce()).map_err(invalid)?);
         } else {
             self.core.flush().map_err(invalid)?;
         }

@@ -117,15 +117,19 @@ fn evict<'py>(
                 .map_err(|error| PyValueError::new_err(format!("messages[{index}]: {error}")))
         })
         .collect::<PyResult<_>>()?;
-    let evicted = oneshot::evict(
-        &values,
-        options.tools,
-        options.config,
-        options.counter,
-        options.episodes,
-        options.shape,
-    )
-    .map_err(PyValueError::new_err)?;
+    // The pass is the engine's alone: other Python threads run meanwhile.
+    let evicted = py
+        .detach(|| {
+            oneshot::evict(
+                &values,
+                options.tools,
+                options.config,
+                options.counter,
+                options.episodes,
+                options.shape,
+            )
+        })
+        .map_err(PyValueError::new_err)?;
     let refs: Vec<&cwl::Message> = evicted.messages.iter().collect();
     let view = shapes::render(evicted.shape, &refs)
         .iter()

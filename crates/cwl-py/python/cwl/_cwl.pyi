@@ -90,7 +90,8 @@ class Context:
     def extend(self, messages: Iterable[Message]) -> list[dict[str, Any]]:
         """Appends messages in order (those before a refused one stay)."""
     def enforce(self) -> Report:
-        """Evicts until the prompt fits the budget."""
+        """Evicts until the prompt fits the budget (without the GIL: other
+        threads run meanwhile)."""
     def view(self, shape: Optional[Shape] = None, enforce: bool = True) -> list[dict[str, Any]]:
         """The messages to send (enforcing the budget first by default).
         The dicts are shared between views: copy one before changing it."""
