@@ -105,23 +105,45 @@ impl PyContext {
     }
 
     /// Appends messages in order, as `push` does each; the error names the
-    /// first one refused (those before it stay pushed).
+    /// first one refused (those before it stay pushed). The messages are
+    /// read with the GIL and pushed without it, so a long history goes in
+    /// while other Python threads run.
     fn extend<'py>(
         &mut self,
         py: Python<'py>,
         messages: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let mut all = Vec::new();
+        let mut values = Vec::new();
+        let mut unread = None;
         for (index, message) in messages.try_iter()?.enumerate() {
-            let value = to_value(&message?)
-                .map_err(|error| invalid(format!("messages[{index}]: {error}")))?;
-            let pushed = self
-                .core
-                .push(&value)
-                .map_err(|error| invalid(format!("messages[{index}]: {error}")))?;
-            all.extend(pushed);
+            let value = message.and_then(|message| {
+                to_value(&message).map_err(|error| invalid(format!("messages[{index}]: {error}")))
+            });
+            match value {
+                Ok(value) => values.push(value),
+                Err(error) => {
+                    unread = Some(error);
+                    break;
+                }
+            }
         }
-        outcomes(py, &all)
+        let core = &mut self.core;
+        let pushed = py
+            .detach(|| {
+                let mut all = Vec::new();
+                for (index, value) in values.iter().enumerate() {
+                    let pushed = core
+                        .push(value)
+                        .map_err(|error| format!("messages[{index}]: {error}"))?;
+                    all.extend(pushed);
+                }
+                Ok::<_, String>(all)
+            })
+            .map_err(invalid)?;
+        match unread {
+            Some(error) => Err(error),
+            None => outcomes(py, &pushed),
+        }
     }
 
     /// Enforces the budget: evicts, in the engine's fixed order, until the

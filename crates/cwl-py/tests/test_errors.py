@@ -114,6 +114,24 @@ def test_extend_names_the_message_at_fault():
     assert context.stats["pushed"] == 1
 
 
+def test_extend_keeps_what_came_before_an_unreadable_message():
+    context = cwl.Context()
+    with pytest.raises(ValueError, match="messages\\[1\\]"):
+        context.extend([{"role": "user", "content": "a"}, {"role": "user", "content": object()}])
+    assert context.stats["pushed"] == 1
+
+
+def test_extend_from_a_failing_iterator_keeps_what_came_before():
+    def messages():
+        yield {"role": "user", "content": "a"}
+        raise KeyError("the source went away")
+
+    context = cwl.Context()
+    with pytest.raises(KeyError, match="the source went away"):
+        context.extend(messages())
+    assert context.stats["pushed"] == 1
+
+
 def test_recall_of_nothing_evicted_says_so():
     context = cwl.Context(episodes="delimiter")
     context.push({"role": "user", "content": "go"})

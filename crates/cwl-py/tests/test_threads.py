@@ -1,6 +1,7 @@
-"""The pass runs without the GIL: another Python thread runs while the
-engine evicts, and a second thread calling into the same `Context` during
-a pass gets an error, not a torn view.
+"""The pass and `extend` run without the GIL: another Python thread runs
+while the engine evicts or takes in a history, and a second thread
+calling into the same `Context` during a pass gets an error, not a torn
+view.
 
 Not timed: the interpreter's switch interval is set far beyond the test's
 length, so the waiting main thread can run while the worker is inside the
@@ -86,6 +87,16 @@ def test_a_pass_in_view_lets_other_threads_run(messages):
         return during
 
     in_some_try(attempt, "view()")
+
+
+def test_extend_lets_other_threads_run(messages):
+    def attempt():
+        context = cwl.Context(budget=BUDGET, tools=TOOLS, episodes="delimiter")
+        during, _, _ = ran_during(lambda: context.extend(messages))
+        assert context.stats["pushed"] == len(messages)
+        return during
+
+    in_some_try(attempt, "extend()")
 
 
 def test_a_context_busy_in_a_pass_refuses_a_second_thread(messages):

@@ -88,7 +88,8 @@ class Context:
         """Appends one message; returns the results to send for its
         `delimiter` calls ({"call_id", "content", "is_error"})."""
     def extend(self, messages: Iterable[Message]) -> list[dict[str, Any]]:
-        """Appends messages in order (those before a refused one stay)."""
+        """Appends messages in order (those before a refused one stay); the
+        pushes run without the GIL."""
     def enforce(self) -> Report:
         """Evicts until the prompt fits the budget (without the GIL: other
         threads run meanwhile)."""
