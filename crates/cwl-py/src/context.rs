@@ -40,6 +40,16 @@ fn outcomes<'py>(py: Python<'py>, outcomes: &[Outcome]) -> PyResult<Bound<'py, P
     PyList::new(py, dicts)
 }
 
+impl PyContext {
+    /// A pass without the GIL (other Python threads go on meanwhile); its
+    /// report becomes `last_report`.
+    fn pass(&mut self, py: Python<'_>) -> PyResult<&cwl::Report> {
+        let core = &mut self.core;
+        let report = py.detach(|| core.enforce()).map_err(invalid)?;
+        Ok(self.last.insert(report))
+    }
+}
+
 #[pymethods]
 impl PyContext {
     #[new]
@@ -150,10 +160,7 @@ impl PyContext {
     /// prompt fits. Returns what the pass did. The pass runs without the
     /// GIL, so other Python threads go on meanwhile.
     fn enforce(&mut self, py: Python<'_>) -> PyResult<PyReport> {
-        let core = &mut self.core;
-        let report = py.detach(|| core.enforce()).map_err(invalid)?;
-        self.last = Some(report.clone());
-        Ok(PyReport::new(report))
+        Ok(PyReport::new(self.pass(py)?.clone()))
     }
 
     /// The messages to send, in `shape` (default: the shape pushed). With
@@ -172,8 +179,7 @@ impl PyContext {
             None => self.core.shape(),
         };
         if enforce {
-            let core = &mut self.core;
-            self.last = Some(py.detach(|| core.enforce()).map_err(invalid)?);
+            self.pass(py)?;
         } else {
             self.core.flush().map_err(invalid)?;
         }

@@ -1,21 +1,21 @@
 //! The Python bench's calls (`crates/cwl-py/bench/push_view.py`) without
-//! Python: a tool-using history of about 1M tokens (reads of about 750
-//! tokens, episodes inferred as `cwl.Context` infers them, o200k counts)
-//! pushed as OpenAI Chat messages with a view before every model call,
-//! then 2,000 timed calls, each parsing and pushing a response and its
-//! tool result, enforcing the budget and walking the view. What the engine
-//! costs a Python caller before any conversion to or from Python objects.
+//! Python: the same [`Core`] that `cwl.Context` drives takes a tool-using
+//! history of about 1M tokens (reads of about 750 tokens, episodes
+//! inferred, o200k counts) as OpenAI Chat messages with a view before
+//! every model call, then 2,000 timed calls, each pushing a response and
+//! its tool result, enforcing the budget and walking the view. What the
+//! engine costs a Python caller before any conversion to or from Python
+//! objects.
 //!
-//! Run: `cargo run --release -p cwl-infer --example push_view`. It prints
+//! Run: `cargo run --release -p cwl-py --example push_view`. It prints
 //! figures; it asserts nothing.
 
-use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cwl::{Config, Context, Message, O200k, TokenCounter};
-use cwl_infer::Inferrer;
+use _cwl::core::{Core, Episodes};
+use cwl::{Config, O200k, TokenCounter};
 use serde_json::{Value, json};
 
 const HISTORY: usize = 1_000_000;
@@ -56,30 +56,6 @@ fn step(rng: &mut Rng, step: usize) -> [Value; 2] {
     ]
 }
 
-/// The engine as `cwl.Context` drives it: parse, infer, push.
-struct Engine {
-    context: Context,
-    inferrer: Inferrer,
-    names: HashMap<String, String>,
-    transcript: Vec<Message>,
-}
-
-impl Engine {
-    fn push(&mut self, value: &Value) {
-        let message = cwl::openai::parse_message(value, &mut self.names).expect("a valid message");
-        for annotation in self.inferrer.before(&message) {
-            let _ = self.context.annotate(annotation);
-        }
-        self.context.push(message.clone()).expect("pushed");
-        self.transcript.push(message);
-    }
-
-    fn view(&mut self) -> usize {
-        self.context.enforce();
-        black_box(self.context.view().count())
-    }
-}
-
 fn percentiles(label: &str, samples: &mut [Duration]) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
@@ -93,23 +69,37 @@ fn percentiles(label: &str, samples: &mut [Duration]) {
 
 fn main() {
     let counter = Arc::new(O200k::new());
-    let mut engine = Engine {
-        context: Context::new(Config::with_budget(80_000), counter.clone(), Vec::new()),
-        inferrer: Inferrer::new(),
-        names: HashMap::new(),
-        transcript: Vec::new(),
+    let mut core = Core::new(
+        Config::with_budget(80_000),
+        counter.clone(),
+        Vec::new(),
+        Episodes::Inferred,
+        None,
+    );
+    let push = |core: &mut Core, message: &Value| {
+        core.push(message).expect("a valid message");
     };
-    engine.push(&json!({"role": "system", "content": "You are a coding agent."}));
-    engine.push(&json!({"role": "user", "content": "Read the whole repository."}));
+    let view = |core: &mut Core| {
+        core.enforce().expect("a pass");
+        black_box(core.context().view().count())
+    };
+    push(
+        &mut core,
+        &json!({"role": "system", "content": "You are a coding agent."}),
+    );
+    push(
+        &mut core,
+        &json!({"role": "user", "content": "Read the whole repository."}),
+    );
     let mut rng = Rng(1);
     let (mut pushed, mut at) = (0, 0);
     while pushed < HISTORY {
         at += 1;
-        engine.view();
+        view(&mut core);
         for message in step(&mut rng, at) {
             let text = message["content"].as_str().unwrap_or("");
             pushed += counter.count(text) + 4;
-            engine.push(&message);
+            push(&mut core, &message);
         }
     }
     let steps: Vec<[Value; 2]> = (0..CALLS).map(|n| step(&mut rng, at + 1 + n)).collect();
@@ -117,10 +107,10 @@ fn main() {
     for messages in &steps {
         let started = Instant::now();
         for message in messages {
-            engine.push(message);
+            push(&mut core, message);
         }
         let pushed_at = started.elapsed();
-        engine.view();
+        view(&mut core);
         let total = started.elapsed();
         totals.push(total);
         pushes.push(pushed_at);
@@ -128,8 +118,8 @@ fn main() {
     }
     println!(
         "history: {pushed} tokens in {at} model calls; view: {} tokens, {} messages",
-        engine.context.tokens(),
-        engine.context.view().count()
+        core.context().tokens(),
+        core.context().view().count()
     );
     percentiles("push + view per call", &mut totals);
     percentiles("  push (response + result)", &mut pushes);
