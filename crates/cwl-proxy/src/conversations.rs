@@ -24,8 +24,9 @@ use rustc_hash::{FxHashMap, FxHasher};
 use serde_json::Value;
 
 /// Idle conversations remembered for resuming (8 bytes of hash and 8 of
-/// id each); past this the oldest are forgotten for good.
-const MAX_DORMANT: usize = 100_000;
+/// id each, and the proxy's path of its session file); past this the
+/// oldest are forgotten for good.
+pub const MAX_DORMANT: usize = 100_000;
 
 /// A conversation's id, unique for the proxy's lifetime.
 pub type ConversationId = u64;
@@ -173,16 +174,35 @@ pub struct Conversations {
     by_chain: FxHashMap<u64, ConversationId>,
     conversations: FxHashMap<ConversationId, Conversation>,
     dormant: FxHashMap<u64, ConversationId>,
-    dormant_order: VecDeque<u64>,
+    /// Dormant entries by age, oldest first (some since resumed).
+    dormant_order: VecDeque<(u64, ConversationId)>,
     next_id: ConversationId,
     idle: Duration,
     max_live: usize,
+    max_dormant: usize,
+}
+
+/// The conversations [`Conversations::expire`] took out of memory.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Expired {
+    /// Those that left memory; a request continuing one resumes it.
+    pub left: Vec<ConversationId>,
+    /// Idle ones forgotten for good, past [`MAX_DORMANT`]: a request
+    /// continuing one starts a new conversation, so whatever was kept to
+    /// resume them can go.
+    pub forgotten: Vec<ConversationId>,
 }
 
 impl Conversations {
     /// No conversation yet; those unused for `idle` are forgotten, and
     /// past `max_live` in memory the least recently used.
     pub fn new(idle: Duration, max_live: usize) -> Self {
+        Self::with_dormant(idle, max_live, MAX_DORMANT)
+    }
+
+    /// As [`Conversations::new`], remembering at most `max_dormant` idle
+    /// ones for resuming.
+    pub fn with_dormant(idle: Duration, max_live: usize, max_dormant: usize) -> Self {
         Conversations {
             by_chain: FxHashMap::default(),
             conversations: FxHashMap::default(),
@@ -191,6 +211,7 @@ impl Conversations {
             next_id: 1,
             idle,
             max_live: max_live.max(1),
+            max_dormant,
         }
     }
 
@@ -254,42 +275,65 @@ impl Conversations {
         route
     }
 
-    /// Forgets conversations unused since `now - idle`, and the least
-    /// recently used past the most kept in memory, keeping the hash of
-    /// each one's whole history so a request that continues it is routed
-    /// as a [`Route::Resume`]; returns their ids.
-    pub fn expire(&mut self, now: Instant) -> Vec<ConversationId> {
+    /// Forgets conversations unused since `now - idle`, keeping the hash
+    /// of each one's whole history so a request that continues it is
+    /// routed as a [`Route::Resume`], and past the most remembered, the
+    /// oldest of those hashes.
+    pub fn expire(&mut self, now: Instant) -> Expired {
         let idle = self.idle;
-        let mut gone: Vec<ConversationId> = self
+        let gone = self
             .conversations
             .iter()
             .filter(|(_, c)| now.saturating_duration_since(c.last_used) >= idle)
             .map(|(id, _)| *id)
             .collect();
-        let excess = (self.conversations.len() - gone.len()).saturating_sub(self.max_live);
-        if excess > 0 {
-            let mut live: Vec<(Instant, ConversationId)> = self
-                .conversations
-                .iter()
-                .filter(|(id, _)| !gone.contains(id))
-                .map(|(id, c)| (c.last_used, *id))
-                .collect();
-            live.sort_unstable();
-            gone.extend(live.iter().take(excess).map(|&(_, id)| id));
+        self.leave(gone)
+    }
+
+    /// Past the most kept in memory, forgets the least recently used as
+    /// [`Conversations::expire`] does. Called after routing, so the
+    /// conversation just routed, the most recently used, stays, and at
+    /// most the most kept are in memory between requests.
+    pub fn shed(&mut self) -> Expired {
+        let excess = self.conversations.len().saturating_sub(self.max_live);
+        if excess == 0 {
+            return Expired::default();
         }
+        let mut live: Vec<(Instant, ConversationId)> = self
+            .conversations
+            .iter()
+            .map(|(id, c)| (c.last_used, *id))
+            .collect();
+        live.sort_unstable();
+        self.leave(live[..excess].iter().map(|&(_, id)| id).collect())
+    }
+
+    fn leave(&mut self, gone: Vec<ConversationId>) -> Expired {
+        let mut forgotten = Vec::new();
         for &id in &gone {
             if let Some(&last) = self.conversations[&id].chain.last() {
                 self.dormant.insert(last, id);
-                self.dormant_order.push_back(last);
-                if self.dormant_order.len() > MAX_DORMANT
-                    && let Some(oldest) = self.dormant_order.pop_front()
+                self.dormant_order.push_back((last, id));
+                while self.dormant_order.len() > self.max_dormant
+                    && let Some((oldest, of)) = self.dormant_order.pop_front()
                 {
-                    self.dormant.remove(&oldest);
+                    if self.dormant.get(&oldest) == Some(&of) {
+                        self.dormant.remove(&oldest);
+                        forgotten.push(of);
+                    }
                 }
             }
             self.forget(id);
         }
-        gone
+        Expired {
+            left: gone,
+            forgotten,
+        }
+    }
+
+    /// Idle conversations remembered for resuming.
+    pub fn dormant(&self) -> usize {
+        self.dormant.len()
     }
 
     /// Forgets one conversation (its engine could not go on); a later
@@ -464,9 +508,10 @@ mod tests {
         let b = known.route(&hashes(&[user("b")]), at(1)).id();
         // `a` is used again, so `b` is now the least recently used.
         known.route(&hashes(&[user("a"), assistant("x")]), at(2));
-        assert!(known.expire(at(3)).is_empty(), "two fit");
+        assert_eq!(known.shed(), Expired::default(), "two fit");
+        assert_eq!(known.expire(at(3)), Expired::default(), "none idle");
         let c = known.route(&hashes(&[user("c")]), at(4)).id();
-        assert_eq!(known.expire(at(5)), vec![b]);
+        assert_eq!(known.shed().left, vec![b]);
         assert_eq!(known.len(), 2);
         let back = known.route(&hashes(&[user("b"), assistant("y")]), at(6));
         assert!(
@@ -477,6 +522,40 @@ mod tests {
     }
 
     #[test]
+    fn past_the_most_remembered_the_oldest_idle_ones_are_forgotten_for_good() {
+        let mut known = Conversations::with_dormant(Duration::from_secs(3_600), 1, 2);
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut left = Vec::new();
+        let mut forgotten = Vec::new();
+        for n in 0..5u64 {
+            known.route(&hashes(&[user(&format!("c{n}"))]), at(n));
+            let expired = known.shed();
+            left.extend(expired.left);
+            forgotten.extend(expired.forgotten);
+            assert!(known.dormant() <= 2, "at most two remembered");
+        }
+        // c4 is live, c2 and c3 dormant, c0 and c1 forgotten.
+        assert_eq!(left.len(), 4);
+        assert_eq!(forgotten, left[..2]);
+        assert_eq!(known.dormant(), 2);
+        let old = known.route(&hashes(&[user("c0"), assistant("x")]), at(9));
+        assert!(matches!(old, Route::New { .. }), "{old:?}");
+        let kept = known.route(&hashes(&[user("c3"), assistant("x")]), at(9));
+        assert!(
+            matches!(kept, Route::Resume { from, .. } if from == left[3]),
+            "{kept:?}"
+        );
+        // c4 and the new c0 leave. Remembering them forgets c2, and c3's
+        // old place in the age order, resumed since, forgets nothing.
+        let again = known.shed();
+        let c4 = left[3] + 1;
+        assert_eq!(again.left, vec![c4, old.id()]);
+        assert_eq!(again.forgotten, vec![left[2]]);
+        assert_eq!(known.dormant(), 2);
+    }
+
+    #[test]
     fn idle_conversations_are_forgotten() {
         let mut known = Conversations::new(Duration::from_secs(10), usize::MAX);
         let start = Instant::now();
@@ -484,7 +563,7 @@ mod tests {
         let b = known
             .route(&hashes(&[user("b")]), start + Duration::from_secs(8))
             .id();
-        assert_eq!(known.expire(start + Duration::from_secs(12)), vec![a]);
+        assert_eq!(known.expire(start + Duration::from_secs(12)).left, vec![a]);
         assert_eq!(known.len(), 1);
         let again = known.route(&hashes(&[user("a"), assistant("x")]), start);
         assert!(

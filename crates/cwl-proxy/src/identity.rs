@@ -13,7 +13,7 @@ use crate::conversations::message_hash;
 use crate::wire::Item;
 
 /// Identities held at most; past this the cache starts over.
-const CAPACITY: usize = 1 << 20;
+pub const CAPACITY: usize = 1 << 20;
 
 /// The identities of messages seen, by a hash of their bytes.
 #[derive(Debug, Default)]

@@ -35,7 +35,7 @@ use cwl_session::strategy::StrategyName;
 
 use crate::api::Api;
 use crate::body::Body;
-use crate::conversations::{ConversationId, Conversations, Route};
+use crate::conversations::{ConversationId, Conversations, Expired, Route};
 use crate::engine::Engine;
 use crate::event::{Event, Sink, Timing, warn};
 use crate::heads::Heads;
@@ -111,11 +111,41 @@ impl std::fmt::Debug for Options {
     }
 }
 
+/// What the proxy holds for its conversations ([`Proxy::footprint`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    /// Conversations in memory, each with its engine: at most
+    /// [`Options::max_conversations`].
+    pub live: usize,
+    /// Idle conversations remembered for resuming, a hash each: at most
+    /// [`crate::conversations::MAX_DORMANT`].
+    pub dormant: usize,
+    /// Session files known for resuming: at most one per live or
+    /// remembered conversation.
+    pub stored: usize,
+    /// Message identities cached: at most
+    /// [`crate::identity::CAPACITY`].
+    pub identities: usize,
+}
+
 struct Router {
     conversations: Conversations,
     slots: FxHashMap<ConversationId, Arc<Slot>>,
     /// Session files of stored conversations, for resuming idle ones.
     paths: FxHashMap<ConversationId, PathBuf>,
+}
+
+impl Router {
+    /// Drops what was kept for conversations that left memory (their
+    /// slots) or were forgotten for good (their session files' paths).
+    fn drop_expired(&mut self, expired: Expired) {
+        for gone in expired.left {
+            self.slots.remove(&gone);
+        }
+        for gone in expired.forgotten {
+            self.paths.remove(&gone);
+        }
+    }
 }
 
 /// The proxy: its options, its upstream client and its conversations.
@@ -169,6 +199,18 @@ impl Proxy {
     /// Conversations held in memory.
     pub fn conversations(&self) -> usize {
         lock(&self.router).conversations.len()
+    }
+
+    /// What the proxy holds for its conversations; every part has a bound
+    /// whatever the number of conversations served.
+    pub fn footprint(&self) -> Footprint {
+        let router = lock(&self.router);
+        Footprint {
+            live: router.conversations.len(),
+            dormant: router.conversations.dormant(),
+            stored: router.paths.len(),
+            identities: self.identities.len(),
+        }
     }
 
     /// Answers one request.
@@ -404,10 +446,11 @@ impl Proxy {
     fn route(&self, hashes: &[u64], chains: &[u64]) -> Routed {
         let now = Instant::now();
         let mut router = lock(&self.router);
-        for gone in router.conversations.expire(now) {
-            router.slots.remove(&gone);
-        }
+        let expired = router.conversations.expire(now);
+        router.drop_expired(expired);
         let route = router.conversations.route(hashes, now);
+        let shed = router.conversations.shed();
+        router.drop_expired(shed);
         let gap = router.conversations.gap(route.id());
         let resume = match route {
             Route::Resume { from, .. } => router.paths.remove(&from),

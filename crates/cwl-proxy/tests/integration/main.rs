@@ -8,6 +8,7 @@ mod measure;
 mod support;
 
 mod anthropic;
+mod bounded;
 mod expiry;
 mod openai;
 mod recall;
