@@ -18,7 +18,11 @@
 //! The upstream answers every request with a short SSE stream. Each
 //! conversation grows by one tool call (two reads, then an edit) and its
 //! result per request, with a new user turn every ten, until its last body
-//! is about `--tokens` tokens. Prints one JSON object:
+//! is about `--tokens` tokens. With `--from T`, its first request, not
+//! measured, already holds about `T` tokens of such steps, so every
+//! measured body is between `T` and `--tokens` (e.g. `--from 95000
+//! --tokens 105000 --requests 20`: 100k-token bodies growing by 500
+//! tokens, about what a real Claude Code request adds). Prints one JSON object:
 //! time to first byte through the proxy and direct (p50/p99, ms), the
 //! pairwise added latency, requests per second through the proxy (exact
 //! with `--no-direct`, which skips the direct requests), and the
@@ -52,6 +56,7 @@ struct Args {
     upstream_listen: String,
     direct: bool,
     first: usize,
+    from: usize,
 }
 
 fn args() -> Result<Args, String> {
@@ -64,6 +69,7 @@ fn args() -> Result<Args, String> {
         upstream_listen: "127.0.0.1:0".into(),
         direct: true,
         first: 0,
+        from: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -78,11 +84,15 @@ fn args() -> Result<Args, String> {
             "--upstream-listen" => args.upstream_listen = value()?,
             "--no-direct" => args.direct = false,
             "--first" => args.first = number(value()?)?,
+            "--from" => args.from = number(value()?)?,
             other => return Err(format!("unknown flag {other}")),
         }
     }
     if args.requests == 0 || args.conversations == 0 {
         return Err("--requests and --conversations must be above zero".into());
+    }
+    if args.from >= args.tokens {
+        return Err("--from must be below --tokens".into());
     }
     Ok(args)
 }
@@ -118,6 +128,35 @@ fn output(conversation: usize, step: usize, tokens: usize) -> String {
         .map(|j| format!("let v{conversation}_{step}_{j} = f_{j}(x_{step}); // src/m{step}.rs:{j}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Adds step `step` (from 1) of a conversation: a read or an edit and its
+/// result of about `tokens` tokens, after a new user turn every ten steps.
+fn grow(messages: &mut Vec<String>, conversation: usize, step: usize, tokens: usize) {
+    if step % 10 == 0 {
+        messages.push(format!(
+            r#"{{"role":"assistant","content":"part {step} done"}}"#
+        ));
+        messages.push(format!(r#"{{"role":"user","content":"now part {step}"}}"#));
+    }
+    let (tool, input) = if step % 3 == 0 {
+        (
+            "Edit",
+            format!(
+                r#"{{"file_path":"src/m{}.rs","old_string":"f_1","new_string":"g_1"}}"#,
+                step - 1
+            ),
+        )
+    } else {
+        ("Read", format!(r#"{{"file_path":"src/m{step}.rs"}}"#))
+    };
+    messages.push(format!(
+        r#"{{"role":"assistant","content":[{{"type":"tool_use","id":"t{step}","name":"{tool}","input":{input}}}]}}"#
+    ));
+    messages.push(format!(
+        r#"{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{step}","content":{}}}]}}"#,
+        serde_json::to_string(&output(conversation, step, tokens)).unwrap()
+    ));
 }
 
 fn body(messages: &[String]) -> String {
@@ -232,7 +271,8 @@ async fn main() -> Result<(), String> {
         Some(url) => url.clone(),
         None => start_proxy(&args, &upstream_url, Arc::clone(&timings)).await?,
     };
-    let per_step = args.tokens / args.requests;
+    let per_step = (args.tokens - args.from) / args.requests;
+    let prefill = args.from / per_step.max(1);
     let started = Instant::now();
     let mut tasks = Vec::new();
     for conversation in args.first..args.first + args.conversations {
@@ -243,24 +283,20 @@ async fn main() -> Result<(), String> {
                 r#"{{"role":"user","content":"conversation {conversation}: fix the bug"}}"#
             )];
             let mut samples = Vec::new();
-            for step in 0..args.requests {
-                if step > 0 && step % 10 == 0 {
-                    messages.push(format!(r#"{{"role":"assistant","content":"part {step} done"}}"#));
-                    messages.push(format!(r#"{{"role":"user","content":"now part {step}"}}"#));
-                }
+            if prefill > 0 {
+                (1..=prefill).for_each(|step| grow(&mut messages, conversation, step, per_step));
+                ttfb(
+                    &client,
+                    &format!("{proxy_url}/v1/messages"),
+                    body(&messages),
+                )
+                .await?;
+            }
+            for n in 0..args.requests {
+                // Without a prefill, the first request is the user turn alone.
+                let step = if prefill > 0 { prefill + 1 + n } else { n };
                 if step > 0 {
-                    let (tool, input) = if step % 3 == 0 {
-                        ("Edit", format!(r#"{{"file_path":"src/m{}.rs","old_string":"f_1","new_string":"g_1"}}"#, step - 1))
-                    } else {
-                        ("Read", format!(r#"{{"file_path":"src/m{step}.rs"}}"#))
-                    };
-                    messages.push(format!(
-                        r#"{{"role":"assistant","content":[{{"type":"tool_use","id":"t{step}","name":"{tool}","input":{input}}}]}}"#
-                    ));
-                    messages.push(format!(
-                        r#"{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{step}","content":{}}}]}}"#,
-                        serde_json::to_string(&output(conversation, step, per_step)).unwrap()
-                    ));
+                    grow(&mut messages, conversation, step, per_step);
                 }
                 let body = body(&messages);
                 let url = format!("{proxy_url}/v1/messages");
@@ -294,6 +330,7 @@ async fn main() -> Result<(), String> {
     let report = serde_json::json!({
         "conversations": args.conversations,
         "requests_per_conversation": args.requests,
+        "first_body_tokens": args.from,
         "last_body_tokens": args.tokens,
         "budget": args.budget,
         "requests": samples.len(),
