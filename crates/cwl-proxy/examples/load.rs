@@ -133,13 +133,13 @@ fn output(conversation: usize, step: usize, tokens: usize) -> String {
 /// Adds step `step` (from 1) of a conversation: a read or an edit and its
 /// result of about `tokens` tokens, after a new user turn every ten steps.
 fn grow(messages: &mut Vec<String>, conversation: usize, step: usize, tokens: usize) {
-    if step % 10 == 0 {
+    if step.is_multiple_of(10) {
         messages.push(format!(
             r#"{{"role":"assistant","content":"part {step} done"}}"#
         ));
         messages.push(format!(r#"{{"role":"user","content":"now part {step}"}}"#));
     }
-    let (tool, input) = if step % 3 == 0 {
+    let (tool, input) = if step.is_multiple_of(3) {
         (
             "Edit",
             format!(
