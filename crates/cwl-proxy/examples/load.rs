@@ -22,7 +22,8 @@
 //! measured, already holds about `T` tokens of such steps, so every
 //! measured body is between `T` and `--tokens` (e.g. `--from 95000
 //! --tokens 105000 --requests 20`: 100k-token bodies growing by 500
-//! tokens, about what a real Claude Code request adds). Prints one JSON object:
+//! tokens, about what a real Claude Code request adds). `--tools N` adds N
+//! tool definitions of about 1k tokens each to every body. Prints one JSON object:
 //! time to first byte through the proxy and direct (p50/p99, ms), the
 //! pairwise added latency, requests per second through the proxy (exact
 //! with `--no-direct`, which skips the direct requests), and the
@@ -57,6 +58,7 @@ struct Args {
     direct: bool,
     first: usize,
     from: usize,
+    tools: usize,
 }
 
 fn args() -> Result<Args, String> {
@@ -70,6 +72,7 @@ fn args() -> Result<Args, String> {
         direct: true,
         first: 0,
         from: 0,
+        tools: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -85,6 +88,7 @@ fn args() -> Result<Args, String> {
             "--no-direct" => args.direct = false,
             "--first" => args.first = number(value()?)?,
             "--from" => args.from = number(value()?)?,
+            "--tools" => args.tools = number(value()?)?,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -159,9 +163,35 @@ fn grow(messages: &mut Vec<String>, conversation: usize, step: usize, tokens: us
     ));
 }
 
-fn body(messages: &[String]) -> String {
+/// `count` tool definitions of about 1k tokens each, as a coding agent
+/// offers them (Claude Code 2.0 sends about 17, 15k tokens in all).
+fn tools(count: usize) -> String {
+    let tools: Vec<serde_json::Value> = (0..count)
+        .map(|n| {
+            let description = (0..40)
+                .map(|line| {
+                    format!(
+                        "Rule {line} of tool {n}: use it on files and directories only when asked."
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            serde_json::json!({
+                "name": format!("Tool{n}"),
+                "description": description,
+                "input_schema": {"type": "object", "properties": {
+                    "file_path": {"type": "string", "description": "The absolute path of the file"},
+                    "limit": {"type": "number", "description": "How many lines to read"},
+                }, "required": ["file_path"]},
+            })
+        })
+        .collect();
+    serde_json::to_string(&tools).unwrap()
+}
+
+fn body(messages: &[String], tools: &str) -> String {
     format!(
-        r#"{{"model":"load","max_tokens":1024,"stream":true,"system":"You are a coding agent.","messages":[{}]}}"#,
+        r#"{{"model":"load","max_tokens":1024,"stream":true,"system":"You are a coding agent.","tools":{tools},"messages":[{}]}}"#,
         messages.join(",")
     )
 }
@@ -273,10 +303,12 @@ async fn main() -> Result<(), String> {
     };
     let per_step = (args.tokens - args.from) / args.requests;
     let prefill = args.from / per_step.max(1);
+    let tools = Arc::new(tools(args.tools));
     let started = Instant::now();
     let mut tasks = Vec::new();
     for conversation in args.first..args.first + args.conversations {
         let (proxy_url, upstream_url) = (proxy_url.clone(), upstream_url.clone());
+        let tools = Arc::clone(&tools);
         tasks.push(tokio::spawn(async move {
             let client = reqwest::Client::new();
             let mut messages = vec![format!(
@@ -288,7 +320,7 @@ async fn main() -> Result<(), String> {
                 ttfb(
                     &client,
                     &format!("{proxy_url}/v1/messages"),
-                    body(&messages),
+                    body(&messages, &tools),
                 )
                 .await?;
             }
@@ -298,7 +330,7 @@ async fn main() -> Result<(), String> {
                 if step > 0 {
                     grow(&mut messages, conversation, step, per_step);
                 }
-                let body = body(&messages);
+                let body = body(&messages, &tools);
                 let url = format!("{proxy_url}/v1/messages");
                 let through = ttfb(&client, &url, body.clone()).await?;
                 let direct = if args.direct {
@@ -331,6 +363,7 @@ async fn main() -> Result<(), String> {
         "conversations": args.conversations,
         "requests_per_conversation": args.requests,
         "first_body_tokens": args.from,
+        "tools": args.tools,
         "last_body_tokens": args.tokens,
         "budget": args.budget,
         "requests": samples.len(),

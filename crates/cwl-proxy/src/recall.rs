@@ -49,6 +49,43 @@ pub fn offered(tools: &[ToolSpec]) -> bool {
     !tools.is_empty() && !tools.iter().any(|tool| tool.name == RECALL)
 }
 
+/// Whether requests get `recall` ([`offered`]), remembered by the bytes of
+/// their `tools` array: clients send the same tools with every request
+/// (Claude Code about 15k tokens of them), and reading them again each
+/// time would cost more than reading the rest of the request.
+#[derive(Debug, Default)]
+pub struct Offers {
+    /// The latest tools arrays seen, most recent first.
+    seen: std::sync::Mutex<Vec<(Box<str>, bool)>>,
+}
+
+/// Tools arrays [`Offers`] remembers.
+const OFFERS_KEPT: usize = 16;
+
+impl Offers {
+    /// Whether a request with `body` offering these tools gets `recall`.
+    pub fn offered(&self, wire: &dyn Wire, body: &crate::body::Body) -> bool {
+        let Some(tools) = body.get("tools").map(|raw| raw.get()) else {
+            return false;
+        };
+        let lock = || self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let mut seen = lock();
+            if let Some(at) = seen.iter().position(|(known, _)| **known == *tools) {
+                let entry = seen.remove(at);
+                let answer = entry.1;
+                seen.insert(0, entry);
+                return answer;
+            }
+        }
+        let answer = offered(&wire.tools(body));
+        let mut seen = lock();
+        seen.insert(0, (tools.into(), answer));
+        seen.truncate(OFFERS_KEPT);
+        answer
+    }
+}
+
 /// The raw `tools` array with `recall` appended in `wire`'s format, the
 /// client's own bytes before it; `None` when `tools` is not an array.
 pub fn with_tool(wire: &dyn Wire, tools: &str) -> Option<String> {
@@ -103,6 +140,32 @@ mod tests {
 
     use super::*;
     use crate::api::Api;
+
+    #[test]
+    fn offers_are_remembered_by_the_tools_bytes_and_stay_right() {
+        let offers = Offers::default();
+        let wire = Api::Anthropic.wire();
+        let body = |tools: &str| {
+            crate::body::Body::parse(format!(r#"{{"tools":{tools},"messages":[]}}"#).as_bytes())
+                .unwrap()
+        };
+        let tool =
+            |name: &str| format!(r#"{{"name":"{name}","input_schema":{{"type":"object"}}}}"#);
+        let ours = format!("[{}]", tool(RECALL));
+        assert!(!offers.offered(wire, &crate::body::Body::parse(b"{}").unwrap()));
+        assert!(!offers.offered(wire, &body("[]")));
+        for round in 0..2 {
+            for n in 0..2 * OFFERS_KEPT {
+                let tools = format!("[{}]", tool(&format!("t{n}")));
+                assert!(offers.offered(wire, &body(&tools)), "round {round}, t{n}");
+                assert!(
+                    !offers.offered(wire, &body(&ours)),
+                    "round {round}, after t{n}"
+                );
+            }
+        }
+        assert!(offers.seen.lock().unwrap().len() <= OFFERS_KEPT);
+    }
 
     fn spec(name: &str) -> ToolSpec {
         ToolSpec {

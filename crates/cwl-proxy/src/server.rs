@@ -27,14 +27,13 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use rustc_hash::FxHashMap;
-use serde_json::value::RawValue;
 
 use cwl::{Config, NoSidecars, Report, SidecarStore, TokenCounter};
 use cwl_session::SidecarDir;
 use cwl_session::strategy::StrategyName;
 
 use crate::api::Api;
-use crate::body::Body;
+use crate::body::{Body, History};
 use crate::conversations::{ConversationId, Conversations, Expired, Route};
 use crate::engine::Engine;
 use crate::event::{Event, Sink, Timing, warn};
@@ -154,6 +153,7 @@ pub struct Proxy {
     client: reqwest::Client,
     counter: Arc<dyn TokenCounter>,
     identities: Identities,
+    offers: crate::recall::Offers,
     router: Mutex<Router>,
     /// The models' context windows, the most a reported prompt can be.
     models: cwl_provider::models::ModelTable,
@@ -187,6 +187,7 @@ impl Proxy {
             client,
             counter,
             identities: Identities::new(),
+            offers: crate::recall::Offers::default(),
             models: cwl_provider::models::ModelTable::builtin(),
             router: Mutex::new(Router {
                 conversations: Conversations::new(idle, max_live),
@@ -570,7 +571,7 @@ impl Proxy {
     /// offers tools, none of its own called `recall`.
     fn recalls(&self, wire: &dyn Wire, body: &Body) -> bool {
         crate::recall::strategy_recalls(self.options.strategy, &self.options.config)
-            && crate::recall::offered(&wire.tools(body))
+            && self.offers.offered(wire, body)
     }
 
     /// Runs the side calls the conversation's strategy asks for (at most
@@ -786,22 +787,19 @@ struct Opened {
 /// stored upstream).
 fn history(api: Api, bytes: &[u8]) -> Result<Option<(Body, Vec<Item>)>, String> {
     let key = api.wire().history_key();
-    let body = Body::parse(bytes).map_err(|e| format!("body is not a JSON object ({e})"))?;
-    let raw = body
-        .get(key)
-        .ok_or_else(|| format!("body has no `{key}`"))?;
-    if api == Api::OpenAiResponses
-        && (raw.get().trim_start().starts_with('"')
-            || body
-                .get("previous_response_id")
-                .is_some_and(|id| id.get() != "null"))
-    {
-        return Ok(None);
+    let (body, history) =
+        Body::split(bytes, key).map_err(|e| format!("body is not a JSON object ({e})"))?;
+    let continues_stored = || {
+        body.get("previous_response_id")
+            .is_some_and(|id| id.get() != "null")
+    };
+    match history {
+        History::Missing => Err(format!("body has no `{key}`")),
+        History::Text if api == Api::OpenAiResponses => Ok(None),
+        _ if api == Api::OpenAiResponses && continues_stored() => Ok(None),
+        History::Items(raws) => Ok(Some((body, raws.into_iter().map(Item::new).collect()))),
+        History::Text | History::Other => Err(format!("`{key}` is not an array")),
     }
-    let raws: Vec<Box<RawValue>> =
-        serde_json::from_str(raw.get()).map_err(|e| format!("`{key}` is not an array ({e})"))?;
-    let items = raws.into_iter().map(Item::new).collect();
-    Ok(Some((body, items)))
 }
 
 /// How long ago the session file at `path` was last written: a

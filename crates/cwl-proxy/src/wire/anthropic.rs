@@ -168,17 +168,20 @@ pub fn breakpoints(body: &Body, items: &[Item]) -> (usize, Option<Value>) {
         }
     }
     let (mut count, mut last) = (0, None);
+    // A field or item whose text names no `cache_control` holds none:
+    // most of a long history, and the tools, are never parsed for this.
     for key in ["tools", "system"] {
-        if let Some(value) = body.read::<Value>(key) {
+        if let Some(value) = body
+            .get(key)
+            .filter(|raw| super::names_cache_control(raw.get()))
+            .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+        {
             walk(&value, &mut count, &mut last);
         }
     }
-    // An item whose text names no `cache_control` holds none: most of a
-    // long history is never parsed for this (as `Item::content_hash`
-    // reads the raw text too).
     for item in items
         .iter()
-        .filter(|item| item.raw.get().contains("cache_control"))
+        .filter(|item| super::names_cache_control(item.raw.get()))
     {
         walk(item.value(), &mut count, &mut last);
     }

@@ -106,13 +106,29 @@ impl Item {
     }
 }
 
+/// The key of Anthropic's cache breakpoints, quoted as JSON writes it.
+const CACHE_CONTROL: &str = "\"cache_control\"";
+
+/// Where `json` first names the key `"cache_control"` from byte `from`:
+/// searched for in the whole history on every request, so with SIMD.
+fn find_cache_control(json: &str, from: usize) -> Option<usize> {
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(CACHE_CONTROL));
+    FINDER.find(&json.as_bytes()[from..]).map(|at| from + at)
+}
+
+/// Whether `json` names the key `"cache_control"` anywhere.
+pub(crate) fn names_cache_control(json: &str) -> bool {
+    find_cache_control(json, 0).is_some()
+}
+
 /// The text of `json` before and after its first `"cache_control": {...}`
 /// member and the comma that joins it to a neighbour.
 fn without_cache_control(json: &str) -> Option<(&str, &str)> {
-    const KEY: &str = "\"cache_control\"";
+    const KEY: &str = CACHE_CONTROL;
     let mut search = 0;
     loop {
-        let start = search + json[search..].find(KEY)?;
+        let start = find_cache_control(json, search)?;
         search = start + KEY.len();
         let rest = json[search..].trim_start();
         let Some(value) = rest.strip_prefix(':').map(str::trim_start) else {
