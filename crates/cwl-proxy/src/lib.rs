@@ -35,6 +35,7 @@ pub mod recall;
 pub mod server;
 pub mod side;
 pub mod store;
+pub mod trim;
 pub mod upstream;
 pub mod usage;
 pub mod wire;

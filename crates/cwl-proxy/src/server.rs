@@ -154,6 +154,8 @@ pub struct Proxy {
     counter: Arc<dyn TokenCounter>,
     identities: Identities,
     offers: crate::recall::Offers,
+    /// Conversations that left memory since its pages were given back.
+    freed: crate::trim::Freed,
     router: Mutex<Router>,
     /// The models' context windows, the most a reported prompt can be.
     models: cwl_provider::models::ModelTable,
@@ -188,6 +190,7 @@ impl Proxy {
             counter,
             identities: Identities::new(),
             offers: crate::recall::Offers::default(),
+            freed: crate::trim::Freed::default(),
             models: cwl_provider::models::ModelTable::builtin(),
             router: Mutex::new(Router {
                 conversations: Conversations::new(idle, max_live),
@@ -448,9 +451,11 @@ impl Proxy {
         let now = Instant::now();
         let mut router = lock(&self.router);
         let expired = router.conversations.expire(now);
+        self.freed.add(expired.left.len());
         router.drop_expired(expired);
         let route = router.conversations.route(hashes, now);
         let shed = router.conversations.shed();
+        self.freed.add(shed.left.len());
         router.drop_expired(shed);
         let gap = router.conversations.gap(route.id());
         let resume = match route {
@@ -895,8 +900,22 @@ fn with_history(wire: &dyn Wire, body: &Body, history: &str, recall: bool) -> Ve
 /// failed accept (no file descriptor left, a connection aborted before it
 /// was taken) stops nothing: it is warned about once per burst, and the
 /// next accept waits a little longer each time, up to a second, so the
-/// clients already connected are served and close their sockets.
+/// clients already connected are served and close their sockets. Every
+/// [`crate::trim::INTERVAL`] in which conversations left memory, the
+/// allocator's free pages go back to the system, so the resident size
+/// follows what the proxy holds.
 pub async fn serve(listener: tokio::net::TcpListener, proxy: Arc<Proxy>) -> std::io::Result<()> {
+    let trimmer = Arc::clone(&proxy);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(crate::trim::INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if trimmer.freed.take() {
+                let _ = tokio::task::spawn_blocking(crate::trim::release).await;
+            }
+        }
+    });
     let mut backoff = AcceptBackoff::default();
     loop {
         let stream = match listener.accept().await {
