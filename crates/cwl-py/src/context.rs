@@ -165,8 +165,9 @@ impl PyContext {
 
     /// The messages to send, in `shape` (default: the shape pushed). With
     /// `enforce` (the default) the budget is enforced first; the report
-    /// is then `last_report`. The dicts are shared between views: copy
-    /// one before changing it.
+    /// is then `last_report`. The list is new, the caller's to change; its
+    /// dicts are shared between views, so they are read-only (copy one to
+    /// change it).
     #[pyo3(signature = (shape=None, enforce=true))]
     fn view<'py>(
         &mut self,

@@ -5,6 +5,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 
+use crate::frozen;
+
 /// Deepest nesting read: a self-referencing dict is refused, not followed
 /// until the stack runs out.
 const MAX_DEPTH: usize = 100;
@@ -77,9 +79,27 @@ fn type_name(object: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".to_string())
 }
 
+/// The containers [`write`] makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Containers {
+    /// `dict` and `list`: objects the caller owns alone.
+    Plain,
+    /// Read-only ones ([`crate::frozen`]): objects shared between views.
+    Frozen,
+}
+
 /// Writes a JSON value as Python objects (dicts, lists, str, int, float,
 /// bool, None).
 pub fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    write(py, value, Containers::Plain)
+}
+
+/// Writes a JSON value as Python objects in `containers`.
+pub fn write<'py>(
+    py: Python<'py>,
+    value: &Value,
+    containers: Containers,
+) -> PyResult<Bound<'py, PyAny>> {
     Ok(match value {
         Value::Null => py.None().into_bound(py),
         Value::Bool(flag) => PyBool::new(py, *flag).to_owned().into_any(),
@@ -96,14 +116,26 @@ pub fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
         Value::Array(items) => {
             let items: Vec<Bound<'py, PyAny>> = items
                 .iter()
-                .map(|item| to_py(py, item))
+                .map(|item| write(py, item, containers))
                 .collect::<PyResult<_>>()?;
-            PyList::new(py, items)?.into_any()
+            match containers {
+                Containers::Plain => PyList::new(py, items)?.into_any(),
+                Containers::Frozen => {
+                    let list = frozen::list(py)?;
+                    for item in items {
+                        list.append(item)?;
+                    }
+                    list.into_any()
+                }
+            }
         }
         Value::Object(fields) => {
-            let dict = PyDict::new(py);
+            let dict = match containers {
+                Containers::Plain => PyDict::new(py),
+                Containers::Frozen => frozen::dict(py)?,
+            };
             for (key, item) in fields {
-                dict.set_item(key, to_py(py, item)?)?;
+                dict.set_item(key, write(py, item, containers)?)?;
             }
             dict.into_any()
         }

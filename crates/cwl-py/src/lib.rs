@@ -13,6 +13,8 @@ pub mod shapes;
 
 mod context;
 mod convert;
+mod frozen;
+mod objects;
 mod options;
 mod report;
 mod view;
@@ -145,6 +147,7 @@ fn evict<'py>(
 #[pymodule]
 fn _cwl(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    frozen::add(module)?;
     module.add_class::<PyContext>()?;
     module.add_class::<PyReport>()?;
     module.add_function(wrap_pyfunction!(evict, module)?)?;

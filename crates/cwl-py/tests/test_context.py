@@ -131,7 +131,7 @@ def test_views_in_their_own_shape_are_valid_requests(chat):
 
 def test_a_view_built_where_it_changed_is_the_view_built_whole():
     messages = to_anthropic(history(120))
-    for shape in ("openai", "anthropic"):
+    for shape in ("openai", "anthropic", "responses"):
         step = cwl.Context(budget=BUDGET, tools=TOOLS, episodes="delimiter")
         whole = cwl.Context(budget=BUDGET, tools=TOOLS, episodes="delimiter")
         for message in messages:

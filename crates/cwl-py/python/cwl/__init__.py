@@ -14,12 +14,15 @@ kept. No model is ever called to summarise.
     >>> messages = context.view()
 
 Messages are dicts in OpenAI Chat Completions, Anthropic Messages or
-OpenAI Responses shape. ``evict()`` is the one-shot pass of ``cwl evict``.
+OpenAI Responses shape; a view's are read-only (``FrozenDict``), as views
+share them. ``evict()`` is the one-shot pass of ``cwl evict``.
 ``cwl.langchain.CwlMiddleware`` puts a LangChain v1 agent under a budget.
 """
 
 from cwl._cwl import (
     Context,
+    FrozenDict,
+    FrozenList,
     Report,
     __version__,
     count_tokens,
@@ -30,6 +33,8 @@ from cwl._cwl import (
 
 __all__ = [
     "Context",
+    "FrozenDict",
+    "FrozenList",
     "Report",
     "__version__",
     "count_tokens",

@@ -44,6 +44,15 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         """The report as `cwl evict` writes it."""
 
+class FrozenDict(dict[str, Any]):
+    """A read-only dict of a view: a message, a tool call, a content
+    block. Changing it raises TypeError; `dict(m)`, `m.copy()`,
+    `copy.copy`, `copy.deepcopy` and pickling give plain copies."""
+
+class FrozenList(list[Any]):
+    """A read-only list of a view (tool calls, content blocks); its
+    copies are plain lists."""
+
 class Context:
     """A conversation kept under a token budget.
 
@@ -95,7 +104,10 @@ class Context:
         threads run meanwhile)."""
     def view(self, shape: Optional[Shape] = None, enforce: bool = True) -> list[dict[str, Any]]:
         """The messages to send (enforcing the budget first by default).
-        The dicts are shared between views: copy one before changing it."""
+        The list is new, the caller's to change; its messages are shared
+        between views, so they are read-only (`FrozenDict`, with
+        `FrozenList`s inside): `dict(m)` or `copy.deepcopy(m)` gives a
+        copy to change."""
     def view_sources(self) -> list[Optional[int]]:
         """Per message of `view(shape="openai")`: the position of the pushed
         message it is unchanged, or None."""

@@ -128,35 +128,48 @@ pub(super) fn render_group(messages: &[&Message]) -> Group {
             "content": content.iter().map(block).collect::<Vec<_>>(),
         })),
         Message::ToolResult(_) => {
-            let mut blocks = Vec::new();
-            let mut used = 0;
-            for message in messages {
-                match message {
-                    Message::ToolResult(result) => {
-                        let mut fields = Map::new();
-                        fields.insert("type".into(), json!("tool_result"));
-                        fields.insert("tool_use_id".into(), json!(result.call_id));
-                        fields.insert("content".into(), json!(result.content));
-                        if result.is_error {
-                            fields.insert("is_error".into(), json!(true));
-                        }
-                        blocks.push(Value::Object(fields));
-                    }
-                    Message::User { content } => {
-                        blocks.push(json!({"type": "text", "text": content}));
-                        used += 1;
-                        break;
-                    }
-                    _ => break,
-                }
-                used += 1;
-            }
+            let used = group_len(messages);
+            let blocks = messages[..used]
+                .iter()
+                .filter_map(|message| match message {
+                    Message::User { content } => Some(json!({"type": "text", "text": content})),
+                    Message::ToolResult(result) => Some(tool_result(result)),
+                    _ => None, // a group holds nothing else
+                })
+                .collect::<Vec<_>>();
             Group {
                 messages: used,
                 values: vec![json!({"role": "user", "content": blocks})],
             }
         }
     }
+}
+
+/// How many messages the first group stands for: a run of tool results
+/// and the user turn right after them, if any; any other message alone.
+pub(super) fn group_len(messages: &[&Message]) -> usize {
+    if !matches!(messages.first(), Some(Message::ToolResult(_))) {
+        return 1;
+    }
+    let results = messages
+        .iter()
+        .take_while(|message| matches!(message, Message::ToolResult(_)))
+        .count();
+    match messages.get(results) {
+        Some(Message::User { .. }) => results + 1,
+        _ => results,
+    }
+}
+
+fn tool_result(result: &ToolResult) -> Value {
+    let mut fields = Map::new();
+    fields.insert("type".into(), json!("tool_result"));
+    fields.insert("tool_use_id".into(), json!(result.call_id));
+    fields.insert("content".into(), json!(result.content));
+    if result.is_error {
+        fields.insert("is_error".into(), json!(true));
+    }
+    Value::Object(fields)
 }
 
 fn single(value: Value) -> Group {

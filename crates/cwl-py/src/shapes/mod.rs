@@ -115,6 +115,16 @@ pub struct Group {
     pub values: Vec<Value>,
 }
 
+/// How many engine messages the first group of `messages` (which must not
+/// be empty) stands for: in the Anthropic shape a run of tool results and
+/// the user turn after them, written as one user message; else one.
+pub fn group_len(shape: Shape, messages: &[&Message]) -> usize {
+    match shape {
+        Shape::Anthropic => anthropic::group_len(messages),
+        Shape::Chat | Shape::Responses => 1,
+    }
+}
+
 /// Writes the first group of `messages` (which must not be empty).
 pub fn render_group(shape: Shape, messages: &[&Message]) -> Group {
     match shape {
