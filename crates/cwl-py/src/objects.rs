@@ -36,51 +36,28 @@ pub fn chat<'py>(py: Python<'py>, message: &Message) -> PyResult<Bound<'py, PyAn
 /// `to_message` builds (sorted keys).
 fn assistant(dict: &Bound<'_, PyDict>, content: &[Block]) -> PyResult<()> {
     let py = dict.py();
-    let texts: Vec<&str> = content
-        .iter()
-        .filter_map(|block| match block {
-            Block::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    let reasoning: Vec<&str> = content
-        .iter()
-        .filter_map(|block| match block {
-            Block::Reasoning { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    let signature = content.iter().find_map(|block| match block {
-        Block::Reasoning {
-            signature: Some(signature),
-            ..
-        } => Some(signature.as_str()),
-        _ => None,
-    });
-    match texts.as_slice() {
-        [] => dict.set_item(intern!(py, "content"), py.None())?,
-        [text] => dict.set_item(intern!(py, "content"), *text)?,
-        _ => dict.set_item(intern!(py, "content"), texts.join("\n\n"))?,
+    let parts = cwl::openai::assistant_fields(content);
+    match &parts.content {
+        None => dict.set_item(intern!(py, "content"), py.None())?,
+        Some(text) => dict.set_item(intern!(py, "content"), text.as_ref())?,
     }
-    if !reasoning.is_empty() {
-        dict.set_item(intern!(py, "reasoning_content"), reasoning.join("\n\n"))?;
+    if let Some(reasoning) = &parts.reasoning {
+        dict.set_item(intern!(py, "reasoning_content"), reasoning.as_ref())?;
     }
-    if let Some(signature) = signature {
+    if let Some(signature) = parts.signature {
         dict.set_item(intern!(py, "reasoning_signature"), signature)?;
     }
     dict.set_item(intern!(py, "role"), intern!(py, "assistant"))?;
     let calls = frozen::list(py)?;
-    for block in content {
-        if let Block::ToolCall(call) = block {
-            let function = frozen::dict(py)?;
-            function.set_item(intern!(py, "arguments"), &call.arguments)?;
-            function.set_item(intern!(py, "name"), &call.name)?;
-            let entry = frozen::dict(py)?;
-            entry.set_item(intern!(py, "function"), function)?;
-            entry.set_item(intern!(py, "id"), &call.id)?;
-            entry.set_item(intern!(py, "type"), intern!(py, "function"))?;
-            calls.append(entry)?;
-        }
+    for call in parts.calls {
+        let function = frozen::dict(py)?;
+        function.set_item(intern!(py, "arguments"), &call.arguments)?;
+        function.set_item(intern!(py, "name"), &call.name)?;
+        let entry = frozen::dict(py)?;
+        entry.set_item(intern!(py, "function"), function)?;
+        entry.set_item(intern!(py, "id"), &call.id)?;
+        entry.set_item(intern!(py, "type"), intern!(py, "function"))?;
+        calls.append(entry)?;
     }
     if !calls.is_empty() {
         dict.set_item(intern!(py, "tool_calls"), calls)?;

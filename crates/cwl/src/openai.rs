@@ -258,59 +258,81 @@ pub fn to_message(message: &Message) -> Value {
             "content": result.content,
         }),
         Message::Assistant { content } => {
+            let parts = assistant_fields(content);
             let mut fields = Map::new();
             fields.insert("role".into(), json!("assistant"));
-            let texts: Vec<&str> = content
-                .iter()
-                .filter_map(|block| match block {
-                    Block::Text { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            let reasoning: Vec<&str> = content
-                .iter()
-                .filter_map(|block| match block {
-                    Block::Reasoning { text, .. } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            let signature = content.iter().find_map(|block| match block {
-                Block::Reasoning {
-                    signature: Some(signature),
-                    ..
-                } => Some(signature.as_str()),
-                _ => None,
-            });
-            let calls: Vec<Value> = content
-                .iter()
-                .filter_map(|block| match block {
-                    Block::ToolCall(call) => Some(json!({
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
-                    })),
-                    _ => None,
-                })
-                .collect();
             fields.insert(
                 "content".into(),
-                if texts.is_empty() {
-                    Value::Null
-                } else {
-                    json!(texts.join("\n\n"))
-                },
+                parts.content.map_or(Value::Null, |text| json!(text)),
             );
-            if !reasoning.is_empty() {
-                fields.insert("reasoning_content".into(), json!(reasoning.join("\n\n")));
+            if let Some(reasoning) = parts.reasoning {
+                fields.insert("reasoning_content".into(), json!(reasoning));
             }
-            if let Some(signature) = signature {
+            if let Some(signature) = parts.signature {
                 fields.insert("reasoning_signature".into(), json!(signature));
             }
-            if !calls.is_empty() {
+            if !parts.calls.is_empty() {
+                let calls = parts
+                    .calls
+                    .iter()
+                    .map(|call| {
+                        json!({
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": call.arguments},
+                        })
+                    })
+                    .collect();
                 fields.insert("tool_calls".into(), Value::Array(calls));
             }
             Value::Object(fields)
         }
+    }
+}
+
+/// An assistant message's content as the Chat Completions shape holds it
+/// ([`assistant_fields`]), for writers of that shape other than
+/// [`to_message`] (the Python binding builds its objects from it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssistantFields<'a> {
+    /// The texts, joined by a blank line; `None` without any (`null`).
+    pub content: Option<std::borrow::Cow<'a, str>>,
+    /// The reasoning texts, joined by a blank line (`reasoning_content`).
+    pub reasoning: Option<std::borrow::Cow<'a, str>>,
+    /// The first reasoning signature (`reasoning_signature`).
+    pub signature: Option<&'a str>,
+    /// The tool calls, in order (`tool_calls`).
+    pub calls: Vec<&'a ToolCall>,
+}
+
+/// Groups an assistant message's blocks into the Chat Completions fields.
+pub fn assistant_fields(content: &[Block]) -> AssistantFields<'_> {
+    fn joined<'a>(parts: &[&'a str]) -> Option<std::borrow::Cow<'a, str>> {
+        match parts {
+            [] => None,
+            [one] => Some(std::borrow::Cow::Borrowed(*one)),
+            _ => Some(std::borrow::Cow::Owned(parts.join("\n\n"))),
+        }
+    }
+    let mut texts = Vec::new();
+    let mut reasoning = Vec::new();
+    let mut signature = None;
+    let mut calls = Vec::new();
+    for block in content {
+        match block {
+            Block::Text { text } => texts.push(text.as_str()),
+            Block::Reasoning { text, signature: s } => {
+                reasoning.push(text.as_str());
+                signature = signature.or(s.as_deref());
+            }
+            Block::ToolCall(call) => calls.push(call),
+        }
+    }
+    AssistantFields {
+        content: joined(&texts),
+        reasoning: joined(&reasoning),
+        signature,
+        calls,
     }
 }
 
