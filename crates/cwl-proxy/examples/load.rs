@@ -225,6 +225,7 @@ type Timings = Arc<std::sync::Mutex<Vec<Timing>>>;
 /// Starts the proxy in process in front of `upstream_url`, keeping each
 /// request's timing; its URL.
 async fn start_proxy(args: &Args, upstream_url: &str, timings: Timings) -> Result<String, String> {
+    let prefilled = args.from > 0;
     let options = Options {
         anthropic: Upstream::new(upstream_url),
         openai: Upstream::new(upstream_url),
@@ -235,8 +236,12 @@ async fn start_proxy(args: &Args, upstream_url: &str, timings: Timings) -> Resul
         max_body: DEFAULT_MAX_BODY,
         idle: DEFAULT_IDLE,
         max_conversations: cwl_proxy::server::DEFAULT_MAX_CONVERSATIONS,
+        // With `--from`, a conversation's first request (the prefill) is
+        // not measured, so its timing is left out too.
         events: Some(Box::new(move |event: &Event| {
-            timings.lock().unwrap().push(event.timing)
+            if !(prefilled && event.route == "new") {
+                timings.lock().unwrap().push(event.timing)
+            }
         })),
         planner_model: None,
         side_timeout: cwl_proxy::side::DEFAULT_SIDE_TIMEOUT,
