@@ -125,11 +125,10 @@ pub(crate) fn names_cache_control(json: &str) -> bool {
 /// The text of `json` before and after its first `"cache_control": {...}`
 /// member and the comma that joins it to a neighbour.
 fn without_cache_control(json: &str) -> Option<(&str, &str)> {
-    const KEY: &str = CACHE_CONTROL;
     let mut search = 0;
     loop {
         let start = find_cache_control(json, search)?;
-        search = start + KEY.len();
+        search = start + CACHE_CONTROL.len();
         let rest = json[search..].trim_start();
         let Some(value) = rest.strip_prefix(':').map(str::trim_start) else {
             continue;
